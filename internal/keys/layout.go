@@ -1,0 +1,86 @@
+package keys
+
+import "encoding/binary"
+
+// Storage layout. Every byte of a partition lives under its prefix, so a
+// snapshot is a range scan, a drop is a range delete and a bulk load is an
+// ingest into that range:
+//
+//	partition prefix  = 'p' string(db) int(partition)
+//	document          = prefix 'd' string(table) tuple(key)           -> record
+//	auto-increment    = prefix 'a' string(table) tuple(collection)    -> uint64 last value
+//	change log        = prefix 'l' uint64(generation) uint64(sequence) -> log entry
+//	partition meta    = prefix 'm' string(name)                        -> value
+//
+// Node-wide keys (outside any partition) start with 'n'.
+const (
+	spacePartition byte = 'p'
+	spaceNode      byte = 'n'
+
+	sectionDocument byte = 'd'
+	sectionAutoInc  byte = 'a'
+	sectionLog      byte = 'l'
+	sectionMeta     byte = 'm'
+)
+
+// Partition is the key prefix of one partition of one database.
+type Partition []byte
+
+// PartitionPrefix returns the prefix under which partition p of db lives.
+func PartitionPrefix(db string, p int) Partition {
+	b := AppendString([]byte{spacePartition}, db)
+	return Partition(AppendInt(b, int64(p)))
+}
+
+func (p Partition) section(s byte, extra int) []byte {
+	b := make([]byte, 0, len(p)+1+extra)
+	b = append(b, p...)
+	return append(b, s)
+}
+
+// Table returns the prefix of every document of table in this partition.
+func (p Partition) Table(table string) []byte {
+	return AppendString(p.section(sectionDocument, len(table)+2), table)
+}
+
+// Document returns the key of the document (or collection prefix, when key
+// holds only leading parts) of table.
+func (p Partition) Document(table string, key []byte) []byte {
+	return append(p.Table(table), key...)
+}
+
+// AutoIncrement returns the key holding the last auto-increment value handed
+// out in the collection whose encoded leading key parts are collection.
+func (p Partition) AutoIncrement(table string, collection []byte) []byte {
+	b := AppendString(p.section(sectionAutoInc, len(table)+len(collection)+2), table)
+	return append(b, collection...)
+}
+
+// LogPrefix returns the prefix of the partition's change log.
+func (p Partition) LogPrefix() []byte { return p.section(sectionLog, 16) }
+
+// Log returns the change-log key of SCN (generation, sequence).
+func (p Partition) Log(generation, sequence uint64) []byte {
+	b := binary.BigEndian.AppendUint64(p.LogPrefix(), generation)
+	return binary.BigEndian.AppendUint64(b, sequence)
+}
+
+// ParseLog returns the SCN encoded in a change-log key of this partition.
+func (p Partition) ParseLog(key []byte) (generation, sequence uint64, ok bool) {
+	n := len(p) + 1
+	if len(key) != n+16 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(key[n:]), binary.BigEndian.Uint64(key[n+8:]), true
+}
+
+// Meta returns the key of the partition metadata item name.
+func (p Partition) Meta(name string) []byte {
+	return AppendString(p.section(sectionMeta, len(name)+2), name)
+}
+
+// End returns the first key after the partition.
+func (p Partition) End() []byte { return PrefixEnd(p) }
+
+// Node returns a node-wide metadata key.
+func Node(name string) []byte { return AppendString([]byte{spaceNode}, name) }

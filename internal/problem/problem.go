@@ -1,0 +1,92 @@
+// Package problem is the error vocabulary shared by every layer: an error a
+// user caused (or must retry) carries its kind and a precise detail, and the
+// REST layer turns it into an RFC 9457 problem+json answer with the status
+// that kind maps to. Any other error is an internal failure (500).
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Kind classifies a user-facing failure.
+type Kind int
+
+const (
+	Malformed    Kind = iota // 400: the request cannot be parsed or is inconsistent
+	NotFound                 // 404: the database, table or document is absent
+	NotAllowed               // 405: the method does not apply to the resource
+	Conflict                 // 409: incompatible schema, duplicate, state conflict
+	Precondition             // 412: a conditional header or condition is false
+	TooLarge                 // 413: body, document, batch or transaction too large
+	MediaType                // 415: unsupported Content-Type
+	Invalid                  // 422: the document does not match its schema
+	Unavailable              // 503: not ready, no leader; retry later
+)
+
+var kinds = [...]struct {
+	status int
+	slug   string
+	title  string
+}{
+	Malformed:    {http.StatusBadRequest, "malformed", "Malformed request"},
+	NotFound:     {http.StatusNotFound, "not-found", "Not found"},
+	NotAllowed:   {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+	Conflict:     {http.StatusConflict, "conflict", "Conflict"},
+	Precondition: {http.StatusPreconditionFailed, "precondition-failed", "Precondition failed"},
+	TooLarge:     {http.StatusRequestEntityTooLarge, "too-large", "Too large"},
+	MediaType:    {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
+	Invalid:      {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
+	Unavailable:  {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+}
+
+// Status is the HTTP status of k.
+func (k Kind) Status() int { return kinds[k].status }
+
+// Type is the problem type URI of k.
+func (k Kind) Type() string { return "https://doppio.dev/problems/" + kinds[k].slug }
+
+// Title is the short, fixed summary of k.
+func (k Kind) Title() string { return kinds[k].title }
+
+// Error is a user-facing failure.
+type Error struct {
+	Kind   Kind
+	Detail string
+	// Field names the offending field, key part or parameter when there is one
+	// (dotted path for nested fields).
+	Field string
+	// Operation is the index of the failing operation of a transaction or
+	// batch, or -1.
+	Operation int
+	// RetryAfter, in seconds, accompanies Unavailable.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+// New returns an Error of kind k with a formatted detail.
+func New(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Detail: fmt.Sprintf(format, args...), Operation: -1}
+}
+
+// Field returns an Error of kind k about field.
+func Field(k Kind, field, format string, args ...any) *Error {
+	e := New(k, format, args...)
+	e.Field = field
+	return e
+}
+
+// As returns the *Error inside err, if any.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// Is reports whether err is an Error of kind k.
+func Is(err error, k Kind) bool {
+	e, ok := As(err)
+	return ok && e.Kind == k
+}

@@ -1,0 +1,26 @@
+// Command doppio is Doppio's single binary: `doppio dev` runs a node with an
+// embedded etcd for local use; the other subcommands are a command-line
+// client of the REST API.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "doppio",
+		Short:         "Doppio: a distributed, schema-aware document store",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(devCommand())
+	addClientCommands(root)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "doppio:", err)
+		os.Exit(1)
+	}
+}

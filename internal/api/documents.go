@@ -1,0 +1,542 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+const (
+	headerSCN           = "X-Doppio-SCN"
+	headerSchemaVersion = "X-Doppio-Schema-Version"
+	headerDeleted       = "X-Doppio-Deleted"
+	mediaAvro           = "avro/binary"
+
+	defaultLimit = 100
+	maxLimit     = 1000
+	maxMultiGet  = 1000
+)
+
+func checkJSONContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return problem.New(problem.MediaType, "Content-Type %q cannot be parsed", ct)
+	}
+	if mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return problem.New(problem.MediaType, "Content-Type %s is not supported; send application/json", mt)
+	}
+	return nil
+}
+
+func readBody(r *http.Request, limit int) ([]byte, error) {
+	if err := checkJSONContentType(r); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(limit)))
+}
+
+// target is a parsed document URI.
+type target struct {
+	db    schema.Database
+	table *schema.Table
+	key   keys.Tuple   // leading or full key parts
+	multi []keys.Tuple // full keys of a multi-get, else nil
+}
+
+func (s *Server) target(p params) (target, error) {
+	d, err := s.database(p.db)
+	if err != nil {
+		return target{}, err
+	}
+	t, err := s.table(p.db, p.table)
+	if err != nil {
+		return target{}, err
+	}
+	last := p.lastRaw
+	if strings.HasPrefix(last, "(") && strings.HasSuffix(last, ")") && len(last) >= 2 {
+		return s.multiTarget(d, t, p)
+	}
+	key, err := t.ParseKeySegments(p.key)
+	if err != nil {
+		return target{}, err
+	}
+	return target{db: d, table: t, key: key}, nil
+}
+
+// multiTarget parses "/{k1}/…/(a,b,c)": the listed values of the last key
+// part under the leading ones.
+func (s *Server) multiTarget(d schema.Database, t *schema.Table, p params) (target, error) {
+	leading := p.key[:len(p.key)-1]
+	if len(leading)+1 != t.Arity() {
+		return target{}, problem.New(problem.Malformed, "a multi-get lists values of the last key part: give the %d leading parts of %s first", t.Arity()-1, t.Def.Name)
+	}
+	inner := p.lastRaw[1 : len(p.lastRaw)-1]
+	if inner == "" {
+		return target{}, problem.New(problem.Malformed, "the multi-get list is empty")
+	}
+	items := strings.Split(inner, ",")
+	if len(items) > maxMultiGet {
+		return target{}, problem.New(problem.TooLarge, "a multi-get lists at most %d keys, got %d", maxMultiGet, len(items))
+	}
+	tg := target{db: d, table: t}
+	for _, it := range items {
+		v, err := url.PathUnescape(it)
+		if err != nil {
+			return target{}, problem.New(problem.Malformed, "multi-get item %q is not percent-encoded correctly", it)
+		}
+		key, err := t.ParseKeySegments(append(append([]string(nil), leading...), v))
+		if err != nil {
+			return target{}, err
+		}
+		tg.multi = append(tg.multi, key)
+	}
+	tg.key = tg.multi[0][:len(leading)]
+	return tg, nil
+}
+
+// readOptions are the parameters common to every read.
+type readOptions struct {
+	version int // reader schema version, 0 = as written
+	fields  [][]string
+}
+
+func (s *Server) readOptions(r *http.Request, t *schema.Table) (readOptions, error) {
+	o := readOptions{version: t.Latest()}
+	if v := r.Header.Get(headerSchemaVersion); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return o, problem.Field(problem.Malformed, headerSchemaVersion, "%s %q is not a version number (0 = as written)", headerSchemaVersion, v)
+		}
+		if n > t.Latest() {
+			return o, problem.Field(problem.NotFound, headerSchemaVersion, "table %s has no schema version %d (latest is %d)", t.Def.Name, n, t.Latest())
+		}
+		o.version = n
+	}
+	if f := r.URL.Query().Get("fields"); f != "" {
+		fields, err := t.ParseFields(f)
+		if err != nil {
+			return o, err
+		}
+		o.fields = fields
+	}
+	return o, nil
+}
+
+// render returns the JSON of a stored record as the reader asked for it.
+func (o readOptions) render(t *schema.Table, rec partition.Record) ([]byte, int, error) {
+	doc, err := t.Decode(rec.Avro, int(rec.Version), o.version)
+	if err != nil {
+		return nil, 0, err
+	}
+	if o.fields != nil {
+		doc = schema.Project(doc, o.fields)
+	}
+	b, err := schema.MarshalDocument(doc)
+	version := o.version
+	if version == 0 {
+		version = int(rec.Version)
+	}
+	return b, version, err
+}
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
+	tg, err := s.target(p)
+	if err != nil {
+		return err
+	}
+	opts, err := s.readOptions(r, tg.table)
+	if err != nil {
+		return err
+	}
+	switch {
+	case tg.multi != nil:
+		return s.multiGet(w, tg, opts)
+	case len(tg.key) == tg.table.Arity():
+		return s.getOne(w, r, tg, opts)
+	default:
+		return s.collection(w, r, tg, opts)
+	}
+}
+
+func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
+	rep, err := s.router.Locate(tg.db, tg.key[0])
+	if err != nil {
+		return err
+	}
+	enc, _ := keys.EncodeTuple(tg.key)
+	rec, found, err := rep.Get(tg.table.Def.Name, enc)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return problem.New(problem.NotFound, "document %s %s does not exist", tg.table.Def.Name, tg.key)
+	}
+	etag := rec.ETag()
+	mtime := time.UnixMilli(rec.Mtime).UTC()
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Last-Modified", mtime.Format(http.TimeFormat))
+	h.Set(headerSCN, rec.SCN.String())
+	if notModified(r, etag, mtime) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	if acceptsAvro(r) {
+		if opts.fields != nil {
+			return problem.New(problem.Malformed, "a projection (fields=) cannot be answered as %s", mediaAvro)
+		}
+		h.Set("Content-Type", mediaAvro)
+		h.Set(headerSchemaVersion, strconv.Itoa(int(rec.Version)))
+		_, err = w.Write(rec.Avro)
+		return err
+	}
+	body, version, err := opts.render(tg.table, rec)
+	if err != nil {
+		return err
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set(headerSchemaVersion, strconv.Itoa(version))
+	_, err = w.Write(append(body, '\n'))
+	return err
+}
+
+// notModified evaluates If-None-Match, else If-Modified-Since (RFC 9110 13.2.2).
+func notModified(r *http.Request, etag string, mtime time.Time) bool {
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		for _, t := range splitETags(inm) {
+			if t == "*" || t == etag || t == "W/"+etag {
+				return true
+			}
+		}
+		return false
+	}
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+		if t, err := http.ParseTime(ims); err == nil && !mtime.Truncate(time.Second).After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func acceptsAvro(r *http.Request) bool {
+	for _, a := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(a))
+		if mt == mediaAvro {
+			return true
+		}
+	}
+	return false
+}
+
+type listItem struct {
+	Key      keys.Tuple      `json:"key"`
+	Document json.RawMessage `json:"document"`
+}
+
+type listBody struct {
+	Documents []listItem `json:"documents"`
+	Next      string     `json:"next,omitempty"`
+}
+
+func (s *Server) collection(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
+	q := r.URL.Query()
+	if q.Has("query") {
+		return problem.Field(problem.Malformed, "query", "secondary index queries are not available yet")
+	}
+	limit := defaultLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return problem.Field(problem.Malformed, "limit", "limit %q must be an integer from 1 to %d", v, maxLimit)
+		}
+		limit = n
+	}
+	prefix, _ := keys.EncodeTuple(tg.key)
+	var after []byte
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !bytes.HasPrefix(b, prefix) {
+			return problem.Field(problem.Malformed, "cursor", "cursor %q does not belong to this collection", c)
+		}
+		if t, err := keys.DecodeTuple(b); err != nil || len(t) != tg.table.Arity() {
+			return problem.Field(problem.Malformed, "cursor", "cursor %q does not belong to this collection", c)
+		}
+		after = b
+	}
+	rep, err := s.router.Locate(tg.db, tg.key[0])
+	if err != nil {
+		return err
+	}
+	entries, more, err := rep.Scan(tg.table.Def.Name, prefix, after, limit)
+	if err != nil {
+		return err
+	}
+	out := listBody{Documents: make([]listItem, 0, len(entries))}
+	for _, e := range entries {
+		item, err := s.listItem(tg.table, e.Key, e.Record, opts)
+		if err != nil {
+			return err
+		}
+		out.Documents = append(out.Documents, item)
+	}
+	if more && len(entries) > 0 {
+		out.Next = base64.RawURLEncoding.EncodeToString(entries[len(entries)-1].Key)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listItem(t *schema.Table, key []byte, rec partition.Record, opts readOptions) (listItem, error) {
+	tuple, err := keys.DecodeTuple(key)
+	if err != nil {
+		return listItem{}, err
+	}
+	body, _, err := opts.render(t, rec)
+	return listItem{Key: tuple, Document: body}, err
+}
+
+func (s *Server) multiGet(w http.ResponseWriter, tg target, opts readOptions) error {
+	rep, err := s.router.Locate(tg.db, tg.key[0])
+	if err != nil {
+		return err
+	}
+	out := listBody{Documents: []listItem{}}
+	seen := map[string]bool{}
+	for _, k := range tg.multi {
+		enc, _ := keys.EncodeTuple(k)
+		if seen[string(enc)] {
+			continue
+		}
+		seen[string(enc)] = true
+		rec, found, err := rep.Get(tg.table.Def.Name, enc)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		item, err := s.listItem(tg.table, enc, rec, opts)
+		if err != nil {
+			return err
+		}
+		out.Documents = append(out.Documents, item)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// conditions parses the write preconditions of a request.
+func conditions(r *http.Request) (partition.Condition, error) {
+	var c partition.Condition
+	if v := r.Header.Get("If-Match"); v != "" {
+		c.IfMatch = splitETags(v)
+	}
+	if v := r.Header.Get("If-None-Match"); v != "" {
+		c.IfNoneMatch = splitETags(v)
+	}
+	if v := r.Header.Get("If-Unmodified-Since"); v != "" {
+		t, err := http.ParseTime(v)
+		if err != nil {
+			return c, problem.Field(problem.Malformed, "If-Unmodified-Since", "If-Unmodified-Since %q is not an HTTP date", v)
+		}
+		c.IfUnmodifiedSince = t
+	}
+	return c, nil
+}
+
+func splitETags(v string) []string {
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// writeBody is the answer to a single-document write.
+type writeBody struct {
+	Key     keys.Tuple `json:"key"`
+	ETag    string     `json:"etag,omitempty"`
+	SCN     string     `json:"scn"`
+	Version uint32     `json:"version,omitempty"`
+	Deleted int        `json:"deleted,omitempty"`
+}
+
+func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation) (partition.Result, error) {
+	rep, err := s.router.Locate(tg.db, ops[0].Key[0])
+	if err != nil {
+		return partition.Result{}, err
+	}
+	return rep.Execute(r.Context(), partition.Request{Ops: ops})
+}
+
+func (s *Server) answerWrite(w http.ResponseWriter, tg target, res partition.Result, status int) error {
+	op := res.Ops[0]
+	h := w.Header()
+	h.Set(headerSCN, res.SCN.String())
+	if op.ETag != "" {
+		h.Set("ETag", op.ETag)
+		h.Set("Last-Modified", time.UnixMilli(res.Mtime).UTC().Format(http.TimeFormat))
+	}
+	if status == http.StatusCreated {
+		h.Set("Location", documentPath(tg.db.Name, tg.table.Def.Name, op.Key))
+	}
+	return writeJSON(w, status, writeBody{Key: op.Key, ETag: op.ETag, SCN: res.SCN.String(), Version: op.Version})
+}
+
+// documentPath is the URI path of a document.
+func documentPath(db, table string, key keys.Tuple) string {
+	var b strings.Builder
+	b.WriteString("/" + url.PathEscape(db) + "/" + url.PathEscape(table))
+	for _, v := range key {
+		b.WriteByte('/')
+		switch v := v.(type) {
+		case string:
+			b.WriteString(url.PathEscape(v))
+		case int64:
+			b.WriteString(strconv.FormatInt(v, 10))
+		}
+	}
+	return b.String()
+}
+
+func (s *Server) fullKeyTarget(p params, verb string) (target, error) {
+	tg, err := s.target(p)
+	if err != nil {
+		return tg, err
+	}
+	if tg.multi != nil {
+		return tg, problem.New(problem.Malformed, "%s addresses one document, not a list", verb)
+	}
+	if len(tg.key) != tg.table.Arity() {
+		hint := ""
+		if tg.table.AutoIncrement() && len(tg.key) == tg.table.Arity()-1 && verb == "PUT" {
+			hint = "; POST to the collection to insert with an auto-increment key"
+		}
+		return tg, problem.New(problem.Malformed, "%s needs all %d key parts of %s, got %d%s", verb, tg.table.Arity(), tg.table.Def.Name, len(tg.key), hint)
+	}
+	return tg, nil
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, p params) error {
+	tg, err := s.fullKeyTarget(p, "PUT")
+	if err != nil {
+		return err
+	}
+	cond, err := conditions(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r, s.cfg.MaxDocumentBytes)
+	if err != nil {
+		return err
+	}
+	doc, err := tg.table.DecodeJSON(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.execute(r, tg, partition.Operation{Kind: partition.Put, Table: tg.table, Key: tg.key, Doc: doc, Cond: cond})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if res.Ops[0].Created {
+		status = http.StatusCreated
+	}
+	return s.answerWrite(w, tg, res, status)
+}
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, p params) error {
+	tg, err := s.fullKeyTarget(p, "PATCH")
+	if err != nil {
+		return err
+	}
+	cond, err := conditions(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r, s.cfg.MaxDocumentBytes)
+	if err != nil {
+		return err
+	}
+	pt, err := schema.ParsePatch(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.execute(r, tg, partition.Operation{Kind: partition.Patch, Table: tg.table, Key: tg.key, Patch: pt, Cond: cond})
+	if err != nil {
+		return err
+	}
+	return s.answerWrite(w, tg, res, http.StatusOK)
+}
+
+func (s *Server) insert(w http.ResponseWriter, r *http.Request, p params) error {
+	tg, err := s.target(p)
+	if err != nil {
+		return err
+	}
+	t := tg.table
+	if !t.AutoIncrement() {
+		return problem.New(problem.NotAllowed, "table %s has no auto-increment key part: PUT the document at its full key", t.Def.Name)
+	}
+	if tg.multi != nil || len(tg.key) != t.Arity()-1 {
+		return problem.New(problem.Malformed, "POST to the collection: give the %d leading key parts of %s", t.Arity()-1, t.Def.Name)
+	}
+	body, err := readBody(r, s.cfg.MaxDocumentBytes)
+	if err != nil {
+		return err
+	}
+	doc, err := t.DecodeJSON(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.execute(r, tg, partition.Operation{Kind: partition.Insert, Table: t, Key: tg.key, Doc: doc})
+	if err != nil {
+		return err
+	}
+	return s.answerWrite(w, tg, res, http.StatusCreated)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, p params) error {
+	tg, err := s.target(p)
+	if err != nil {
+		return err
+	}
+	if tg.multi != nil {
+		return problem.New(problem.Malformed, "DELETE addresses one document or one collection, not a list")
+	}
+	cond, err := conditions(r)
+	if err != nil {
+		return err
+	}
+	op := partition.Operation{Kind: partition.Delete, Table: tg.table, Key: tg.key, Cond: cond}
+	if len(tg.key) < tg.table.Arity() {
+		if len(cond.IfMatch)+len(cond.IfNoneMatch) > 0 || !cond.IfUnmodifiedSince.IsZero() {
+			return problem.New(problem.Malformed, "conditional headers apply to one document, not to a collection")
+		}
+		op.Kind = partition.DeleteCollection
+	}
+	res, err := s.execute(r, tg, op)
+	if err != nil {
+		return err
+	}
+	w.Header().Set(headerSCN, res.SCN.String())
+	w.Header().Set(headerDeleted, strconv.Itoa(res.Ops[0].Deleted))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/doppio-db/doppio/internal/problem"
+)
+
+// route is one served (method, path pattern). A pattern's segments are
+// literals, {name} (one segment) or a final {key} that takes one or more
+// segments: the key parts of a document or collection. The OpenAPI document
+// lists exactly these patterns (see TestOpenAPIMatchesRoutes).
+type route struct {
+	method  string
+	pattern string
+	handle  func(s *Server, w http.ResponseWriter, r *http.Request, p params) error
+	segs    []string
+}
+
+// params are the values of a matched route's path parameters.
+type params struct {
+	db, table, version string
+	key                []string // percent-decoded key segments
+	lastRaw            string   // the last key segment, still escaped
+}
+
+func routes() []*route {
+	rs := []*route{
+		{method: "GET", pattern: "/healthz", handle: (*Server).healthz},
+		{method: "GET", pattern: "/readyz", handle: (*Server).readyz},
+		{method: "GET", pattern: "/metrics", handle: (*Server).metrics},
+		{method: "GET", pattern: "/_openapi", handle: (*Server).openapi},
+		{method: "GET", pattern: "/_cluster", handle: (*Server).cluster},
+		{method: "GET", pattern: "/_schemas", handle: (*Server).listDatabases},
+		{method: "GET", pattern: "/_schemas/{db}", handle: (*Server).getDatabase},
+		{method: "PUT", pattern: "/_schemas/{db}", handle: (*Server).putDatabase},
+		{method: "GET", pattern: "/_schemas/{db}/{table}", handle: (*Server).getTable},
+		{method: "PUT", pattern: "/_schemas/{db}/{table}", handle: (*Server).putTable},
+		{method: "GET", pattern: "/_schemas/{db}/{table}/versions/{version}", handle: (*Server).getVersion},
+		{method: "POST", pattern: "/{db}/_txn", handle: (*Server).txn},
+		{method: "POST", pattern: "/{db}/_batch", handle: (*Server).batch},
+		{method: "GET", pattern: "/{db}/{table}/{key}", handle: (*Server).read},
+		{method: "PUT", pattern: "/{db}/{table}/{key}", handle: (*Server).put},
+		{method: "PATCH", pattern: "/{db}/{table}/{key}", handle: (*Server).patch},
+		{method: "POST", pattern: "/{db}/{table}/{key}", handle: (*Server).insert},
+		{method: "DELETE", pattern: "/{db}/{table}/{key}", handle: (*Server).delete},
+	}
+	for _, r := range rs {
+		r.segs = strings.Split(strings.TrimPrefix(r.pattern, "/"), "/")
+	}
+	return rs
+}
+
+// splitPath percent-decodes the segments of an escaped request path,
+// rejecting empty, "." and ".." segments: a key part can hold any byte only
+// when percent-encoded, and no path trick can address another resource.
+func splitPath(escaped string) ([]string, error) {
+	if !strings.HasPrefix(escaped, "/") {
+		return nil, problem.New(problem.Malformed, "path must start with /")
+	}
+	raw := strings.Split(escaped[1:], "/")
+	segs := make([]string, len(raw))
+	for i, s := range raw {
+		if s == "" || s == "." || s == ".." {
+			if i == len(raw)-1 && s == "" && i > 0 {
+				return nil, problem.New(problem.Malformed, "path ends with a slash")
+			}
+			return nil, problem.New(problem.Malformed, "path segment %d is %q", i+1, s)
+		}
+		v, err := url.PathUnescape(s)
+		if err != nil {
+			return nil, problem.New(problem.Malformed, "path segment %d is not percent-encoded correctly", i+1)
+		}
+		segs[i] = v
+	}
+	return segs, nil
+}
+
+// match finds the route for method and the escaped path; a known path with
+// another method is NotAllowed, an unknown one NotFound.
+func (s *Server) match(method, escaped string) (*route, params, error) {
+	if escaped == "/" {
+		return nil, params{}, problem.New(problem.NotFound, "no resource at /")
+	}
+	segs, err := splitPath(escaped)
+	if err != nil {
+		return nil, params{}, err
+	}
+	raw := strings.Split(escaped[1:], "/")
+	pathKnown := false
+	for _, rt := range s.routes {
+		p, ok := rt.bind(segs, raw)
+		if !ok {
+			continue
+		}
+		if rt.method == method {
+			return rt, p, nil
+		}
+		pathKnown = true
+	}
+	if pathKnown {
+		return nil, params{}, problem.New(problem.NotAllowed, "%s is not allowed on %s", method, escaped)
+	}
+	return nil, params{}, problem.New(problem.NotFound, "no resource at %s", escaped)
+}
+
+func (rt *route) bind(segs, raw []string) (params, bool) {
+	var p params
+	for i, pat := range rt.segs {
+		if pat == "{key}" {
+			if len(segs) <= i {
+				return p, false
+			}
+			p.key = segs[i:]
+			p.rawKey(raw[i:])
+			return p, true
+		}
+		if i >= len(segs) {
+			return p, false
+		}
+		switch pat {
+		case "{db}":
+			if strings.HasPrefix(segs[i], "_") {
+				return p, false // reserved names are routes, never databases
+			}
+			p.db = segs[i]
+		case "{table}":
+			if strings.HasPrefix(segs[i], "_") {
+				return p, false
+			}
+			p.table = segs[i]
+		case "{version}":
+			p.version = segs[i]
+		default:
+			if segs[i] != pat {
+				return p, false
+			}
+		}
+	}
+	return p, len(segs) == len(rt.segs)
+}
+
+// rawKey keeps the still-escaped last key segment so a multi-get list
+// "(a,b,c)" splits on unescaped commas only.
+func (p *params) rawKey(raw []string) { p.lastRaw = raw[len(raw)-1] }

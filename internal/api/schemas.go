@@ -1,0 +1,192 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// maxSchemaBytes bounds a schema request body.
+const maxSchemaBytes = 1 << 20
+
+// decodeStrict parses a JSON body into v, rejecting unknown fields and
+// trailing data.
+func decodeStrict(r *http.Request, limit int64, v any) error {
+	if err := checkJSONContentType(r); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return problem.New(problem.Malformed, "invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return problem.New(problem.Malformed, "invalid JSON body: data after the JSON value")
+	}
+	return nil
+}
+
+type databaseView struct {
+	schema.Database
+	Tables []tableSummary `json:"tables"`
+}
+
+type tableSummary struct {
+	Name    string           `json:"name"`
+	Key     []schema.KeyPart `json:"key"`
+	Version int              `json:"version"`
+}
+
+func (s *Server) databaseView(d schema.Database) databaseView {
+	v := databaseView{Database: d, Tables: []tableSummary{}}
+	for _, t := range s.catalog.Tables(d.Name) {
+		v.Tables = append(v.Tables, tableSummary{Name: t.Def.Name, Key: t.Def.Key, Version: t.Latest()})
+	}
+	return v
+}
+
+func (s *Server) listDatabases(w http.ResponseWriter, r *http.Request, _ params) error {
+	out := []databaseView{}
+	for _, d := range s.catalog.Databases() {
+		out = append(out, s.databaseView(d))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"databases": out})
+}
+
+func (s *Server) database(name string) (schema.Database, error) {
+	d, ok := s.catalog.Database(name)
+	if !ok {
+		return d, problem.New(problem.NotFound, "database %q does not exist", name)
+	}
+	return d, nil
+}
+
+func (s *Server) getDatabase(w http.ResponseWriter, r *http.Request, p params) error {
+	d, err := s.database(p.db)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.databaseView(d))
+}
+
+func (s *Server) putDatabase(w http.ResponseWriter, r *http.Request, p params) error {
+	var body struct {
+		Partitions  int    `json:"partitions"`
+		Replicas    int    `json:"replicas"`
+		Partitioner string `json:"partitioner"`
+	}
+	if err := decodeStrict(r, maxSchemaBytes, &body); err != nil {
+		return err
+	}
+	d, created, err := s.catalog.PutDatabase(r.Context(), schema.Database{
+		Name: p.db, Partitions: body.Partitions, Replicas: body.Replicas, Partitioner: body.Partitioner,
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/_schemas/"+d.Name)
+	}
+	return writeJSON(w, status, s.databaseView(d))
+}
+
+func (s *Server) table(db, name string) (*schema.Table, error) {
+	if _, err := s.database(db); err != nil {
+		return nil, err
+	}
+	t, ok := s.catalog.Table(db, name)
+	if !ok {
+		return nil, problem.New(problem.NotFound, "table %q does not exist in database %q", name, db)
+	}
+	return t, nil
+}
+
+type versionSummary struct {
+	Version int       `json:"version"`
+	Created time.Time `json:"created"`
+}
+
+type tableView struct {
+	Database string           `json:"database"`
+	Name     string           `json:"name"`
+	Key      []schema.KeyPart `json:"key"`
+	Version  int              `json:"version"`
+	Schema   json.RawMessage  `json:"schema"`
+	Versions []versionSummary `json:"versions"`
+}
+
+func viewTable(t *schema.Table) tableView {
+	def := t.Def
+	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest()}
+	for _, ver := range def.Versions {
+		v.Versions = append(v.Versions, versionSummary{Version: ver.Version, Created: ver.Created})
+		if ver.Version == t.Latest() {
+			v.Schema = ver.Schema
+		}
+	}
+	return v
+}
+
+func (s *Server) getTable(w http.ResponseWriter, r *http.Request, p params) error {
+	t, err := s.table(p.db, p.table)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewTable(t))
+}
+
+func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) error {
+	var body struct {
+		Key    []schema.KeyPart `json:"key"`
+		Schema json.RawMessage  `json:"schema"`
+	}
+	if err := decodeStrict(r, maxSchemaBytes, &body); err != nil {
+		return err
+	}
+	if len(body.Schema) == 0 {
+		return problem.Field(problem.Malformed, "schema", "the table needs a document schema")
+	}
+	if _, err := s.database(p.db); err != nil {
+		return err
+	}
+	t, created, _, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/_schemas/"+p.db+"/"+p.table)
+	}
+	return writeJSON(w, status, viewTable(t))
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, p params) error {
+	t, err := s.table(p.db, p.table)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(p.version)
+	if err != nil || n < 1 {
+		return problem.Field(problem.Malformed, "version", "version %q is not a positive integer", p.version)
+	}
+	for _, v := range t.Def.Versions {
+		if v.Version == n {
+			return writeJSON(w, http.StatusOK, v)
+		}
+	}
+	return problem.New(problem.NotFound, "table %s has no version %d (latest is %d)", p.table, n, t.Latest())
+}

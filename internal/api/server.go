@@ -1,0 +1,251 @@
+// Package api serves Doppio's REST interface: it parses and validates
+// requests, resolves schemas from the catalog, sends operations to the
+// partition the router names and renders answers, every error as an RFC 9457
+// problem+json document.
+package api
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// OpenAPI is the OpenAPI 3.1 document of this interface.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Config sets the server's limits.
+type Config struct {
+	// MaxDocumentBytes bounds a document's JSON body and its Avro form
+	// (default 1 MiB).
+	MaxDocumentBytes int
+	// MaxRequestBytes bounds a transaction or batch body (default 16 MiB).
+	MaxRequestBytes int
+	// MaxOps bounds the operations of a transaction or batch (default 1000).
+	MaxOps int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxDocumentBytes <= 0 {
+		c.MaxDocumentBytes = 1 << 20
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 16 << 20
+	}
+	if c.MaxOps <= 0 {
+		c.MaxOps = 1000
+	}
+	return c
+}
+
+// Server is the REST handler of one node.
+type Server struct {
+	cfg     Config
+	catalog *catalog.Catalog
+	router  *router.Router
+	log     *slog.Logger
+	routes  []*route
+	ready   atomic.Bool
+
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	info     func() any
+	scrape   http.Handler
+}
+
+// New returns a server over catalog and router; registry receives the
+// server's metrics and is what /metrics exposes. info, when set, is the
+// body of /_cluster.
+func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *prometheus.Registry, log *slog.Logger, info func() any) *Server {
+	s := &Server{
+		cfg: cfg.withDefaults(), catalog: cat, router: rt, log: log, routes: routes(),
+		info: info,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "doppio_http_requests_total", Help: "HTTP requests by route, method and status.",
+		}, []string{"route", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "doppio_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"route", "method"}),
+	}
+	registry.MustRegister(s.requests, s.latency)
+	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	return s
+}
+
+// Attach gives the server the catalog and router once they are open; call
+// it before SetReady(true).
+func (s *Server) Attach(cat *catalog.Catalog, rt *router.Router) {
+	s.catalog, s.router = cat, rt
+}
+
+// SetReady marks the node able (or not) to serve; /readyz follows it.
+func (s *Server) SetReady(v bool) { s.ready.Store(v) }
+
+// ServeHTTP routes a request and renders its outcome.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rt, p, err := s.match(r.Method, r.URL.EscapedPath())
+	pattern := "unmatched"
+	if err == nil {
+		pattern = rt.pattern
+		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
+			err = &problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}
+		} else {
+			err = s.call(rt, sw, r, p)
+		}
+	}
+	if err != nil {
+		s.fail(sw, r, err)
+	}
+	s.requests.WithLabelValues(pattern, r.Method, strconv.Itoa(sw.status())).Inc()
+	s.latency.WithLabelValues(pattern, r.Method).Observe(time.Since(start).Seconds())
+}
+
+// call runs a handler, turning a panic into a 500 so no input can take the
+// node down.
+func (s *Server) call(rt *route, w http.ResponseWriter, r *http.Request, p params) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("handler panic", "route", rt.pattern, "panic", v)
+			err = errors.New("internal error")
+		}
+	}()
+	return rt.handle(s, w, r, p)
+}
+
+type problemBody struct {
+	Type       string `json:"type"`
+	Title      string `json:"title"`
+	Status     int    `json:"status"`
+	Detail     string `json:"detail"`
+	Instance   string `json:"instance,omitempty"`
+	Field      string `json:"field,omitempty"`
+	Operation  *int   `json:"operation,omitempty"`
+	RetryAfter int    `json:"retryAfter,omitempty"`
+}
+
+func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
+	if w.wrote {
+		return // the answer has begun; nothing more can be said
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		err = problem.New(problem.TooLarge, "request body is larger than the limit of %d bytes", mbe.Limit)
+	}
+	pe, ok := problem.As(err)
+	if !ok {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		body := problemBody{Type: "https://doppio.dev/problems/internal", Title: "Internal error", Status: 500, Detail: err.Error()}
+		writeProblem(w, body, 0)
+		return
+	}
+	body := problemBody{
+		Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail,
+		Instance: r.URL.Path, Field: pe.Field, RetryAfter: pe.RetryAfter,
+	}
+	if pe.Operation >= 0 {
+		op := pe.Operation
+		body.Operation = &op
+	}
+	writeProblem(w, body, pe.RetryAfter)
+}
+
+func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	h.Set("Content-Type", "application/problem+json")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.WriteHeader(body.Status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ params) error {
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) error {
+	if !s.ready.Load() {
+		return &problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request, _ params) error {
+	s.scrape.ServeHTTP(w, r)
+	return nil
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request, _ params) error {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, err := w.Write(OpenAPI)
+	return err
+}
+
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ params) error {
+	if s.info == nil {
+		return writeJSON(w, http.StatusOK, map[string]any{})
+	}
+	return writeJSON(w, http.StatusOK, s.info())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,286 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// opBody is one operation of a transaction or batch.
+type opBody struct {
+	Op                string          `json:"op"`
+	Table             string          `json:"table"`
+	Key               []any           `json:"key"`
+	Document          json.RawMessage `json:"document,omitempty"`
+	Patch             json.RawMessage `json:"patch,omitempty"`
+	IfMatch           string          `json:"ifMatch,omitempty"`
+	IfNoneMatch       string          `json:"ifNoneMatch,omitempty"`
+	IfUnmodifiedSince string          `json:"ifUnmodifiedSince,omitempty"`
+}
+
+type opResult struct {
+	Key     keys.Tuple `json:"key"`
+	ETag    string     `json:"etag,omitempty"`
+	Created bool       `json:"created,omitempty"`
+	Deleted int        `json:"deleted,omitempty"`
+}
+
+// operation turns one parsed operation body into a partition operation.
+func (s *Server) operation(db schema.Database, b opBody) (partition.Operation, error) {
+	t, err := s.table(db.Name, b.Table)
+	if err != nil {
+		return partition.Operation{}, err
+	}
+	if len(b.Key) == 0 {
+		return partition.Operation{}, problem.Field(problem.Malformed, "key", "the operation needs a key")
+	}
+	key, err := t.ParseKeyJSON(b.Key)
+	if err != nil {
+		return partition.Operation{}, err
+	}
+	op := partition.Operation{Table: t, Key: key}
+	if op.Cond, err = opConditions(b); err != nil {
+		return op, err
+	}
+	full := len(key) == t.Arity()
+	needs := func(what string, present bool) error {
+		if !present {
+			return problem.Field(problem.Malformed, what, "%s needs %q", b.Op, what)
+		}
+		return nil
+	}
+	forbids := func(what string, present bool) error {
+		if present {
+			return problem.Field(problem.Malformed, what, "%s takes no %q", b.Op, what)
+		}
+		return nil
+	}
+	switch b.Op {
+	case "put", "insert":
+		if err := firstErr(needs("document", len(b.Document) > 0), forbids("patch", len(b.Patch) > 0)); err != nil {
+			return op, err
+		}
+		switch {
+		case full:
+			op.Kind = partition.Put
+			if b.Op == "insert" {
+				op.Cond.IfNoneMatch = []string{"*"}
+			}
+		case t.AutoIncrement() && len(key) == t.Arity()-1:
+			op.Kind = partition.Insert
+		default:
+			return op, problem.Field(problem.Malformed, "key", "%s needs all %d key parts of %s", b.Op, t.Arity(), t.Def.Name)
+		}
+		if len(b.Document) > s.cfg.MaxDocumentBytes {
+			return op, problem.New(problem.TooLarge, "document is larger than the limit of %d bytes", s.cfg.MaxDocumentBytes)
+		}
+		op.Doc, err = t.DecodeJSON(b.Document)
+	case "patch":
+		if err := firstErr(needs("patch", len(b.Patch) > 0), forbids("document", len(b.Document) > 0)); err != nil {
+			return op, err
+		}
+		if !full {
+			return op, problem.Field(problem.Malformed, "key", "patch needs all %d key parts of %s", t.Arity(), t.Def.Name)
+		}
+		op.Kind = partition.Patch
+		op.Patch, err = schema.ParsePatch(b.Patch)
+	case "delete":
+		if err := firstErr(forbids("document", len(b.Document) > 0), forbids("patch", len(b.Patch) > 0)); err != nil {
+			return op, err
+		}
+		op.Kind = partition.Delete
+		if !full {
+			op.Kind = partition.DeleteCollection
+		}
+	default:
+		return op, problem.Field(problem.Malformed, "op", "unknown operation %q (put, insert, patch, delete)", b.Op)
+	}
+	return op, err
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func opConditions(b opBody) (partition.Condition, error) {
+	var c partition.Condition
+	if b.IfMatch != "" {
+		c.IfMatch = splitETags(b.IfMatch)
+	}
+	if b.IfNoneMatch != "" {
+		c.IfNoneMatch = splitETags(b.IfNoneMatch)
+	}
+	if v := b.IfUnmodifiedSince; v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			if t, err = http.ParseTime(v); err != nil {
+				return c, problem.Field(problem.Malformed, "ifUnmodifiedSince", "ifUnmodifiedSince %q is neither RFC 3339 nor an HTTP date", v)
+			}
+		}
+		c.IfUnmodifiedSince = t
+	}
+	return c, nil
+}
+
+// withOperation labels a problem with the index of the operation it is about.
+func withOperation(err error, i int) error {
+	pe, ok := problem.As(err)
+	if !ok || pe.Operation >= 0 {
+		return err
+	}
+	cp := *pe
+	cp.Operation = i
+	cp.Detail = "operation " + strconv.Itoa(i) + ": " + pe.Detail
+	return &cp
+}
+
+func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
+	db, err := s.database(p.db)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		PartitionKey any      `json:"partitionKey"`
+		Ops          []opBody `json:"ops"`
+	}
+	if err := decodeStrict(r, int64(s.cfg.MaxRequestBytes), &body); err != nil {
+		return err
+	}
+	if len(body.Ops) == 0 {
+		return problem.Field(problem.Malformed, "ops", "a transaction needs at least one operation")
+	}
+	if len(body.Ops) > s.cfg.MaxOps {
+		return problem.New(problem.TooLarge, "a transaction has at most %d operations, got %d", s.cfg.MaxOps, len(body.Ops))
+	}
+	ops := make([]partition.Operation, len(body.Ops))
+	for i, b := range body.Ops {
+		op, err := s.operation(db, b)
+		if err != nil {
+			return withOperation(err, i)
+		}
+		if err := samePartitionKey(body.PartitionKey, op); err != nil {
+			return withOperation(err, i)
+		}
+		if i > 0 && !equalPart(op.Key[0], ops[0].Key[0]) {
+			return withOperation(problem.Field(problem.Malformed, "key", "key %s leaves the document group %s", op.Key, ops[0].Key[:1]), i)
+		}
+		ops[i] = op
+	}
+	rep, err := s.router.Locate(db, ops[0].Key[0])
+	if err != nil {
+		return err
+	}
+	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
+	if err != nil {
+		if len(ops) == 1 {
+			return withOperation(err, 0)
+		}
+		return err
+	}
+	out := struct {
+		SCN     string     `json:"scn"`
+		Results []opResult `json:"results"`
+	}{SCN: res.SCN.String(), Results: make([]opResult, len(res.Ops))}
+	for i, o := range res.Ops {
+		out.Results[i] = opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}
+	}
+	w.Header().Set(headerSCN, out.SCN)
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// samePartitionKey checks an operation's key against the transaction's
+// declared partition key, parsed by the operation's table key type.
+func samePartitionKey(declared any, op partition.Operation) error {
+	if declared == nil {
+		return nil
+	}
+	pk, err := op.Table.ParseKeyJSON([]any{declared})
+	if err != nil {
+		return problem.Field(problem.Malformed, "partitionKey", "partitionKey: %v", err)
+	}
+	if !equalPart(pk[0], op.Key[0]) {
+		return problem.Field(problem.Malformed, "key", "key %s leaves the document group of partitionKey %s", op.Key, pk)
+	}
+	return nil
+}
+
+func equalPart(a, b any) bool { return a == b }
+
+// batchResult is the outcome of one operation of a batch.
+type batchResult struct {
+	Status  int          `json:"status"`
+	SCN     string       `json:"scn,omitempty"`
+	Result  *opResult    `json:"result,omitempty"`
+	Problem *problemBody `json:"problem,omitempty"`
+}
+
+// batch applies independent operations, each atomically on its own and in
+// order, and reports each outcome; one failing does not stop the others.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
+	db, err := s.database(p.db)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Ops []opBody `json:"ops"`
+	}
+	if err := decodeStrict(r, int64(s.cfg.MaxRequestBytes), &body); err != nil {
+		return err
+	}
+	if len(body.Ops) == 0 {
+		return problem.Field(problem.Malformed, "ops", "a batch needs at least one operation")
+	}
+	if len(body.Ops) > s.cfg.MaxOps {
+		return problem.New(problem.TooLarge, "a batch has at most %d operations, got %d", s.cfg.MaxOps, len(body.Ops))
+	}
+	results := make([]batchResult, len(body.Ops))
+	for i, b := range body.Ops {
+		results[i] = s.batchOp(r, db, b)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"results": results})
+}
+
+func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchResult {
+	fail := func(err error) batchResult {
+		pe, ok := problem.As(err)
+		if !ok {
+			s.log.Error("batch operation failed", "err", err)
+			return batchResult{Status: 500, Problem: &problemBody{Type: "https://doppio.dev/problems/internal", Title: "Internal error", Status: 500, Detail: err.Error()}}
+		}
+		return batchResult{Status: pe.Kind.Status(), Problem: &problemBody{
+			Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail, Field: pe.Field,
+		}}
+	}
+	op, err := s.operation(db, b)
+	if err != nil {
+		return fail(err)
+	}
+	rep, err := s.router.Locate(db, op.Key[0])
+	if err != nil {
+		return fail(err)
+	}
+	res, err := rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
+	if err != nil {
+		return fail(err)
+	}
+	o := res.Ops[0]
+	status := http.StatusOK
+	switch {
+	case o.Created:
+		status = http.StatusCreated
+	case op.Kind == partition.Delete || op.Kind == partition.DeleteCollection:
+		status = http.StatusNoContent
+	}
+	return batchResult{Status: status, SCN: res.SCN.String(), Result: &opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}}
+}

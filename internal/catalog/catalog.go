@@ -1,0 +1,538 @@
+// Package catalog is Doppio's schema catalog: database and table definitions
+// stored in etcd under a key prefix, cached in memory and kept current by a
+// watch, so every node answers schema lookups locally and sees changes made
+// through any other node within the watch latency.
+//
+// Layout under the prefix:
+//
+//	{prefix}/db/{name}           JSON schema.Database
+//	{prefix}/table/{db}/{table}  JSON schema.TableDef (every version in one value)
+//
+// Writes are compare-and-swap transactions on the key's ModRevision, retried
+// on contention, so concurrent writers on several nodes never lose a version
+// nor number two versions alike.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+const (
+	// maxAttempts bounds compare-and-swap retries. Each failed attempt means
+	// another writer succeeded, so this is only reached under a storm of
+	// schema changes; the caller gets Unavailable and may retry.
+	maxAttempts = 64
+	// retryBackoff is the pause before re-establishing a failed watch.
+	retryBackoff = 500 * time.Millisecond
+)
+
+// Catalog is the cached, watched schema catalog. Safe for concurrent use.
+type Catalog struct {
+	cli    *clientv3.Client
+	prefix string // without trailing slash
+	logger *slog.Logger
+
+	mu     sync.RWMutex
+	dbs    map[string]schema.Database
+	tables map[string]map[string]*schema.Table // db -> table -> compiled
+	// revs holds, per etcd key, the revision of the write (or delete) the
+	// cache reflects. Puts apply their own writes directly and the watch
+	// later delivers the same event; comparing revisions makes applying
+	// idempotent and keeps an old event from overwriting a newer value.
+	revs map[string]int64
+	// rev is the revision up to which the watch (or a full load) has
+	// delivered every event; the watch resumes after it.
+	rev int64
+
+	subMu   sync.Mutex
+	subs    map[int]chan struct{}
+	nextSub int
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Open loads every database and table under prefix, compiling each table
+// with schema.Compile, and starts a watch that keeps the cache current until
+// Close. A stored table that does not compile is logged and left out.
+func Open(ctx context.Context, cli *clientv3.Client, prefix string) (*Catalog, error) {
+	c := newCatalog(cli, prefix)
+	if err := c.load(ctx); err != nil {
+		return nil, fmt.Errorf("catalog: load: %w", err)
+	}
+	c.start()
+	return c, nil
+}
+
+func newCatalog(cli *clientv3.Client, prefix string) *Catalog {
+	return &Catalog{
+		cli:    cli,
+		prefix: strings.TrimSuffix(prefix, "/"),
+		logger: slog.Default().With("component", "catalog"),
+		dbs:    map[string]schema.Database{},
+		tables: map[string]map[string]*schema.Table{},
+		revs:   map[string]int64{},
+		subs:   map[int]chan struct{}{},
+	}
+}
+
+func (c *Catalog) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.done = make(chan struct{})
+	go c.watch(ctx)
+}
+
+// Close stops the watch. The cache keeps its last state; subscriber
+// channels are not closed (subscribers stop on their own cancel).
+func (c *Catalog) Close() {
+	c.cancel()
+	<-c.done
+}
+
+// Database returns the named database's definition.
+func (c *Catalog) Database(name string) (schema.Database, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	d, ok := c.dbs[name]
+	return d, ok
+}
+
+// Databases returns every database, sorted by name.
+func (c *Catalog) Databases() []schema.Database {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]schema.Database, 0, len(c.dbs))
+	for _, name := range slices.Sorted(maps.Keys(c.dbs)) {
+		out = append(out, c.dbs[name])
+	}
+	return out
+}
+
+// Table returns the compiled table; it is immutable and may be kept, a newer
+// version replaces it in the cache with a new *schema.Table.
+func (c *Catalog) Table(db, table string) (*schema.Table, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.tables[db][table]
+	return t, ok
+}
+
+// Tables returns the tables of db, sorted by name (none if db is unknown).
+func (c *Catalog) Tables(db string) []*schema.Table {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ts := c.tables[db]
+	out := make([]*schema.Table, 0, len(ts))
+	for _, name := range slices.Sorted(maps.Keys(ts)) {
+		out = append(out, ts[name])
+	}
+	return out
+}
+
+// Subscribe returns a channel that receives a value after every change
+// applied to the cache, for components that must react to new databases or
+// tables. Notifications coalesce (the channel buffers one): on receipt,
+// re-read the catalog. cancel stops delivery; it does not close the channel.
+func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.subMu.Lock()
+	id := c.nextSub
+	c.nextSub++
+	c.subs[id] = ch
+	c.subMu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			c.subMu.Lock()
+			delete(c.subs, id)
+			c.subMu.Unlock()
+		})
+	}
+}
+
+func (c *Catalog) notify() {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	for _, ch := range c.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // a notification is already pending
+		}
+	}
+}
+
+// PutDatabase creates the database (created=true) or updates what may
+// change: replicas. Partitions and partitioner are immutable: a different
+// value is a Conflict naming the field. On update, zero fields mean "keep the
+// current value", so a client may send only what it changes. The definition
+// is validated (and defaults filled) with schema.ValidateDatabase; an update
+// that changes nothing writes nothing.
+func (c *Catalog) PutDatabase(ctx context.Context, d schema.Database) (out schema.Database, created bool, err error) {
+	key := c.dbKey(d.Name)
+	for range maxAttempts {
+		resp, err := c.cli.Get(ctx, key)
+		if err != nil {
+			return schema.Database{}, false, storeError(ctx, err)
+		}
+		next := d
+		var cmp clientv3.Cmp
+		if len(resp.Kvs) == 0 {
+			if err := schema.ValidateDatabase(&next); err != nil {
+				return schema.Database{}, false, err
+			}
+			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		} else {
+			kv := resp.Kvs[0]
+			var cur schema.Database
+			if err := json.Unmarshal(kv.Value, &cur); err != nil {
+				return schema.Database{}, false, fmt.Errorf("catalog: stored database %q: %w", d.Name, err)
+			}
+			if next.Partitions == 0 {
+				next.Partitions = cur.Partitions
+			}
+			if next.Replicas == 0 {
+				next.Replicas = cur.Replicas
+			}
+			if next.Partitioner == "" {
+				next.Partitioner = cur.Partitioner
+			}
+			if err := schema.ValidateDatabase(&next); err != nil {
+				return schema.Database{}, false, err
+			}
+			if next.Partitions != cur.Partitions {
+				return schema.Database{}, false, problem.Field(problem.Conflict, "partitions",
+					"the partition count of database %q cannot change (%d, requested %d)", d.Name, cur.Partitions, next.Partitions)
+			}
+			if next.Partitioner != cur.Partitioner {
+				return schema.Database{}, false, problem.Field(problem.Conflict, "partitioner",
+					"the partitioner of database %q cannot change (%q, requested %q)", d.Name, cur.Partitioner, next.Partitioner)
+			}
+			if next == cur {
+				c.applyKV(key, kv.Value, kv.ModRevision)
+				return cur, false, nil
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+		}
+		val, err := json.Marshal(next)
+		if err != nil {
+			return schema.Database{}, false, err
+		}
+		tr, err := c.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val))).Commit()
+		if err != nil {
+			return schema.Database{}, false, storeError(ctx, err)
+		}
+		if tr.Succeeded {
+			c.applyKV(key, val, tr.Header.Revision)
+			return next, len(resp.Kvs) == 0, nil
+		}
+		// Someone else wrote the database in between: decide again on
+		// what they wrote.
+	}
+	return schema.Database{}, false, contended()
+}
+
+// PutTable creates the table (version 1) or registers the next document-schema
+// version via schema.NextVersion. The key is immutable: a different key is a
+// Conflict "key cannot change". An incompatible schema is the Conflict from
+// NextVersion and nothing is stored. A schema equal to the latest version
+// returns the current table with created=false, changed=false. The database
+// must exist (NotFound).
+func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.KeyPart, avroSchema json.RawMessage) (t *schema.Table, created, changed bool, err error) {
+	dbKey, tableKey := c.dbKey(db), c.tableKey(db, table)
+	for range maxAttempts {
+		// Read both keys at one revision, so "the database exists" and
+		// "the table is at this revision" hold together.
+		resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(dbKey), clientv3.OpGet(tableKey)).Commit()
+		if err != nil {
+			return nil, false, false, storeError(ctx, err)
+		}
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return nil, false, false, problem.New(problem.NotFound, "database %q not found", db)
+		}
+		var (
+			cur   schema.TableDef
+			conds = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(dbKey), ">", 0)}
+		)
+		tkvs := resp.Responses[1].GetResponseRange().Kvs
+		if len(tkvs) == 0 {
+			cur = schema.TableDef{Database: db, Name: table, Key: key}
+			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(tableKey), "=", 0))
+		} else {
+			kv := tkvs[0]
+			if err := json.Unmarshal(kv.Value, &cur); err != nil {
+				return nil, false, false, fmt.Errorf("catalog: stored table %s.%s: %w", db, table, err)
+			}
+			if !slices.Equal(cur.Key, key) {
+				return nil, false, false, problem.Field(problem.Conflict, "key", "key cannot change")
+			}
+			conds = append(conds, clientv3.Compare(clientv3.ModRevision(tableKey), "=", kv.ModRevision))
+		}
+		next, ch, err := schema.NextVersion(cur, avroSchema)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if !ch {
+			if len(tkvs) == 0 {
+				// NextVersion always appends to a definition without
+				// versions; anything else is a bug worth surfacing.
+				return nil, false, false, fmt.Errorf("catalog: table %s.%s: no first version produced", db, table)
+			}
+			t, err := c.applyKV(tableKey, tkvs[0].Value, tkvs[0].ModRevision)
+			return t, false, false, err
+		}
+		// Compile before storing: a definition that does not compile
+		// (bad names, key parts, index annotations) must never reach etcd,
+		// where every node would have to skip it.
+		if _, err := schema.Compile(next); err != nil {
+			return nil, false, false, err
+		}
+		val, err := json.Marshal(next)
+		if err != nil {
+			return nil, false, false, err
+		}
+		tr, err := c.cli.Txn(ctx).If(conds...).Then(clientv3.OpPut(tableKey, string(val))).Commit()
+		if err != nil {
+			return nil, false, false, storeError(ctx, err)
+		}
+		if tr.Succeeded {
+			t, err := c.applyKV(tableKey, val, tr.Header.Revision)
+			return t, len(tkvs) == 0, true, err
+		}
+		// Another writer registered a version (or created the table) in
+		// between: check compatibility again against what it wrote.
+	}
+	return nil, false, false, contended()
+}
+
+func (c *Catalog) dbKey(name string) string { return c.prefix + "/db/" + name }
+
+func (c *Catalog) tableKey(db, table string) string {
+	return c.prefix + "/table/" + db + "/" + table
+}
+
+// storeError turns an etcd failure into what the caller should see: the
+// context's own error when the caller gave up, else Unavailable (etcd is
+// down or has no leader; retrying later can succeed).
+func storeError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	e := problem.New(problem.Unavailable, "schema catalog unavailable: %v", err)
+	e.RetryAfter = 1
+	return e
+}
+
+func contended() error {
+	e := problem.New(problem.Unavailable, "schema catalog busy: too many concurrent schema changes, retry")
+	e.RetryAfter = 1
+	return e
+}
+
+// load replaces the cache with everything under the prefix, at one revision.
+// Entries the cache got from a newer direct write are kept (see revs).
+func (c *Catalog) load(ctx context.Context) error {
+	resp, err := c.cli.Get(ctx, c.prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	rev := resp.Header.Revision
+	seen := make(map[string]bool, len(resp.Kvs))
+	changed := false
+	c.mu.Lock()
+	for _, kv := range resp.Kvs {
+		seen[string(kv.Key)] = true
+		ch, err := c.applyLocked(string(kv.Key), kv.Value, kv.ModRevision, false)
+		if err != nil {
+			c.logger.Warn("ignoring unusable catalog entry", "key", string(kv.Key), "err", err)
+		}
+		changed = changed || ch
+	}
+	// Keys that vanished while the watch could not tell us (it fell behind
+	// a compaction) were deleted at some revision <= rev.
+	for key := range c.revs {
+		if !seen[key] {
+			if ch, _ := c.applyLocked(key, nil, rev, true); ch {
+				changed = true
+			}
+		}
+	}
+	c.rev = max(c.rev, rev)
+	c.mu.Unlock()
+	if changed {
+		c.notify()
+	}
+	return nil
+}
+
+// watch keeps the cache current until ctx ends, re-establishing the watch
+// after errors and reloading everything when etcd compacted the revisions it
+// still needed.
+func (c *Catalog) watch(ctx context.Context) {
+	defer close(c.done)
+	for {
+		err := c.watchOnce(ctx)
+		if errors.Is(err, errReloaded) {
+			continue // the reload succeeded: resume at once
+		}
+		if ctx.Err() == nil {
+			c.logger.Warn("schema watch interrupted; resuming", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retryBackoff):
+		}
+	}
+}
+
+// errReloaded ends a watch whose start revision was compacted away, after
+// the cache was reloaded; the next watch starts after the reload.
+var errReloaded = errors.New("watch revision compacted; catalog reloaded")
+
+func (c *Catalog) watchOnce(ctx context.Context) error {
+	// RequireLeader makes the watch fail rather than hang silently on a
+	// member cut off from its cluster; clientv3 itself reconnects across
+	// etcd restarts and resumes from the last revision it delivered.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	c.mu.RLock()
+	from := c.rev + 1
+	c.mu.RUnlock()
+	wch := c.cli.Watch(wctx, c.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			if err := c.load(ctx); err != nil {
+				return fmt.Errorf("reload after compaction: %w", err)
+			}
+			return errReloaded
+		}
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		c.applyEvents(resp)
+	}
+	return ctx.Err()
+}
+
+func (c *Catalog) applyEvents(resp clientv3.WatchResponse) {
+	changed := false
+	c.mu.Lock()
+	for _, ev := range resp.Events {
+		ch, err := c.applyLocked(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision, ev.Type == mvccpb.DELETE)
+		if err != nil {
+			c.logger.Warn("ignoring unusable catalog entry", "key", string(ev.Kv.Key), "err", err)
+		}
+		changed = changed || ch
+	}
+	// Events arrive in revision order, so after the last one every earlier
+	// revision was delivered. A progress notification carries no events and
+	// vouches for its header revision.
+	if n := len(resp.Events); n > 0 {
+		c.rev = max(c.rev, resp.Events[n-1].Kv.ModRevision)
+	} else if resp.IsProgressNotify() {
+		c.rev = max(c.rev, resp.Header.Revision)
+	}
+	c.mu.Unlock()
+	if changed {
+		c.notify()
+	}
+}
+
+// applyKV applies a value this process read or wrote to the cache and, for a
+// table key, returns the table as cached (a newer version if the watch
+// already brought one).
+func (c *Catalog) applyKV(key string, val []byte, rev int64) (*schema.Table, error) {
+	c.mu.Lock()
+	changed, err := c.applyLocked(key, val, rev, false)
+	var t *schema.Table
+	db, table, isTable := c.parseTableKey(key)
+	if isTable {
+		t = c.tables[db][table]
+	}
+	c.mu.Unlock()
+	if changed {
+		c.notify()
+	}
+	if err != nil || !isTable || t != nil {
+		return t, err
+	}
+	// The cache holds a later deletion of this key: answer with the value
+	// the caller wrote or read.
+	return decodeTable(val)
+}
+
+// applyLocked sets key to val (or deletes it) as of revision rev, unless the
+// cache already reflects that revision or a later one. It reports whether
+// the visible catalog changed. A value that does not decode or compile
+// removes the entry: the cache must never serve something other nodes
+// reject.
+func (c *Catalog) applyLocked(key string, val []byte, rev int64, deleted bool) (changed bool, err error) {
+	if r, ok := c.revs[key]; ok && r >= rev {
+		return false, nil
+	}
+	c.revs[key] = rev
+	if db, table, ok := c.parseTableKey(key); ok {
+		_, had := c.tables[db][table]
+		if !deleted {
+			var t *schema.Table
+			if t, err = decodeTable(val); err == nil {
+				if c.tables[db] == nil {
+					c.tables[db] = map[string]*schema.Table{}
+				}
+				c.tables[db][table] = t
+				return true, nil
+			}
+		}
+		delete(c.tables[db], table)
+		if len(c.tables[db]) == 0 {
+			delete(c.tables, db)
+		}
+		return had, err
+	}
+	if name, ok := strings.CutPrefix(key, c.prefix+"/db/"); ok {
+		cur, had := c.dbs[name]
+		if !deleted {
+			var d schema.Database
+			if err = json.Unmarshal(val, &d); err == nil {
+				c.dbs[name] = d
+				return !had || cur != d, nil
+			}
+		}
+		delete(c.dbs, name)
+		return had, err
+	}
+	// Something else under the prefix (another component's keys): not ours.
+	return false, nil
+}
+
+func (c *Catalog) parseTableKey(key string) (db, table string, ok bool) {
+	rest, ok := strings.CutPrefix(key, c.prefix+"/table/")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
+func decodeTable(val []byte) (*schema.Table, error) {
+	var def schema.TableDef
+	if err := json.Unmarshal(val, &def); err != nil {
+		return nil, err
+	}
+	return schema.Compile(def)
+}

@@ -1,0 +1,440 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+const prefix = "/doppio/test/schemas"
+
+var msgKey = []schema.KeyPart{
+	{Name: "mailboxId", Type: schema.KeyString},
+	{Name: "messageId", Type: schema.KeyLong, AutoIncrement: true},
+}
+
+const msgV1 = `{"type":"record","name":"Message","fields":[
+	{"name":"subject","type":"string"},
+	{"name":"body","type":"string","index":"text"}]}`
+
+// msgV2 adds a field with a default: readable both ways with v1.
+const msgV2 = `{"type":"record","name":"Message","fields":[
+	{"name":"subject","type":"string"},
+	{"name":"body","type":"string","index":"text"},
+	{"name":"unread","type":"boolean","default":true}]}`
+
+// msgBad changes subject's type: not compatible with v2.
+const msgBad = `{"type":"record","name":"Message","fields":[
+	{"name":"subject","type":"long"},
+	{"name":"body","type":"string","index":"text"},
+	{"name":"unread","type":"boolean","default":true}]}`
+
+func startEtcd(t *testing.T, dir string) *embedetcd.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := embedetcd.Start(ctx, dir, logger)
+	if err != nil {
+		t.Fatalf("embedetcd: %v", err)
+	}
+	return srv
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func newClient(t *testing.T, srv *embedetcd.Server) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func open(t *testing.T, cli *clientv3.Client) *Catalog {
+	t.Helper()
+	c, err := Open(ctx(t), cli, prefix)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// setup starts an etcd and returns a client and a catalog on it.
+func setup(t *testing.T) (*embedetcd.Server, *clientv3.Client, *Catalog) {
+	srv := startEtcd(t, t.TempDir())
+	t.Cleanup(func() { srv.Close() })
+	cli := newClient(t, srv)
+	return srv, cli, open(t, cli)
+}
+
+func wantKind(t *testing.T, err error, k problem.Kind, field string) {
+	t.Helper()
+	e, ok := problem.As(err)
+	if !ok || e.Kind != k {
+		t.Fatalf("error = %v (%T), want problem kind %v", err, err, k)
+	}
+	if field != "" && e.Field != field {
+		t.Fatalf("error field = %q, want %q (%v)", e.Field, field, err)
+	}
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDatabaseLifecycle(t *testing.T) {
+	_, cli, c := setup(t)
+
+	d, created, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail", Partitions: 16, Replicas: 1})
+	if err != nil || !created {
+		t.Fatalf("create: %v created=%v", err, created)
+	}
+	if d.Partitioner != "hash" || d.Partitions != 16 {
+		t.Fatalf("create returned %+v", d)
+	}
+	if got, ok := c.Database("mail"); !ok || got != d {
+		t.Fatalf("read-your-writes: Database = %+v %v", got, ok)
+	}
+
+	// Update replicas only; zero partitions means "keep".
+	d, created, err = c.PutDatabase(ctx(t), schema.Database{Name: "mail", Replicas: 3})
+	if err != nil || created {
+		t.Fatalf("update: %v created=%v", err, created)
+	}
+	if d.Replicas != 3 || d.Partitions != 16 {
+		t.Fatalf("update returned %+v", d)
+	}
+	if got, _ := c.Database("mail"); got.Replicas != 3 {
+		t.Fatalf("read-your-writes after update: %+v", got)
+	}
+
+	// Same again: no write.
+	before, _ := cli.Get(ctx(t), prefix+"/db/mail")
+	if _, created, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail", Partitions: 16, Replicas: 3}); err != nil || created {
+		t.Fatalf("idempotent put: %v %v", err, created)
+	}
+	after, _ := cli.Get(ctx(t), prefix+"/db/mail")
+	if before.Kvs[0].ModRevision != after.Kvs[0].ModRevision {
+		t.Errorf("unchanged PutDatabase wrote to etcd")
+	}
+
+	_, _, err = c.PutDatabase(ctx(t), schema.Database{Name: "mail", Partitions: 32, Replicas: 3})
+	wantKind(t, err, problem.Conflict, "partitions")
+	if got, _ := c.Database("mail"); got.Partitions != 16 {
+		t.Fatalf("partition change stored: %+v", got)
+	}
+
+	_, _, err = c.PutDatabase(ctx(t), schema.Database{Name: "bad/name"})
+	wantKind(t, err, problem.Malformed, "")
+	_, _, err = c.PutDatabase(ctx(t), schema.Database{Name: "x", Replicas: 9})
+	wantKind(t, err, problem.Malformed, "replicas")
+
+	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "analytics"}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range c.Databases() {
+		names = append(names, d.Name)
+	}
+	if !slices.Equal(names, []string{"analytics", "mail"}) {
+		t.Fatalf("Databases = %v", names)
+	}
+}
+
+func TestTableVersions(t *testing.T) {
+	_, cli, c := setup(t)
+
+	_, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1))
+	wantKind(t, err, problem.NotFound, "")
+
+	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	tb, created, changed, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1))
+	if err != nil || !created || !changed {
+		t.Fatalf("create: %v created=%v changed=%v", err, created, changed)
+	}
+	if tb.Latest() != 1 || !tb.AutoIncrement() {
+		t.Fatalf("created table: latest %d", tb.Latest())
+	}
+	if got, ok := c.Table("mail", "Message"); !ok || got.Latest() != 1 {
+		t.Fatalf("read-your-writes: Table = %v %v", got, ok)
+	}
+
+	// Same schema (other whitespace): unchanged.
+	tb, created, changed, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(strings.ReplaceAll(msgV1, "\n\t", " ")))
+	if err != nil || created || changed || tb.Latest() != 1 {
+		t.Fatalf("unchanged: %v created=%v changed=%v", err, created, changed)
+	}
+
+	tb, created, changed, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2))
+	if err != nil || created || !changed || tb.Latest() != 2 {
+		t.Fatalf("v2: %v created=%v changed=%v", err, created, changed)
+	}
+	if got, _ := c.Table("mail", "Message"); got.Latest() != 2 {
+		t.Fatalf("read-your-writes v2: latest %d", got.Latest())
+	}
+
+	before, _ := cli.Get(ctx(t), prefix+"/table/mail/Message")
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgBad))
+	wantKind(t, err, problem.Conflict, "")
+	after, _ := cli.Get(ctx(t), prefix+"/table/mail/Message")
+	if before.Kvs[0].ModRevision != after.Kvs[0].ModRevision {
+		t.Fatalf("incompatible schema was stored")
+	}
+	if got, _ := c.Table("mail", "Message"); got.Latest() != 2 {
+		t.Fatalf("incompatible schema reached the cache")
+	}
+
+	otherKey := []schema.KeyPart{{Name: "mailboxId", Type: schema.KeyString}}
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", otherKey, json.RawMessage(msgV2))
+	wantKind(t, err, problem.Conflict, "key")
+
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Bad", msgKey, json.RawMessage(`{"type":"string"}`))
+	wantKind(t, err, problem.Malformed, "")
+	if _, ok := c.Table("mail", "Bad"); ok {
+		t.Fatal("malformed table cached")
+	}
+
+	if _, _, _, err := c.PutTable(ctx(t), "mail", "Mailbox", msgKey[:1], json.RawMessage(`{"type":"record","name":"Mailbox","fields":[{"name":"unread","type":"long","default":0}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tb := range c.Tables("mail") {
+		names = append(names, tb.Def.Name)
+	}
+	if !slices.Equal(names, []string{"Mailbox", "Message"}) {
+		t.Fatalf("Tables = %v", names)
+	}
+
+	// A fresh catalog loads both versions from etcd.
+	c2 := open(t, cli)
+	got, ok := c2.Table("mail", "Message")
+	if !ok || got.Latest() != 2 || got.Def.Versions[1].Version != 2 {
+		t.Fatalf("reloaded table: %v %v", got, ok)
+	}
+}
+
+func TestTwoCatalogsSeeEachOther(t *testing.T) {
+	srv, cli, a := setup(t)
+	b := open(t, newClient(t, srv))
+	_ = cli
+
+	sub, cancel := b.Subscribe()
+	defer cancel()
+
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification for a new database")
+	}
+	eventually(t, "b sees database", func() bool { _, ok := b.Database("mail"); return ok })
+
+	if _, _, _, err := b.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a sees table v1", func() bool { tb, ok := a.Table("mail", "Message"); return ok && tb.Latest() == 1 })
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b sees table v2", func() bool { tb, _ := b.Table("mail", "Message"); return tb.Latest() == 2 })
+	if _, _, err := b.PutDatabase(ctx(t), schema.Database{Name: "mail", Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a sees replicas 2", func() bool { d, _ := a.Database("mail"); return d.Replicas == 2 })
+}
+
+// fieldSchema is Message with one extra defaulted field, so any two of them
+// resolve each other both ways.
+func fieldSchema(i int) string {
+	return fmt.Sprintf(`{"type":"record","name":"Message","fields":[
+		{"name":"subject","type":"string"},
+		{"name":"extra%d","type":"long","default":%d}]}`, i, i)
+}
+
+func TestConcurrentPutTable(t *testing.T) {
+	srv, _, _ := setup(t)
+	const n = 8
+	// Each writer is its own catalog with its own client, as on separate
+	// nodes.
+	cats := make([]*Catalog, n)
+	for i := range cats {
+		cats[i] = open(t, newClient(t, srv))
+	}
+	if _, _, err := cats[0].PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, _, changed, err := cats[i].PutTable(ctx(t), "mail", "Message", msgKey[:1], json.RawMessage(fieldSchema(i)))
+			if err == nil && !changed {
+				err = fmt.Errorf("writer %d: not changed", i)
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i, c := range cats {
+		eventually(t, fmt.Sprintf("catalog %d sees %d versions", i, n), func() bool {
+			tb, ok := c.Table("mail", "Message")
+			return ok && tb.Latest() == n
+		})
+	}
+	tb, _ := cats[0].Table("mail", "Message")
+	seen := map[string]int{}
+	for i, v := range tb.Def.Versions {
+		if v.Version != i+1 {
+			t.Fatalf("version at %d is %d", i, v.Version)
+		}
+		for j := range n {
+			if strings.Contains(string(v.Schema), fmt.Sprintf(`"extra%d"`, j)) {
+				seen[fmt.Sprint(j)]++
+			}
+		}
+	}
+	for j := range n {
+		if seen[fmt.Sprint(j)] != 1 {
+			t.Errorf("schema of writer %d stored %d times", j, seen[fmt.Sprint(j)])
+		}
+	}
+}
+
+// TestWatchAfterCompaction starts the watch from a revision etcd has already
+// compacted away: the catalog must reload and keep watching.
+func TestWatchAfterCompaction(t *testing.T) {
+	_, cli, a := setup(t)
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCatalog(cli, prefix)
+	if err := c.load(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Changes c's watch will not see as events: a new database, an update,
+	// and a deletion, all compacted.
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail", Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx(t), prefix+"/db/other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "third"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx(t), "nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx(t), resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+	defer c.Close()
+	eventually(t, "reload after compaction", func() bool {
+		d, _ := c.Database("mail")
+		_, third := c.Database("third")
+		_, other := c.Database("other")
+		return d.Replicas == 2 && third && !other
+	})
+	// And the watch runs again afterwards.
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "fourth"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "watch after reload", func() bool { _, ok := c.Database("fourth"); return ok })
+}
+
+// TestSurvivesEtcdRestart restarts etcd under a live catalog: the client
+// reconnects and the watch resumes.
+func TestSurvivesEtcdRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv := startEtcd(t, dir)
+	eps := srv.Endpoints()
+	c := open(t, newClient(t, srv))
+	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+
+	srv = startEtcd(t, dir)
+	defer srv.Close()
+	if !slices.Equal(srv.Endpoints(), eps) {
+		t.Skipf("etcd came back on other ports (%v, was %v); the old client cannot follow", srv.Endpoints(), eps)
+	}
+	other := open(t, newClient(t, srv))
+	if _, _, err := other.PutDatabase(ctx(t), schema.Database{Name: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "watch resumes after etcd restart", func() bool { _, ok := c.Database("after"); return ok })
+	// Writes through the reconnected client work too.
+	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail", Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSubscribeCancel(t *testing.T) {
+	_, _, c := setup(t)
+	sub, cancel := c.Subscribe()
+	cancel()
+	cancel() // idempotent
+	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub:
+		t.Fatal("notified after cancel")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

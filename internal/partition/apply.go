@@ -1,0 +1,42 @@
+package partition
+
+import (
+	"encoding/binary"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// metaApplied is the partition metadata key holding the last applied SCN.
+const metaApplied = "applied"
+
+// apply writes the effect of ws at scn into b: documents, auto-increment
+// counters, the change-log entry and the applied SCN, all in one batch. It is
+// a pure function of its inputs, so every replica applies the same bytes.
+func apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
+	for _, w := range ws.Writes {
+		k := p.Document(w.Table, w.Key)
+		if w.After == nil {
+			b.Delete(k)
+			continue
+		}
+		b.Set(k, Record{Version: w.AfterVersion, SCN: scn, Mtime: ws.Mtime, Avro: w.After}.encode())
+	}
+	for _, c := range ws.Counters {
+		b.Set(p.AutoIncrement(c.Table, c.Collection), binary.BigEndian.AppendUint64(nil, uint64(c.Value)))
+	}
+	b.Set(p.Log(scn.Generation, scn.Sequence), encoded)
+	b.Set(p.Meta(metaApplied), encodeSCN(scn))
+}
+
+func encodeSCN(s SCN) []byte {
+	b := binary.BigEndian.AppendUint64(nil, s.Generation)
+	return binary.BigEndian.AppendUint64(b, s.Sequence)
+}
+
+func decodeSCN(b []byte) (SCN, bool) {
+	if len(b) != 16 {
+		return SCN{}, false
+	}
+	return SCN{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}, true
+}

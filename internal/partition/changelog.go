@@ -1,0 +1,78 @@
+package partition
+
+import (
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+)
+
+// LogEntry is one committed transaction of the partition's change log.
+type LogEntry struct {
+	SCN SCN
+	*WriteSet
+}
+
+// ReadLog returns up to limit change-log entries with SCN after from, in
+// SCN order.
+func (r *Replica) ReadLog(from SCN, limit int) ([]LogEntry, error) {
+	lower := r.prefix.Log(from.Generation, from.Sequence+1)
+	it, err := r.engine.NewIter(lower, keys.PrefixEnd(r.prefix.LogPrefix()))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []LogEntry
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		g, s, ok := r.prefix.ParseLog(it.Key())
+		if !ok {
+			return nil, errCorrupt
+		}
+		ws, err := DecodeWriteSet(append([]byte(nil), it.Value()...))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LogEntry{SCN: SCN{g, s}, WriteSet: ws})
+	}
+	return out, it.Error()
+}
+
+// Retention bounds the change log: entries beyond the newest MaxEntries, or
+// older than MaxAge, are trimmed. Zero means unbounded.
+type Retention struct {
+	MaxEntries uint64
+	MaxAge     time.Duration
+}
+
+// TrimLog deletes the change-log entries that retention no longer keeps, and
+// returns how many it deleted. The newest entry is always kept, so a reader
+// can tell where the log resumes.
+func (r *Replica) TrimLog(ret Retention, now time.Time) (int, error) {
+	applied := r.Applied()
+	logPrefix := r.prefix.LogPrefix()
+	it, err := r.engine.NewIter(logPrefix, keys.PrefixEnd(logPrefix))
+	if err != nil {
+		return 0, err
+	}
+	cutoff := now.Add(-ret.MaxAge).UnixMilli()
+	var end []byte
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		_, s, ok := r.prefix.ParseLog(it.Key())
+		if !ok || s >= applied.Sequence {
+			break
+		}
+		tooMany := ret.MaxEntries > 0 && applied.Sequence-s >= ret.MaxEntries
+		tooOld := ret.MaxAge > 0 && MtimeOf(it.Value()) < cutoff
+		if !tooMany && !tooOld {
+			break
+		}
+		end = append(end[:0], it.Key()...)
+		n++
+	}
+	if err := it.Close(); err != nil || end == nil {
+		return 0, err
+	}
+	b := r.engine.NewBatch()
+	b.DeleteRange(logPrefix, append(end, 0))
+	return n, r.engine.Commit(b)
+}

@@ -1,0 +1,78 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Replicator is the replicate step: it orders a write set in the partition's
+// timeline, makes it durable and applied, and returns its SCN. On one node
+// the Local sequencer does this; with replication a Raft group does, and
+// nothing above this interface changes.
+type Replicator interface {
+	Replicate(ctx context.Context, ws *WriteSet) (SCN, error)
+	// Applied is the SCN of the last applied write set.
+	Applied() SCN
+}
+
+// Local is the single-node Replicator: a per-partition sequencer. Batches
+// are enqueued to the WAL in SCN order under its lock and waited for outside
+// it, so concurrent writers of one partition share WAL syncs.
+type Local struct {
+	engine *storage.Engine
+	prefix keys.Partition
+
+	mu   sync.Mutex
+	last SCN
+}
+
+// localGeneration is the generation of a partition that has only ever had
+// one (local) leader.
+const localGeneration = 1
+
+// NewLocal opens the sequencer of partition prefix, resuming after the last
+// applied SCN stored there.
+func NewLocal(e *storage.Engine, prefix keys.Partition) (*Local, error) {
+	l := &Local{engine: e, prefix: prefix, last: SCN{Generation: localGeneration}}
+	v, err := e.Get(prefix.Meta(metaApplied))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		scn, ok := decodeSCN(v)
+		if !ok {
+			return nil, fmt.Errorf("partition %x: corrupt applied SCN", []byte(prefix))
+		}
+		l.last = scn
+	}
+	return l, nil
+}
+
+// Replicate implements Replicator.
+func (l *Local) Replicate(ctx context.Context, ws *WriteSet) (SCN, error) {
+	encoded := ws.Encode()
+	b := l.engine.NewBatch()
+	l.mu.Lock()
+	scn := SCN{Generation: l.last.Generation, Sequence: l.last.Sequence + 1}
+	apply(b, l.prefix, ws, encoded, scn)
+	if err := l.engine.Enqueue(b); err != nil {
+		l.mu.Unlock()
+		return SCN{}, err
+	}
+	l.last = scn
+	l.mu.Unlock()
+	return scn, b.Wait()
+}
+
+// Applied implements Replicator.
+func (l *Local) Applied() SCN {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}

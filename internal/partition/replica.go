@@ -1,0 +1,118 @@
+// Package partition is one replica of one partition: it evaluates requests
+// of a document group under that group's latch into a write set, hands the
+// write set to the replicate step, and serves reads from the storage engine.
+//
+// Evaluation happens once, on the leader; apply is a pure function of the
+// write set and its SCN, so followers apply mechanically and idempotently.
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Limits bound what one request may write.
+type Limits struct {
+	// MaxDocumentBytes bounds one document's Avro encoding (default 1 MiB).
+	MaxDocumentBytes int
+	// MaxWriteSetBytes bounds one transaction's write set (default 64 MiB).
+	MaxWriteSetBytes int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxDocumentBytes <= 0 {
+		l.MaxDocumentBytes = 1 << 20
+	}
+	if l.MaxWriteSetBytes <= 0 {
+		l.MaxWriteSetBytes = 64 << 20
+	}
+	return l
+}
+
+// Replica is one hosted partition.
+type Replica struct {
+	DB     string
+	ID     int
+	prefix keys.Partition
+	engine *storage.Engine
+	repl   Replicator
+	limits Limits
+	latch  latches
+}
+
+// New returns the replica of partition id of db, stored in e and replicated
+// by r.
+func New(e *storage.Engine, db string, id int, r Replicator, limits Limits) *Replica {
+	return &Replica{
+		DB: db, ID: id,
+		prefix: keys.PartitionPrefix(db, id),
+		engine: e,
+		repl:   r,
+		limits: limits.withDefaults(),
+	}
+}
+
+// Prefix is the key prefix of everything this partition stores.
+func (r *Replica) Prefix() keys.Partition { return r.prefix }
+
+// Applied is the SCN of the last applied transaction.
+func (r *Replica) Applied() SCN { return r.repl.Applied() }
+
+// Get returns the document of table under the encoded full key.
+func (r *Replica) Get(table string, key []byte) (Record, bool, error) {
+	v, err := r.engine.Get(r.prefix.Document(table, key))
+	if errors.Is(err, storage.ErrNotFound) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	rec, err := decodeRecord(v)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("document %x: %w", key, err)
+	}
+	return rec, true, nil
+}
+
+// Entry is one document of a scan.
+type Entry struct {
+	Key    []byte // encoded full key
+	Record Record
+}
+
+// Scan returns up to limit documents of table whose key starts with the
+// encoded prefix, in key order, starting after the encoded key after (nil:
+// from the start), and whether more follow.
+func (r *Replica) Scan(table string, prefix, after []byte, limit int) ([]Entry, bool, error) {
+	tp := r.prefix.Table(table)
+	lower := append(append([]byte(nil), tp...), prefix...)
+	upper := keys.PrefixEnd(lower)
+	if after != nil {
+		if !bytes.HasPrefix(after, prefix) {
+			return nil, false, nil
+		}
+		lower = append(append(append([]byte(nil), tp...), after...), 0)
+	}
+	it, err := r.engine.NewIter(lower, upper)
+	if err != nil {
+		return nil, false, err
+	}
+	defer it.Close()
+	var out []Entry
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out) == limit {
+			return out, true, nil
+		}
+		rec, err := decodeRecord(it.Value())
+		if err != nil {
+			return nil, false, err
+		}
+		rec.Avro = append([]byte(nil), rec.Avro...)
+		out = append(out, Entry{Key: append([]byte(nil), it.Key()[len(tp):]...), Record: rec})
+	}
+	return out, false, it.Error()
+}

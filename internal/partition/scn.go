@@ -1,0 +1,41 @@
+package partition
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SCN is the system change number of one committed transaction in one
+// partition: the generation changes with leadership, the sequence is the
+// transaction's position in the partition's timeline (it never restarts, so
+// a timeline has no gaps). SCNs compare by (generation, sequence).
+type SCN struct {
+	Generation uint64
+	Sequence   uint64
+}
+
+// String renders "g:s", the wire form of X-Doppio-SCN.
+func (s SCN) String() string { return fmt.Sprintf("%d:%d", s.Generation, s.Sequence) }
+
+// Less orders SCNs.
+func (s SCN) Less(o SCN) bool {
+	if s.Generation != o.Generation {
+		return s.Generation < o.Generation
+	}
+	return s.Sequence < o.Sequence
+}
+
+// ParseSCN parses "g:s".
+func ParseSCN(v string) (SCN, error) {
+	g, s, ok := strings.Cut(v, ":")
+	if !ok {
+		return SCN{}, fmt.Errorf("SCN %q is not generation:sequence", v)
+	}
+	gen, err1 := strconv.ParseUint(g, 10, 64)
+	seq, err2 := strconv.ParseUint(s, 10, 64)
+	if err1 != nil || err2 != nil {
+		return SCN{}, fmt.Errorf("SCN %q is not generation:sequence", v)
+	}
+	return SCN{gen, seq}, nil
+}

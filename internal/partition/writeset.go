@@ -1,0 +1,217 @@
+package partition
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Op is the effect of a write set on one document.
+type Op uint8
+
+const (
+	OpInsert Op = 1 + iota
+	OpUpdate
+	OpDelete
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpInsert:
+		return "insert"
+	case OpUpdate:
+		return "update"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("op(%d)", o)
+}
+
+// WriteSet is what evaluation of one request produces and replication
+// carries: the net effect on every touched document, with pre- and
+// post-images, applied atomically at one SCN. It is also, verbatim, the
+// partition's change-log entry for that SCN. Apply needs nothing but the
+// write set, so followers apply it mechanically.
+type WriteSet struct {
+	// Mtime is the commit time chosen by the evaluator, Unix milliseconds.
+	Mtime int64
+	// Writes are in the order the request first touched each document; the
+	// last one ends the transaction.
+	Writes []Write
+	// Counters are auto-increment high-water marks advanced by the request.
+	Counters []Counter
+}
+
+// Write is the net change of one document.
+type Write struct {
+	Table         string
+	Key           []byte // encoded full key tuple
+	Op            Op
+	BeforeVersion uint32 // schema version of Before; 0 when absent
+	Before        []byte // Avro pre-image; nil on insert
+	AfterVersion  uint32
+	After         []byte // Avro post-image; nil on delete
+}
+
+// Counter is the last auto-increment value handed out in a collection.
+type Counter struct {
+	Table      string
+	Collection []byte // encoded leading key parts
+	Value      int64
+}
+
+// Size is an estimate of the encoded size, for limits.
+func (ws *WriteSet) Size() int {
+	n := 16
+	for _, w := range ws.Writes {
+		n += len(w.Table) + len(w.Key) + len(w.Before) + len(w.After) + 16
+	}
+	for _, c := range ws.Counters {
+		n += len(c.Table) + len(c.Collection) + 12
+	}
+	return n
+}
+
+const writeSetFormat = 1
+
+// Encode returns the binary form of ws.
+func (ws *WriteSet) Encode() []byte {
+	b := make([]byte, 0, ws.Size())
+	b = append(b, writeSetFormat)
+	b = binary.AppendVarint(b, ws.Mtime)
+	b = binary.AppendUvarint(b, uint64(len(ws.Writes)))
+	for _, w := range ws.Writes {
+		b = appendBytes(b, []byte(w.Table))
+		b = appendBytes(b, w.Key)
+		b = append(b, byte(w.Op))
+		b = binary.AppendUvarint(b, uint64(w.BeforeVersion))
+		b = appendBytes(b, w.Before)
+		b = binary.AppendUvarint(b, uint64(w.AfterVersion))
+		b = appendBytes(b, w.After)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ws.Counters)))
+	for _, c := range ws.Counters {
+		b = appendBytes(b, []byte(c.Table))
+		b = appendBytes(b, c.Collection)
+		b = binary.AppendVarint(b, c.Value)
+	}
+	return b
+}
+
+var errCorrupt = errors.New("corrupt write set")
+
+// DecodeWriteSet parses the output of Encode.
+func DecodeWriteSet(b []byte) (*WriteSet, error) {
+	d := decoder{b: b}
+	if d.byte() != writeSetFormat {
+		return nil, errCorrupt
+	}
+	ws := &WriteSet{Mtime: d.varint()}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	ws.Writes = make([]Write, n)
+	for i := range ws.Writes {
+		w := &ws.Writes[i]
+		w.Table = string(d.bytes())
+		w.Key = d.bytes()
+		w.Op = Op(d.byte())
+		w.BeforeVersion = uint32(d.uvarint())
+		w.Before = d.bytes()
+		w.AfterVersion = uint32(d.uvarint())
+		w.After = d.bytes()
+	}
+	n = d.uvarint()
+	if n > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	ws.Counters = make([]Counter, n)
+	for i := range ws.Counters {
+		c := &ws.Counters[i]
+		c.Table = string(d.bytes())
+		c.Collection = d.bytes()
+		c.Value = d.varint()
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errCorrupt
+	}
+	return ws, nil
+}
+
+// MtimeOf reads only the commit time of an encoded write set.
+func MtimeOf(b []byte) int64 {
+	d := decoder{b: b}
+	d.byte()
+	return d.varint()
+}
+
+// appendBytes writes a length-prefixed byte string; nil and empty differ
+// (length+1, 0 = nil) because a nil image means "absent".
+func appendBytes(b, v []byte) []byte {
+	if v == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(v))+1)
+	return append(b, v...)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errCorrupt
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n == 0 {
+		return nil
+	}
+	n--
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	if v == nil {
+		v = []byte{}
+	}
+	return v
+}

@@ -1,0 +1,428 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/doppio-db/doppio/internal/problem"
+)
+
+// DecodeJSON parses a JSON document body and validates it against the latest
+// version: unknown fields, missing fields without default, wrong types are
+// Invalid (422) naming the dotted field path; malformed JSON is Malformed.
+// Missing fields that have defaults are filled in.
+func (t *Table) DecodeJSON(body []byte) (Document, error) {
+	v, err := decodeJSONValue(body)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, problem.New(problem.Invalid, "the document must be a JSON object, not %s", jsonType(v))
+	}
+	return t.Normalize(m)
+}
+
+// decodeJSONValue decodes exactly one JSON value, numbers as json.Number.
+func decodeJSONValue(body []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, problem.New(problem.Malformed, "empty body: expected a JSON object")
+		}
+		return nil, problem.New(problem.Malformed, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, problem.New(problem.Malformed, "malformed JSON: unexpected data after the top-level value")
+	}
+	return v, nil
+}
+
+// Normalize validates an already JSON-decoded document (json.Number for
+// numbers) against the latest version, same as DecodeJSON.
+func (t *Table) Normalize(doc map[string]any) (Document, error) {
+	v, err := normalize(t.latest().root, doc, nil)
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]any), nil
+}
+
+// path is the location of a value in a document, built on the stack while
+// walking and rendered only for an error message.
+type path struct {
+	up    *path
+	name  string
+	index int // array index when name == ""
+}
+
+func (p *path) field(name string) *path { return &path{up: p, name: name} }
+func (p *path) elem(i int) *path        { return &path{up: p, index: i} }
+
+func (p *path) String() string {
+	if p == nil {
+		return ""
+	}
+	var parts []*path
+	for q := p; q != nil; q = q.up {
+		parts = append(parts, q)
+	}
+	var sb strings.Builder
+	for i := len(parts) - 1; i >= 0; i-- {
+		q := parts[i]
+		if q.name == "" {
+			sb.WriteString("[" + strconv.Itoa(q.index) + "]")
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte('.')
+		}
+		sb.WriteString(q.name)
+	}
+	return sb.String()
+}
+
+// invalid is an Invalid problem about the value at p.
+func invalid(p *path, format string, args ...any) *problem.Error {
+	where := p.String()
+	label := where
+	if label == "" {
+		label = "document"
+	}
+	e := problem.Field(problem.Invalid, where, format, args...)
+	e.Detail = label + ": " + e.Detail
+	return e
+}
+
+// normalize validates the JSON-decoded value v against n and returns its
+// normalized form.
+func normalize(n *node, v any, p *path) (any, error) {
+	switch n.kind {
+	case kNull:
+		if v != nil {
+			return nil, invalid(p, "expected null, got %s", jsonType(v))
+		}
+		return nil, nil
+	case kBoolean:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, invalid(p, "expected boolean, got %s", jsonType(v))
+		}
+		return b, nil
+	case kInt, kLong:
+		return normalizeInteger(n, v, p)
+	case kFloat, kDouble:
+		return normalizeFloat(n, v, p)
+	case kString:
+		s, ok := v.(string)
+		if !ok {
+			return nil, invalid(p, "expected string, got %s", jsonType(v))
+		}
+		if !utf8.ValidString(s) {
+			return nil, invalid(p, "string is not valid UTF-8")
+		}
+		return s, nil
+	case kEnum:
+		s, ok := v.(string)
+		if !ok {
+			return nil, invalid(p, "expected one of the symbols of %s, got %s", n.typeName(), jsonType(v))
+		}
+		if _, ok := n.symbolIndex[s]; !ok {
+			return nil, invalid(p, "%s is not one of the symbols of %s (%s)", strconv.Quote(s), n.typeName(), strings.Join(n.symbols, ", "))
+		}
+		return s, nil
+	case kBytes, kFixed:
+		var b []byte
+		switch x := v.(type) {
+		case string:
+			var err error
+			if b, err = base64.StdEncoding.DecodeString(x); err != nil {
+				return nil, invalid(p, "expected a base64 string (%s), got an invalid one", n.typeName())
+			}
+		case []byte:
+			b = append([]byte{}, x...)
+		default:
+			return nil, invalid(p, "expected a base64 string (%s), got %s", n.typeName(), jsonType(v))
+		}
+		if n.kind == kFixed && len(b) != n.size {
+			return nil, invalid(p, "expected exactly %d bytes (%s), got %d", n.size, n.typeName(), len(b))
+		}
+		return b, nil
+	case kArray:
+		a, ok := v.([]any)
+		if !ok {
+			return nil, invalid(p, "expected array, got %s", jsonType(v))
+		}
+		out := make([]any, len(a))
+		for i, e := range a {
+			x, err := normalize(n.items, e, p.elem(i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	case kMap:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, invalid(p, "expected object (map), got %s", jsonType(v))
+		}
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			if !utf8.ValidString(k) {
+				return nil, invalid(p, "map key is not valid UTF-8")
+			}
+			x, err := normalize(n.values, e, p.field(k))
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	case kUnion:
+		return normalizeUnion(n, v, p)
+	case kRecord:
+		return normalizeRecord(n, v, p)
+	}
+	return nil, invalid(p, "unsupported type %s", n.kind)
+}
+
+func normalizeRecord(n *node, v any, p *path) (any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid(p, "expected object (%s), got %s", n.typeName(), jsonType(v))
+	}
+	out := make(map[string]any, len(n.fields))
+	found := 0
+	for _, f := range n.fields {
+		e, ok := m[f.name]
+		if !ok {
+			if !f.hasDefault {
+				return nil, invalid(p.field(f.name), "required field is missing")
+			}
+			out[f.name] = cloneValue(f.def)
+			continue
+		}
+		found++
+		x, err := normalize(f.typ, e, p.field(f.name))
+		if err != nil {
+			return nil, err
+		}
+		out[f.name] = x
+	}
+	if found != len(m) {
+		var unknown []string
+		for k := range m {
+			if _, ok := n.fieldIndex[k]; !ok {
+				unknown = append(unknown, k)
+			}
+		}
+		slices.Sort(unknown)
+		return nil, invalid(p.field(unknown[0]), "unknown field (not in %s)", n.typeName())
+	}
+	return out, nil
+}
+
+func normalizeUnion(n *node, v any, p *path) (any, error) {
+	if v == nil {
+		if n.hasNull() {
+			return nil, nil
+		}
+		return nil, invalid(p, "expected %s, got null", n.typeName())
+	}
+	if n.nullable != nil {
+		return normalize(n.nullable, v, p)
+	}
+	// Avro JSON form {"branch": value}, unless the union also holds
+	// objects, where a one-key object could be a plain value.
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		holdsObjects := false
+		for _, b := range n.branches {
+			holdsObjects = holdsObjects || b.kind == kRecord || b.kind == kMap
+		}
+		for k, e := range m {
+			if b := n.branchNamed(k); b != nil {
+				x, err := normalize(b, e, p)
+				if err == nil || !holdsObjects {
+					return x, err
+				}
+			}
+		}
+	}
+	var candidate error
+	candidates := 0
+	for _, b := range n.branches {
+		if b.kind == kNull {
+			continue
+		}
+		x, err := normalize(b, v, p)
+		if err == nil {
+			return x, nil
+		}
+		if jsonFits(b, v) {
+			candidates++
+			candidate = err
+		}
+	}
+	// When the JSON type picks exactly one branch, its error is the precise one.
+	if candidates == 1 {
+		return nil, candidate
+	}
+	return nil, invalid(p, "%s matches no branch of %s", jsonType(v), n.typeName())
+}
+
+// branchNamed finds a union branch by its Avro JSON name (full or short name
+// of a named type, else the type name).
+func (n *node) branchNamed(name string) *node {
+	for _, b := range n.branches {
+		bn := b.unionBranchName()
+		if bn == name || (b.name != "" && bn[strings.LastIndexByte(bn, '.')+1:] == name) {
+			return b
+		}
+	}
+	return nil
+}
+
+// jsonFits reports whether the JSON type of v is the one n's values have.
+func jsonFits(n *node, v any) bool {
+	switch v.(type) {
+	case map[string]any:
+		return n.kind == kRecord || n.kind == kMap
+	case []any:
+		return n.kind == kArray
+	case string:
+		return n.kind == kString || n.kind == kEnum || n.kind == kBytes || n.kind == kFixed
+	case bool:
+		return n.kind == kBoolean
+	case json.Number, float64, int64, int:
+		return n.kind == kInt || n.kind == kLong || n.kind == kFloat || n.kind == kDouble
+	}
+	return false
+}
+
+func normalizeInteger(n *node, v any, p *path) (any, error) {
+	var i int64
+	switch x := v.(type) {
+	case json.Number:
+		var err error
+		i, err = strconv.ParseInt(string(x), 10, 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return nil, invalid(p, "%s is out of range for %s", x, n.kind)
+			}
+			return nil, invalid(p, "%s is not an integer (%s)", x, n.kind)
+		}
+	case float64:
+		if x != math.Trunc(x) || math.IsInf(x, 0) {
+			return nil, invalid(p, "%v is not an integer (%s)", x, n.kind)
+		}
+		if x < -(1<<63) || x >= 1<<63 {
+			return nil, invalid(p, "%v is out of range for %s", x, n.kind)
+		}
+		i = int64(x)
+	case int64:
+		i = x
+	case int:
+		i = int64(x)
+	default:
+		return nil, invalid(p, "expected %s, got %s", n.kind, jsonType(v))
+	}
+	if n.kind == kInt && (i < math.MinInt32 || i > math.MaxInt32) {
+		return nil, invalid(p, "%d is out of range for int (32-bit)", i)
+	}
+	return i, nil
+}
+
+func normalizeFloat(n *node, v any, p *path) (any, error) {
+	var f float64
+	switch x := v.(type) {
+	case json.Number:
+		var err error
+		f, err = strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return nil, invalid(p, "%s is out of range for %s", x, n.kind)
+		}
+	case float64:
+		f = x
+	case int64:
+		f = float64(x)
+	case int:
+		f = float64(x)
+	default:
+		return nil, invalid(p, "expected %s, got %s", n.kind, jsonType(v))
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, invalid(p, "%v is not a finite number", f)
+	}
+	if n.kind == kFloat {
+		if math.Abs(f) > math.MaxFloat32 {
+			return nil, invalid(p, "%v is out of range for float", f)
+		}
+		// Keep exactly what a float stores, so the document reads back equal.
+		f = toFloat(n, f)
+	}
+	return f, nil
+}
+
+// jsonType names the JSON type of a decoded value for error messages.
+func jsonType(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number " + string(x)
+	case float64, int64, int:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "unsupported value"
+}
+
+// MarshalDocument renders doc as JSON (bytes as base64 strings).
+func MarshalDocument(doc Document) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// cloneValue deep-copies a normalized value.
+func cloneValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = cloneValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cloneValue(e)
+		}
+		return out
+	case []byte:
+		return append([]byte{}, x...)
+	}
+	return v
+}

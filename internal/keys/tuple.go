@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 )
 
 // Tag bytes of the tuple encoding. Strings sort before integers; a table's
@@ -48,7 +47,9 @@ func (t Tuple) String() string {
 var ErrInvalidKey = errors.New("invalid key encoding")
 
 // AppendString appends the encoding of s. Zero bytes are escaped as 0x00 0xFF
-// and the string ends with 0x00, which keeps byte order equal to string order.
+// and the string ends with 0x00 0x01: byte order equals string order, and no
+// string's encoding is a prefix of another's, so the encoding of a key's
+// leading parts is a prefix only of keys that have exactly those parts.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, tagString)
 	for i := 0; i < len(s); i++ {
@@ -58,7 +59,7 @@ func AppendString(dst []byte, s string) []byte {
 			dst = append(dst, 0xFF)
 		}
 	}
-	return append(dst, 0x00)
+	return append(dst, 0x00, 0x01)
 }
 
 // AppendInt appends the encoding of v: big-endian with the sign bit flipped,
@@ -100,15 +101,18 @@ func DecodeOne(b []byte) (any, []byte, error) {
 				out = append(out, c)
 				continue
 			}
-			if i+1 < len(b) && b[i+1] == 0xFF {
+			if i+1 >= len(b) {
+				break
+			}
+			switch b[i+1] {
+			case 0xFF:
 				out = append(out, 0)
 				i++
 				continue
+			case 0x01:
+				return string(out), b[i+2:], nil
 			}
-			if !utf8.Valid(out) {
-				return nil, nil, fmt.Errorf("%w: string is not UTF-8", ErrInvalidKey)
-			}
-			return string(out), b[i+1:], nil
+			return nil, nil, fmt.Errorf("%w: bad escape in string", ErrInvalidKey)
 		}
 		return nil, nil, fmt.Errorf("%w: unterminated string", ErrInvalidKey)
 	case tagInt:

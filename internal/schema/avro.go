@@ -648,7 +648,7 @@ func float32Value(f float32) float64 {
 
 // fitsFloat reports whether the double f is held exactly by a float.
 func fitsFloat(f float64) bool {
-	if math.Abs(f) > math.MaxFloat32 {
+	if overflowsFloat(f) {
 		return false
 	}
 	f32 := float32(f)
@@ -731,3 +731,8 @@ func skip(rd *reader, n *node) error {
 	}
 	return fmt.Errorf("schema: unknown kind %d", n.kind)
 }
+
+// overflowsFloat reports whether the double f rounds to infinity as a float.
+// (The shortest form of the largest float, 3.4028235e38, is a little above
+// math.MaxFloat32 yet still rounds to it.)
+func overflowsFloat(f float64) bool { return math.IsInf(float64(float32(f)), 0) }

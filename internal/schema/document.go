@@ -63,10 +63,10 @@ func (t *Table) Normalize(doc map[string]any) (Document, error) {
 type path struct {
 	up    *path
 	name  string
-	index int // array index when name == ""
+	index int // array index, or -1 for a field
 }
 
-func (p *path) field(name string) *path { return &path{up: p, name: name} }
+func (p *path) field(name string) *path { return &path{up: p, name: name, index: -1} }
 func (p *path) elem(i int) *path        { return &path{up: p, index: i} }
 
 func (p *path) String() string {
@@ -80,7 +80,7 @@ func (p *path) String() string {
 	var sb strings.Builder
 	for i := len(parts) - 1; i >= 0; i-- {
 		q := parts[i]
-		if q.name == "" {
+		if q.index >= 0 {
 			sb.WriteString("[" + strconv.Itoa(q.index) + "]")
 			continue
 		}
@@ -208,6 +208,10 @@ func normalizeRecord(n *node, v any, p *path) (any, error) {
 		e, ok := m[f.name]
 		if !ok {
 			if !f.hasDefault {
+				// A misspelt field is the likelier cause: name it first.
+				if k, ok := unknownField(n, m); ok {
+					return nil, invalid(p.field(k), "unknown field (not in %s)", n.typeName())
+				}
 				return nil, invalid(p.field(f.name), "required field is missing")
 			}
 			out[f.name] = cloneValue(f.def)
@@ -221,16 +225,25 @@ func normalizeRecord(n *node, v any, p *path) (any, error) {
 		out[f.name] = x
 	}
 	if found != len(m) {
-		var unknown []string
-		for k := range m {
-			if _, ok := n.fieldIndex[k]; !ok {
-				unknown = append(unknown, k)
-			}
-		}
-		slices.Sort(unknown)
-		return nil, invalid(p.field(unknown[0]), "unknown field (not in %s)", n.typeName())
+		k, _ := unknownField(n, m)
+		return nil, invalid(p.field(k), "unknown field (not in %s)", n.typeName())
 	}
 	return out, nil
+}
+
+// unknownField returns the first (in sort order) key of m that is not a
+// field of record n.
+func unknownField(n *node, m map[string]any) (string, bool) {
+	var unknown []string
+	for k := range m {
+		if _, ok := n.fieldIndex[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return "", false
+	}
+	return slices.Min(unknown), true
 }
 
 func normalizeUnion(n *node, v any, p *path) (any, error) {
@@ -245,6 +258,7 @@ func normalizeUnion(n *node, v any, p *path) (any, error) {
 	}
 	// Avro JSON form {"branch": value}, unless the union also holds
 	// objects, where a one-key object could be a plain value.
+	var namedErr error
 	if m, ok := v.(map[string]any); ok && len(m) == 1 {
 		holdsObjects := false
 		for _, b := range n.branches {
@@ -256,6 +270,7 @@ func normalizeUnion(n *node, v any, p *path) (any, error) {
 				if err == nil || !holdsObjects {
 					return x, err
 				}
+				namedErr = err
 			}
 		}
 	}
@@ -274,7 +289,11 @@ func normalizeUnion(n *node, v any, p *path) (any, error) {
 			candidate = err
 		}
 	}
-	// When the JSON type picks exactly one branch, its error is the precise one.
+	// An object naming a branch most likely meant it; else, when the JSON
+	// type picks exactly one branch, its error is the precise one.
+	if namedErr != nil {
+		return nil, namedErr
+	}
 	if candidates == 1 {
 		return nil, candidate
 	}
@@ -365,7 +384,7 @@ func normalizeFloat(n *node, v any, p *path) (any, error) {
 		return nil, invalid(p, "%v is not a finite number", f)
 	}
 	if n.kind == kFloat {
-		if math.Abs(f) > math.MaxFloat32 {
+		if overflowsFloat(f) {
 			return nil, invalid(p, "%v is out of range for float", f)
 		}
 		// Keep exactly what a float stores, so the document reads back equal.

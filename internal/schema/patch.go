@@ -271,7 +271,7 @@ func increment(n *node, cur any, delta any, at *path) (any, error) {
 			}
 		}
 		sum := x + by
-		if math.IsInf(sum, 0) || math.IsNaN(sum) || (n.kind == kFloat && math.Abs(sum) > math.MaxFloat32) {
+		if math.IsInf(sum, 0) || math.IsNaN(sum) || (n.kind == kFloat && overflowsFloat(sum)) {
 			return nil, invalid(at, "$inc by %s overflows %s", d, n.kind)
 		}
 		return toFloat(n, sum), nil

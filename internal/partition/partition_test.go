@@ -1,0 +1,344 @@
+package partition
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+func table(t testing.TB, name string, key []schema.KeyPart, avro string) *schema.Table {
+	t.Helper()
+	tb, err := schema.Compile(schema.TableDef{
+		Database: "db", Name: name, Key: key,
+		Versions: []schema.Version{{Version: 1, Schema: json.RawMessage(avro), Created: time.Now()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+type fixture struct {
+	dir      string
+	engine   *storage.Engine
+	rep      *Replica
+	mailbox  *schema.Table
+	messages *schema.Table
+}
+
+func open(t testing.TB, dir string) *fixture {
+	t.Helper()
+	e, err := storage.Open(dir, storage.Options{CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := NewLocal(e, keys.PartitionPrefix("db", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{
+		dir: dir, engine: e, rep: New(e, "db", 0, seq, Limits{}),
+		mailbox: table(t, "Mailbox", []schema.KeyPart{{Name: "id", Type: "string"}},
+			`{"type":"record","name":"Mailbox","fields":[{"name":"unread","type":"long","default":0}]}`),
+		messages: table(t, "Message", []schema.KeyPart{{Name: "id", Type: "string"}, {Name: "msg", Type: "long", AutoIncrement: true}},
+			`{"type":"record","name":"Message","fields":[{"name":"subject","type":"string"}]}`),
+	}
+	return f
+}
+
+func newFixture(t testing.TB) *fixture {
+	f := open(t, t.TempDir())
+	t.Cleanup(func() { f.engine.Close() })
+	return f
+}
+
+func (f *fixture) exec(t testing.TB, ops ...Operation) Result {
+	t.Helper()
+	res, err := f.rep.Execute(context.Background(), Request{Ops: ops})
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	return res
+}
+
+func (f *fixture) doc(t testing.TB, tb *schema.Table, key keys.Tuple) (schema.Document, bool) {
+	t.Helper()
+	enc, _ := keys.EncodeTuple(key)
+	rec, ok, err := f.rep.Get(tb.Def.Name, enc)
+	if err != nil || !ok {
+		return nil, false
+	}
+	d, err := tb.Decode(rec.Avro, int(rec.Version), tb.Latest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, true
+}
+
+func put(tb *schema.Table, key keys.Tuple, doc schema.Document) Operation {
+	return Operation{Kind: Put, Table: tb, Key: key, Doc: doc}
+}
+
+func inc(tb *schema.Table, key keys.Tuple, field string, n int) Operation {
+	return Operation{Kind: Patch, Table: tb, Key: key, Patch: schema.Patch{Inc: map[string]any{field: json.Number(fmt.Sprint(n))}}}
+}
+
+func TestTxnAcrossTablesIsAtomic(t *testing.T) {
+	f := newFixture(t)
+	box := keys.Tuple{"m1"}
+	f.exec(t, put(f.mailbox, box, schema.Document{"unread": int64(0)}))
+	before := f.rep.Applied()
+
+	// The second operation's condition fails: the first must not apply.
+	_, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{
+		inc(f.mailbox, box, "unread", 1),
+		{Kind: Put, Table: f.messages, Key: keys.Tuple{"m1", int64(7)}, Doc: schema.Document{"subject": "x"}, Cond: Condition{IfMatch: []string{`"nope"`}}},
+	}})
+	pe, ok := problem.As(err)
+	if !ok || pe.Kind != problem.Precondition || pe.Operation != 1 {
+		t.Fatalf("want precondition failure of operation 1, got %v", err)
+	}
+	if d, _ := f.doc(t, f.mailbox, box); d["unread"] != int64(0) {
+		t.Fatalf("failed txn changed the mailbox: %v", d)
+	}
+	if _, ok := f.doc(t, f.messages, keys.Tuple{"m1", int64(7)}); ok {
+		t.Fatal("failed txn created the message")
+	}
+	if f.rep.Applied() != before {
+		t.Fatalf("failed txn consumed an SCN: %v -> %v", before, f.rep.Applied())
+	}
+
+	// Both succeed together at one SCN, logged as one entry.
+	res := f.exec(t, inc(f.mailbox, box, "unread", 1), Operation{Kind: Insert, Table: f.messages, Key: box, Doc: schema.Document{"subject": "hello"}})
+	if res.SCN.Sequence != before.Sequence+1 {
+		t.Fatalf("txn SCN %v, want sequence %d", res.SCN, before.Sequence+1)
+	}
+	if got := res.Ops[1].Key; len(got) != 2 || got[1] != int64(1) {
+		t.Fatalf("auto-increment key %v, want [m1 1]", got)
+	}
+	log, err := f.rep.ReadLog(before, 10)
+	if err != nil || len(log) != 1 {
+		t.Fatalf("log after %v: %d entries, %v", before, len(log), err)
+	}
+	e := log[0]
+	if e.SCN != res.SCN || len(e.Writes) != 2 || e.Writes[0].Op != OpUpdate || e.Writes[1].Op != OpInsert {
+		t.Fatalf("log entry %+v", e)
+	}
+	if e.Writes[0].Before == nil || e.Writes[0].After == nil || e.Writes[1].Before != nil {
+		t.Fatal("log entry lacks pre/post images")
+	}
+}
+
+func TestConcurrentIncrementsAreExact(t *testing.T) {
+	f := newFixture(t)
+	const groups, writers, each = 4, 8, 25
+	for g := range groups {
+		f.exec(t, put(f.mailbox, keys.Tuple{fmt.Sprint("g", g)}, schema.Document{"unread": int64(0)}))
+	}
+	start := f.rep.Applied()
+	var wg sync.WaitGroup
+	errs := make(chan error, groups*writers)
+	for g := range groups {
+		for range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					if _, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{inc(f.mailbox, keys.Tuple{fmt.Sprint("g", g)}, "unread", 1)}}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for g := range groups {
+		if d, _ := f.doc(t, f.mailbox, keys.Tuple{fmt.Sprint("g", g)}); d["unread"] != int64(writers*each) {
+			t.Fatalf("group %d: unread = %v, want %d", g, d["unread"], writers*each)
+		}
+	}
+	if got, want := f.rep.Applied().Sequence-start.Sequence, uint64(groups*writers*each); got != want {
+		t.Fatalf("%d SCNs consumed, want %d", got, want)
+	}
+	// The log holds every sequence exactly once, in order.
+	log, err := f.rep.ReadLog(start, groups*writers*each+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range log {
+		if e.SCN.Sequence != start.Sequence+uint64(i)+1 {
+			t.Fatalf("log entry %d has SCN %v", i, e.SCN)
+		}
+	}
+}
+
+func TestAutoIncrementNeverReusesKeys(t *testing.T) {
+	f := newFixture(t)
+	box := keys.Tuple{"m"}
+	ins := Operation{Kind: Insert, Table: f.messages, Key: box, Doc: schema.Document{"subject": "s"}}
+	f.exec(t, ins)
+	r2 := f.exec(t, ins)
+	f.exec(t, Operation{Kind: Delete, Table: f.messages, Key: r2.Ops[0].Key})
+	if got := f.exec(t, ins).Ops[0].Key[1]; got != int64(3) {
+		t.Fatalf("after deleting key 2, insert got %v, want 3", got)
+	}
+	f.exec(t, put(f.messages, keys.Tuple{"m", int64(10)}, schema.Document{"subject": "explicit"}))
+	res := f.exec(t, ins, ins)
+	if a, b := res.Ops[0].Key[1], res.Ops[1].Key[1]; a != int64(11) || b != int64(12) {
+		t.Fatalf("inserts after explicit key 10 got %v, %v; want 11, 12", a, b)
+	}
+	// Another collection counts on its own.
+	if got := f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"other"}, Doc: schema.Document{"subject": "s"}}).Ops[0].Key[1]; got != int64(1) {
+		t.Fatalf("first key of a new collection is %v", got)
+	}
+}
+
+func TestDeleteCollectionIsOneTransaction(t *testing.T) {
+	f := newFixture(t)
+	for range 5 {
+		f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"a"}, Doc: schema.Document{"subject": "s"}})
+	}
+	f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"a\x00b"}, Doc: schema.Document{"subject": "other group"}})
+	before := f.rep.Applied()
+	res := f.exec(t, Operation{Kind: DeleteCollection, Table: f.messages, Key: keys.Tuple{"a"}})
+	if res.Ops[0].Deleted != 5 || res.SCN.Sequence != before.Sequence+1 {
+		t.Fatalf("deleted %d at %v", res.Ops[0].Deleted, res.SCN)
+	}
+	prefix, _ := keys.EncodeTuple(keys.Tuple{"a"})
+	if left, _, _ := f.rep.Scan("Message", prefix, nil, 100); len(left) != 0 {
+		t.Fatalf("%d documents left", len(left))
+	}
+	other, _ := keys.EncodeTuple(keys.Tuple{"a\x00b"})
+	if left, _, _ := f.rep.Scan("Message", other, nil, 100); len(left) != 1 {
+		t.Fatalf("collection delete of %q touched %q: %d left", "a", "a\x00b", len(left))
+	}
+	_, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{{Kind: DeleteCollection, Table: f.messages, Key: keys.Tuple{"a"}}}})
+	if !problem.Is(err, problem.NotFound) {
+		t.Fatalf("deleting an empty collection: %v", err)
+	}
+}
+
+func TestOperationsInOneTxnSeeEachOther(t *testing.T) {
+	f := newFixture(t)
+	box := keys.Tuple{"m"}
+	res := f.exec(t, put(f.mailbox, box, schema.Document{"unread": int64(5)}), inc(f.mailbox, box, "unread", 2),
+		Operation{Kind: Delete, Table: f.mailbox, Key: box}, put(f.mailbox, box, schema.Document{"unread": int64(1)}))
+	if d, _ := f.doc(t, f.mailbox, box); d["unread"] != int64(1) {
+		t.Fatalf("unread = %v", d["unread"])
+	}
+	log, _ := f.rep.ReadLog(SCN{Generation: 1}, 10)
+	if len(log) != 1 || len(log[0].Writes) != 1 || log[0].Writes[0].Op != OpInsert {
+		t.Fatalf("net effect of the txn should be one insert, got %+v", log)
+	}
+	// Each operation sees the state its predecessors left: the put after the
+	// delete creates again.
+	if !res.Ops[0].Created || res.Ops[1].Created || res.Ops[2].Deleted != 1 || !res.Ops[3].Created {
+		t.Fatalf("operation results %+v", res.Ops)
+	}
+}
+
+func TestConditions(t *testing.T) {
+	f := newFixture(t)
+	box := keys.Tuple{"m"}
+	r := f.exec(t, put(f.mailbox, box, schema.Document{"unread": int64(1)}))
+	etag := r.Ops[0].ETag
+	cases := []struct {
+		name string
+		cond Condition
+		ok   bool
+	}{
+		{"if-match current", Condition{IfMatch: []string{etag}}, true},
+		{"if-match list", Condition{IfMatch: []string{`"x"`, etag}}, true},
+		{"if-match other", Condition{IfMatch: []string{`"x"`}}, false},
+		{"if-match any", Condition{IfMatch: []string{"*"}}, true},
+		{"if-none-match any", Condition{IfNoneMatch: []string{"*"}}, false},
+		{"if-none-match current", Condition{IfNoneMatch: []string{etag}}, false},
+		{"if-none-match other", Condition{IfNoneMatch: []string{`"x"`}}, true},
+		{"unmodified since future", Condition{IfUnmodifiedSince: time.Now().Add(time.Hour)}, true},
+		{"unmodified since past", Condition{IfUnmodifiedSince: time.Now().Add(-time.Hour)}, false},
+	}
+	for _, tc := range cases {
+		op := put(f.mailbox, box, schema.Document{"unread": int64(1)})
+		op.Cond = tc.cond
+		res, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{op}})
+		if tc.ok != (err == nil) || (!tc.ok && !problem.Is(err, problem.Precondition)) {
+			t.Fatalf("%s: err = %v", tc.name, err)
+		}
+		if err == nil && res.Ops[0].ETag != etag {
+			t.Fatalf("%s: same content, ETag changed %s -> %s", tc.name, etag, res.Ops[0].ETag)
+		}
+	}
+	op := put(f.mailbox, keys.Tuple{"absent"}, schema.Document{"unread": int64(1)})
+	op.Cond = Condition{IfMatch: []string{"*"}}
+	if _, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{op}}); !problem.Is(err, problem.Precondition) {
+		t.Fatalf("If-Match on an absent document: %v", err)
+	}
+}
+
+func TestSequenceResumesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	f := open(t, dir)
+	for range 3 {
+		f.exec(t, put(f.mailbox, keys.Tuple{"m"}, schema.Document{"unread": int64(1)}))
+	}
+	last := f.rep.Applied()
+	f.engine.Close()
+	f = open(t, dir)
+	defer f.engine.Close()
+	if f.rep.Applied() != last {
+		t.Fatalf("reopened at %v, want %v", f.rep.Applied(), last)
+	}
+	if got := f.exec(t, put(f.mailbox, keys.Tuple{"m"}, schema.Document{"unread": int64(2)})).SCN; got.Sequence != last.Sequence+1 {
+		t.Fatalf("next SCN %v after %v", got, last)
+	}
+}
+
+func TestTrimLogKeepsNewestEntries(t *testing.T) {
+	f := newFixture(t)
+	for i := range 10 {
+		f.exec(t, put(f.mailbox, keys.Tuple{"m"}, schema.Document{"unread": int64(i)}))
+	}
+	n, err := f.rep.TrimLog(Retention{MaxEntries: 4}, time.Now())
+	if err != nil || n != 6 {
+		t.Fatalf("trimmed %d, %v; want 6", n, err)
+	}
+	log, _ := f.rep.ReadLog(SCN{Generation: 1}, 100)
+	if len(log) != 4 || log[0].SCN.Sequence != 7 || log[3].SCN.Sequence != 10 {
+		t.Fatalf("log after trim: %d entries from %v", len(log), log[0].SCN)
+	}
+	n, _ = f.rep.TrimLog(Retention{MaxAge: time.Minute}, time.Now().Add(time.Hour))
+	log, _ = f.rep.ReadLog(SCN{Generation: 1}, 100)
+	if n != 3 || len(log) != 1 || log[0].SCN.Sequence != 10 {
+		t.Fatalf("age trim removed %d, left %d; the newest entry must stay", n, len(log))
+	}
+}
+
+func TestWriteSetRoundTrip(t *testing.T) {
+	ws := &WriteSet{Mtime: -5, Writes: []Write{
+		{Table: "T", Key: []byte{1}, Op: OpInsert, AfterVersion: 2, After: []byte{}},
+		{Table: "U", Key: []byte{2, 3}, Op: OpDelete, BeforeVersion: 1, Before: []byte{9}},
+	}, Counters: []Counter{{Table: "T", Collection: []byte{4}, Value: 77}}}
+	got, err := DecodeWriteSet(ws.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", ws) || got.Writes[0].After == nil || got.Writes[1].After != nil {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if _, err := DecodeWriteSet(ws.Encode()[:10]); err == nil {
+		t.Fatal("truncated write set decoded")
+	}
+}

@@ -1,0 +1,57 @@
+package schema
+
+import "testing"
+
+const benchDoc = `{"subject":"quarterly report","count":12,"size":123456,"score":0.5,"ratio":0.25,"unread":false,
+	"status":"READ","tags":["work","finance","q3"],"attrs":{"a":1,"b":2},"blob":"AAECAwQ=","hash":"AQIDBA==",
+	"sent":1700000000000,"note":"see attachment","views":42,"choice":"s",
+	"address":{"city":"Paris","geo":{"lat":48.85,"hits":3}}}`
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	tb := mustTable(b, messageSchema)
+	body := []byte(benchDoc)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tb.DecodeJSON(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeDecode(b *testing.B) {
+	tb := mustTable(b, messageSchema)
+	doc, err := tb.DecodeJSON([]byte(benchDoc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		bin, err := tb.Encode(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tb.Decode(bin, 1, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeResolved(b *testing.B) {
+	const v2 = `{"type":"record","name":"Message","namespace":"mail","fields":[{"name":"subject","type":"string"},{"name":"extra","type":"int","default":1}]}`
+	def, _, err := NextVersion(tableDef(`{"type":"record","name":"Message","namespace":"mail","fields":[{"name":"subject","type":"string"}]}`), []byte(v2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb, err := Compile(def)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := []byte{4, 'h', 'i'}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tb.Decode(bin, 1, 2); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

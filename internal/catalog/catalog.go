@@ -427,7 +427,10 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 		}
 		c.applyEvents(resp)
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("watch channel closed")
 }
 
 func (c *Catalog) applyEvents(resp clientv3.WatchResponse) {

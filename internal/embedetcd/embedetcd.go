@@ -106,7 +106,9 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 // Endpoints are the client URLs to give to clientv3.
 func (s *Server) Endpoints() []string { return slices.Clone(s.endpoints) }
 
-// Close stops the member gracefully; its data stays in the directory.
+// Close stops the member gracefully; its data stays in the directory. etcd
+// waits up to its request timeout (about 7 s) for open client streams such as
+// watches to end, so close clients of this member first.
 func (s *Server) Close() error {
 	s.closing.Store(true)
 	s.etcd.Close()

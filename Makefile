@@ -1,0 +1,30 @@
+# Doppio's two commands for a newcomer: `make run` and `make test`.
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: run build test unit fuzz bench
+
+run:
+	$(GO) run ./cmd/doppio dev --data ./doppio-data --http 127.0.0.1:8080
+
+build:
+	$(GO) build -o bin/doppio ./cmd/doppio
+
+# The whole suite: vet, every package's tests with the race detector
+# (end-to-end tests run the built binary), then each fuzz target briefly.
+test: unit fuzz
+
+unit:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzTuple$$' -fuzztime=$(FUZZTIME) ./internal/keys
+	$(GO) test -run='^$$' -fuzz='^FuzzApplyPatch$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSON$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeBinary$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
+	$(GO) test -run='^$$' -fuzz='^FuzzRequest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/api
+
+# HTTP benchmarks of the document API next to a no-op handler (the ceiling).
+bench:
+	$(GO) test -run='^$$' -bench=. -benchtime=3s ./bench

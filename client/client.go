@@ -1,0 +1,201 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultRetry is how long a request is retried by default (see WithRetry).
+const DefaultRetry = 10 * time.Second
+
+// Client talks to one Doppio server (or a load balancer in front of many).
+type Client struct {
+	base  string
+	hc    *http.Client
+	retry time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send its requests through hc.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.hc = hc }
+}
+
+// WithTimeout bounds each HTTP exchange (each attempt, when retrying). It
+// applies to the HTTP client in effect when the option is applied, copying
+// it, so give it after WithHTTPClient.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		hc := *c.hc
+		hc.Timeout = d
+		c.hc = &hc
+	}
+}
+
+// WithRetry sets the total time within which a request answered 503 or
+// refused a connection is retried; 0 disables retries.
+func WithRetry(maxElapsed time.Duration) Option {
+	return func(c *Client) { c.retry = maxElapsed }
+}
+
+// New returns a client of the server at baseURL, e.g. "http://127.0.0.1:8080".
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{}, retry: DefaultRetry}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// request is one HTTP call before it is sent.
+type request struct {
+	method string
+	path   string // escaped path, from the root
+	query  map[string]string
+	header http.Header
+	body   []byte
+}
+
+func newRequest(method, path string) *request {
+	return &request{method: method, path: path, query: map[string]string{}, header: http.Header{}}
+}
+
+func (r *request) jsonBody(v any) error {
+	switch v := v.(type) {
+	case json.RawMessage:
+		r.body = v
+	case []byte:
+		r.body = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("client: encode request body: %w", err)
+		}
+		r.body = b
+	}
+	r.header.Set("Content-Type", "application/json")
+	return nil
+}
+
+func (r *request) url(base string) string {
+	u := base + r.path
+	sep := "?"
+	for _, k := range sortedKeys(r.query) {
+		u += sep + k + "=" + queryEscape(r.query[k])
+		sep = "&"
+	}
+	return u
+}
+
+// response is a read answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends r, retrying as configured, and returns the answer when its
+// status is below 400 (or 304); any other status is returned as *Error.
+func (c *Client) do(ctx context.Context, r *request) (*response, error) {
+	start := time.Now()
+	backoff := 50 * time.Millisecond
+	const maxBackoff = time.Second
+	for {
+		resp, err := c.once(ctx, r)
+		var wait time.Duration
+		switch {
+		case err == nil && resp.status == http.StatusServiceUnavailable:
+			wait = backoff
+			if s, perr := strconv.Atoi(resp.header.Get("Retry-After")); perr == nil && s >= 0 {
+				wait = time.Duration(s) * time.Second
+			}
+		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
+			wait = backoff
+		default:
+			if err != nil {
+				return nil, err
+			}
+			return resp, resp.problem()
+		}
+		remaining := c.retry - time.Since(start)
+		if remaining <= 0 || ctx.Err() != nil {
+			if err != nil {
+				return nil, err
+			}
+			return resp, resp.problem()
+		}
+		wait = min(wait, remaining)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+func (c *Client) once(ctx context.Context, r *request) (*response, error) {
+	var body io.Reader
+	if r.body != nil {
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, r.url(c.base), body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("client: read answer to %s %s: %w", r.method, r.path, err)
+	}
+	return &response{status: res.StatusCode, header: res.Header, body: b}, nil
+}
+
+// problem returns the *Error an answer carries, or nil when it succeeded.
+func (r *response) problem() error {
+	if r.status < 400 {
+		return nil
+	}
+	e := &Error{}
+	if err := json.Unmarshal(r.body, e); err != nil || e.Status == 0 {
+		detail := strings.TrimSpace(string(r.body))
+		if len(detail) > 512 {
+			detail = detail[:512] + "…"
+		}
+		e = &Error{Title: http.StatusText(r.status), Detail: detail}
+	}
+	e.Status = r.status
+	if e.RetryAfter == 0 {
+		e.RetryAfter, _ = strconv.Atoi(r.header.Get("Retry-After"))
+	}
+	return e
+}
+
+// decode parses the JSON answer into v.
+func (r *response) decode(v any) error {
+	if err := json.Unmarshal(r.body, v); err != nil {
+		return fmt.Errorf("client: decode answer (status %d): %w", r.status, err)
+	}
+	return nil
+}

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cli runs the built binary against one dev node.
+type cli struct {
+	t      *testing.T
+	bin    string
+	server string
+}
+
+// run executes the binary with args (and stdin, if any) and returns its
+// stdout, stderr and exit code.
+func (c *cli) run(stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), "DOPPIO_SERVER="+c.server)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("doppio %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// ok runs a command that must succeed and returns its stdout with ETags and
+// SCNs replaced by placeholders.
+func (c *cli) ok(stdin string, args ...string) string {
+	c.t.Helper()
+	out, errs, code := c.run(stdin, args...)
+	if code != 0 {
+		c.t.Fatalf("doppio %s: exit %d\nstderr: %s", strings.Join(args, " "), code, errs)
+	}
+	return normalize(out)
+}
+
+var (
+	etagRE = regexp.MustCompile(`"etag": "\\"[0-9a-f]+\\""`)
+	scnRE  = regexp.MustCompile(`"scn": "\d+:\d+"`)
+)
+
+func normalize(s string) string {
+	s = etagRE.ReplaceAllString(s, `"etag": ETAG`)
+	return scnRE.ReplaceAllString(s, `"scn": SCN`)
+}
+
+func expect(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s:\ngot:\n%s\nwant:\n%s", what, got, want)
+	}
+}
+
+// startDev builds the binary and runs `doppio dev` on a free port, reading
+// the chosen address from its "http=" log line.
+func startDev(t *testing.T) *cli {
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "doppio")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dev := exec.Command(bin, "dev", "--data", filepath.Join(tmp, "data"), "--http", "127.0.0.1:0")
+	stderr, err := dev.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = dev.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = dev.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = dev.Process.Kill()
+			<-done
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`doppio node ready.* http=(127\.0\.0\.1:\d+)`)
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				addr <- m[1]
+				sent = true
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return &cli{t: t, bin: bin, server: "http://" + a}
+	case <-time.After(60 * time.Second):
+		t.Fatal("doppio dev did not log its address within 60s")
+		return nil
+	}
+}
+
+func TestCLIMailboxEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	c := startDev(t)
+	examples := filepath.Join("..", "..", "examples", "mailbox")
+
+	expect(t, "schema apply", c.ok("", "schema", "apply", examples), `database MailboxDB: created
+table MailboxDB/Mailbox: created, version 1
+table MailboxDB/Message: created, version 1
+skipped deliver-txn.json: a transaction, not a table
+`)
+	expect(t, "schema apply again", c.ok("", "schema", "apply", examples), `database MailboxDB: updated
+table MailboxDB/Mailbox: updated, version 1
+table MailboxDB/Message: updated, version 1
+skipped deliver-txn.json: a transaction, not a table
+`)
+
+	// --server overrides $DOPPIO_SERVER.
+	expect(t, "put", c.ok("", "--server", c.server, "put", "MailboxDB/Mailbox/alice", "-d", "{}"), `{
+  "key": [
+    "alice"
+  ],
+  "etag": ETAG,
+  "scn": SCN,
+  "version": 1,
+  "created": true
+}
+`)
+	expect(t, "txn", c.ok("", "txn", "MailboxDB", "-f", filepath.Join(examples, "deliver-txn.json")), `{
+  "scn": SCN,
+  "results": [
+    {
+      "key": [
+        "alice",
+        1
+      ],
+      "etag": ETAG,
+      "created": true
+    },
+    {
+      "key": [
+        "alice"
+      ],
+      "etag": ETAG
+    }
+  ]
+}
+`)
+	expect(t, "get mailbox", c.ok("", "get", "MailboxDB/Mailbox/alice"), `{
+  "pendingInvites": 0,
+  "totalCount": 1,
+  "unreadCount": 1
+}
+`)
+	expect(t, "patch", c.ok("", "patch", "MailboxDB/Mailbox/alice", "-d", `{"$inc":{"unreadCount":-1}}`), `{
+  "key": [
+    "alice"
+  ],
+  "etag": ETAG,
+  "scn": SCN,
+  "version": 1,
+  "created": false
+}
+`)
+	expect(t, "insert from stdin", c.ok(`{"subject":"Re: lunch","senderId":"carol","createdOn":1735736400000}`,
+		"insert", "MailboxDB/Message/alice"), `{
+  "key": [
+    "alice",
+    2
+  ],
+  "etag": ETAG,
+  "scn": SCN,
+  "version": 1,
+  "created": true
+}
+`)
+	expect(t, "get message with fields", c.ok("", "get", "MailboxDB/Message/alice/2", "--fields", "subject,folder,unread"), `{
+  "folder": "inbox",
+  "subject": "Re: lunch",
+  "unread": true
+}
+`)
+	page := c.ok("", "get", "MailboxDB/Message/alice", "--limit", "1", "--fields", "subject")
+	if !strings.HasPrefix(page, `{
+  "documents": [
+    {
+      "key": [
+        "alice",
+        1
+      ],
+      "document": {
+        "subject": "Lunch on Friday?"
+      }
+    }
+  ],
+  "next": "`) {
+		t.Fatalf("first page:\n%s", page)
+	}
+	expect(t, "get --all", c.ok("", "get", "MailboxDB/Message/alice", "--limit", "1", "--all", "--fields", "subject"), `{
+  "documents": [
+    {
+      "key": [
+        "alice",
+        1
+      ],
+      "document": {
+        "subject": "Lunch on Friday?"
+      }
+    },
+    {
+      "key": [
+        "alice",
+        2
+      ],
+      "document": {
+        "subject": "Re: lunch"
+      }
+    }
+  ]
+}
+`)
+
+	// Key parts are plain text: spaces, commas, parentheses and Unicode are
+	// percent-encoded by the client.
+	odd := "Zoë (work), #2"
+	c.ok(`{"pendingInvites":3}`, "put", "MailboxDB/Mailbox/"+odd)
+	expect(t, "get odd key", c.ok("", "get", "MailboxDB/Mailbox/"+odd, "--fields", "pendingInvites"), "{\n  \"pendingInvites\": 3\n}\n")
+
+	// Failures print the problem's detail and exit non-zero.
+	_, errs, code := c.run("", "put", "MailboxDB/Mailbox/alice", "-d", "{}", "--if-match", `"0000"`)
+	if code != 1 || !strings.HasPrefix(errs, `doppio: If-Match: the document's ETag is "`) {
+		t.Fatalf("conditional put: exit %d, stderr %q", code, errs)
+	}
+	_, errs, code = c.run("", "get", "MailboxDB/Mailbox/nobody")
+	if code != 1 || errs != "doppio: document Mailbox [\"nobody\"] does not exist\n" {
+		t.Fatalf("get missing: exit %d, stderr %q", code, errs)
+	}
+	_, errs, code = c.run("", "put", "MailboxDB/Mailbox/alice", "-d", `{"unreadCount":"x"}`)
+	if code != 1 || !strings.Contains(errs, "unreadCount") {
+		t.Fatalf("put mismatching document: exit %d, stderr %q", code, errs)
+	}
+
+	expect(t, "delete document", c.ok("", "delete", "MailboxDB/Message/alice/2"), "{\n  \"deleted\": 1\n}\n")
+	expect(t, "delete collection", c.ok("", "delete", "MailboxDB/Message/alice"), "{\n  \"deleted\": 1\n}\n")
+	expect(t, "empty collection", c.ok("", "get", "MailboxDB/Message/alice"), "{\n  \"documents\": []\n}\n")
+
+	schema := c.ok("", "schema", "get", "MailboxDB/Message", "--version", "1")
+	if !strings.Contains(schema, `"index": "text"`) || !strings.HasPrefix(schema, "{\n  \"version\": 1,") {
+		t.Fatalf("schema get --version 1:\n%s", schema)
+	}
+	dbView := c.ok("", "schema", "get", "MailboxDB")
+	if !strings.HasPrefix(dbView, "{\n  \"name\": \"MailboxDB\",\n  \"partitions\": 8,\n  \"replicas\": 1,") {
+		t.Fatalf("schema get MailboxDB:\n%s", dbView)
+	}
+}
+
+func TestCLISchemaPutDatabaseAndTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	c := startDev(t)
+	out := c.ok("", "schema", "put", "Shop", "--partitions", "4", "--replicas", "1")
+	expect(t, "schema put DB", out, `{
+  "name": "Shop",
+  "partitions": 4,
+  "replicas": 1,
+  "partitioner": "hash",
+  "tables": []
+}
+`)
+	file := filepath.Join(t.TempDir(), "table.json")
+	def := `{"key":[{"name":"sku","type":"string"}],"schema":{"type":"record","name":"Item","fields":[{"name":"price","type":"long"}]}}`
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = c.ok("", "schema", "put", "Shop/Item", "-f", file)
+	if !strings.Contains(out, `"name": "Item"`) || !strings.Contains(out, `"version": 1,`) {
+		t.Fatalf("schema put DB/Table:\n%s", out)
+	}
+	// Incompatible: a new field without a default.
+	bad := `{"key":[{"name":"sku","type":"string"}],"schema":{"type":"record","name":"Item","fields":[{"name":"price","type":"long"},{"name":"qty","type":"long"}]}}`
+	_, errs, code := c.run(bad, "schema", "put", "Shop/Item")
+	if code != 1 || !strings.Contains(errs, "qty") {
+		t.Fatalf("incompatible schema: exit %d, stderr %q", code, errs)
+	}
+	_, errs, code = c.run("", "schema", "get", "Nope")
+	if code != 1 || errs != "doppio: database \"Nope\" does not exist\n" {
+		t.Fatalf("schema get missing: exit %d, stderr %q", code, errs)
+	}
+}

@@ -147,12 +147,11 @@ func (o readOptions) render(t *schema.Table, rec partition.Record) ([]byte, int,
 	if o.fields != nil {
 		doc = schema.Project(doc, o.fields)
 	}
-	b, err := schema.MarshalDocument(doc)
 	version := o.version
 	if version == 0 {
 		version = int(rec.Version)
 	}
-	return b, version, err
+	return t.AppendJSON(nil, doc, version), version, nil
 }
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {

@@ -98,7 +98,11 @@ func (s *Server) SetReady(v bool) { s.ready.Store(v) }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	rt, p, err := s.match(r.Method, r.URL.EscapedPath())
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet // net/http drops the body of a HEAD answer
+	}
+	rt, p, err := s.match(method, r.URL.EscapedPath())
 	pattern := "unmatched"
 	if err == nil {
 		pattern = rt.pattern
@@ -155,7 +159,7 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 	}
 	body := problemBody{
 		Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail,
-		Instance: r.URL.Path, Field: pe.Field, RetryAfter: pe.RetryAfter,
+		Instance: r.URL.EscapedPath(), Field: pe.Field, RetryAfter: pe.RetryAfter,
 	}
 	if pe.Operation >= 0 {
 		op := pe.Operation

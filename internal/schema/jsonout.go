@@ -1,0 +1,188 @@
+package schema
+
+import (
+	"encoding/base64"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// AppendJSON appends the JSON of doc, a normalized document of schema
+// version (0 or out of range: the latest), with record fields in schema
+// order. Fields absent from doc (projected away) are left out.
+func (t *Table) AppendJSON(dst []byte, doc Document, version int) []byte {
+	c := t.latest()
+	if version >= 1 && version <= len(t.versions) {
+		c = t.versions[version-1]
+	}
+	return appendJSONRecord(dst, c.root, doc)
+}
+
+func appendJSONRecord(dst []byte, n *node, m map[string]any) []byte {
+	dst = append(dst, '{')
+	first := true
+	for _, f := range n.fields {
+		v, ok := m[f.name]
+		if !ok {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendJSONString(dst, f.name)
+		dst = append(dst, ':')
+		dst = appendJSONValue(dst, f.typ, v)
+	}
+	if len(m) > len(n.fields) || first && len(m) > 0 {
+		// Keys the schema does not know cannot occur in a normalized
+		// document; render them anyway rather than drop data silently.
+		for _, k := range sortedKeys(m) {
+			if _, known := n.fieldIndex[k]; known {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONValue(dst, nil, m[k])
+		}
+	}
+	return append(dst, '}')
+}
+
+// appendJSONValue renders v; n guides record field order and may be nil.
+func appendJSONValue(dst []byte, n *node, v any) []byte {
+	if n != nil && n.kind == kUnion {
+		n = n.nullable // general unions render by the value's own type
+	}
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		return strconv.AppendBool(dst, x)
+	case int64:
+		return strconv.AppendInt(dst, x, 10)
+	case float64:
+		return appendJSONFloat(dst, x, n != nil && n.kind == kFloat)
+	case string:
+		return appendJSONString(dst, x)
+	case []byte:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, x)
+		return append(dst, '"')
+	case []any:
+		var items *node
+		if n != nil && n.kind == kArray {
+			items = n.items
+		}
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONValue(dst, items, e)
+		}
+		return append(dst, ']')
+	case map[string]any:
+		if n != nil && n.kind == kRecord {
+			return appendJSONRecord(dst, n, x)
+		}
+		var values *node
+		if n != nil && n.kind == kMap {
+			values = n.values
+		}
+		dst = append(dst, '{')
+		for i, k := range sortedKeys(x) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONValue(dst, values, x[k])
+		}
+		return append(dst, '}')
+	}
+	return append(dst, "null"...)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// appendJSONFloat formats like encoding/json: shortest representation, plain
+// notation for ordinary magnitudes. Avro floats print at 32-bit precision.
+func appendJSONFloat(dst []byte, f float64, single bool) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(dst, "null"...)
+	}
+	bits := 64
+	if single {
+		bits = 32
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(dst, f, format, -1, bits)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -6,8 +6,8 @@ package bench
 
 import (
 	"bytes"
-	"flag"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"

@@ -10,6 +10,7 @@ import "encoding/binary"
 //	document          = prefix 'd' string(table) tuple(key)           -> record
 //	auto-increment    = prefix 'a' string(table) tuple(collection)    -> uint64 last value
 //	change log        = prefix 'l' uint64(generation) uint64(sequence) -> log entry
+//	index entry       = prefix 'i' string(table) tuple(partition key) string(field) value tuple(rest of key) -> posting data
 //	partition meta    = prefix 'm' string(name)                        -> value
 //
 // Node-wide keys (outside any partition) start with 'n'.
@@ -21,6 +22,7 @@ const (
 	sectionAutoInc  byte = 'a'
 	sectionLog      byte = 'l'
 	sectionMeta     byte = 'm'
+	sectionIndex    byte = 'i'
 )
 
 // Partition is the key prefix of one partition of one database.
@@ -54,6 +56,21 @@ func (p Partition) Document(table string, key []byte) []byte {
 func (p Partition) AutoIncrement(table string, collection []byte) []byte {
 	b := AppendString(p.section(sectionAutoInc, len(table)+len(collection)+2), table)
 	return append(b, collection...)
+}
+
+// IndexTable returns the prefix of every index entry of table.
+func (p Partition) IndexTable(table string) []byte {
+	return AppendString(p.section(sectionIndex, len(table)+2), table)
+}
+
+// Index returns the prefix of the index entries of field (a dotted path) in
+// the document group whose encoded partition key is group: the Prefix Index
+// of the Espresso paper, one list per (table, collection, field). An entry
+// appends the encoded value or term, then the document key's encoded parts
+// after the partition key.
+func (p Partition) Index(table string, group []byte, field string) []byte {
+	b := append(p.IndexTable(table), group...)
+	return AppendString(b, field)
 }
 
 // LogPrefix returns the prefix of the partition's change log.

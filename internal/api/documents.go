@@ -165,7 +165,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
 	}
 	switch {
 	case tg.multi != nil:
-		return s.multiGet(w, tg, opts)
+		return s.multiGet(w, r, tg, opts)
 	case len(tg.key) == tg.table.Arity():
 		return s.getOne(w, r, tg, opts)
 	default:
@@ -173,8 +173,22 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
 	}
 }
 
-func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
+// replicaFor returns the replica holding the target's document group, once
+// a read of the group may proceed (see partition.Replica.ReadFence).
+func (s *Server) replicaFor(r *http.Request, tg target) (*partition.Replica, error) {
 	rep, err := s.router.Locate(tg.db, tg.key[0])
+	if err != nil {
+		return nil, err
+	}
+	group, err := keys.EncodeTuple(tg.key[:1])
+	if err != nil {
+		return nil, err
+	}
+	return rep, rep.ReadFence(r.Context(), group)
+}
+
+func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
+	rep, err := s.replicaFor(r, tg)
 	if err != nil {
 		return err
 	}
@@ -278,7 +292,7 @@ func (s *Server) collection(w http.ResponseWriter, r *http.Request, tg target, o
 		}
 		after = b
 	}
-	rep, err := s.router.Locate(tg.db, tg.key[0])
+	rep, err := s.replicaFor(r, tg)
 	if err != nil {
 		return err
 	}
@@ -309,8 +323,8 @@ func (s *Server) listItem(t *schema.Table, key []byte, rec partition.Record, opt
 	return listItem{Key: tuple, Document: body}, err
 }
 
-func (s *Server) multiGet(w http.ResponseWriter, tg target, opts readOptions) error {
-	rep, err := s.router.Locate(tg.db, tg.key[0])
+func (s *Server) multiGet(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
+	rep, err := s.replicaFor(r, tg)
 	if err != nil {
 		return err
 	}
@@ -406,12 +420,23 @@ func documentPath(db, table string, key keys.Tuple) string {
 		b.WriteByte('/')
 		switch v := v.(type) {
 		case string:
-			b.WriteString(url.PathEscape(v))
+			b.WriteString(keySegment(v))
 		case int64:
 			b.WriteString(strconv.FormatInt(v, 10))
 		}
 	}
 	return b.String()
+}
+
+// keySegment escapes a string key part so the path addresses it and only
+// it: "." and ".." would be refused as path tricks and "(…)" read as a
+// multi-get, so their bytes are percent-encoded too.
+func keySegment(v string) string {
+	e := strings.NewReplacer("(", "%28", ")", "%29", ",", "%2C").Replace(url.PathEscape(v))
+	if e == "." || e == ".." {
+		e = strings.ReplaceAll(e, ".", "%2E")
+	}
+	return e
 }
 
 func (s *Server) fullKeyTarget(p params, verb string) (target, error) {

@@ -49,3 +49,25 @@ func (l *latches) unref(group string, e *latch) {
 	}
 	l.mu.Unlock()
 }
+
+// wait returns once no request holds the latch of group that had it when
+// wait was called (or ctx ends). Readers use it so they never observe a write
+// that is applied but not yet durable.
+func (l *latches) wait(ctx context.Context, group string) error {
+	l.mu.Lock()
+	e := l.groups[group]
+	if e == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	e.refs++
+	l.mu.Unlock()
+	defer l.unref(group, e)
+	select {
+	case e.sem <- struct{}{}:
+		<-e.sem
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -342,3 +342,34 @@ func TestWriteSetRoundTrip(t *testing.T) {
 		t.Fatal("truncated write set decoded")
 	}
 }
+
+func TestReadFenceWaitsForInFlightWriteOfItsGroup(t *testing.T) {
+	f := newFixture(t)
+	group, _ := keys.EncodeTuple(keys.Tuple{"m"})
+	release, err := f.rep.latch.acquire(context.Background(), string(group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := keys.EncodeTuple(keys.Tuple{"other"})
+	if err := f.rep.ReadFence(context.Background(), other); err != nil {
+		t.Fatalf("a read of another group waited: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.rep.ReadFence(context.Background(), group) }()
+	select {
+	case err := <-done:
+		t.Fatalf("ReadFence returned (%v) while a write of its group was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	release, _ = f.rep.latch.acquire(context.Background(), string(group))
+	defer release()
+	cancel()
+	if err := f.rep.ReadFence(ctx, group); !problem.Is(err, problem.Unavailable) {
+		t.Fatalf("ReadFence with an ended context: %v", err)
+	}
+}

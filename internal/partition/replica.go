@@ -8,10 +8,12 @@ package partition
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/storage"
 )
 
@@ -61,6 +63,19 @@ func (r *Replica) Prefix() keys.Partition { return r.prefix }
 
 // Applied is the SCN of the last applied transaction.
 func (r *Replica) Applied() SCN { return r.repl.Applied() }
+
+// ReadFence returns when a read of the document group whose encoded
+// partition key is group may proceed: every write of the group answered
+// before the call is visible, and no write that is applied but not yet
+// durable is. (The storage engine makes a batch visible before its WAL sync
+// completes; the group's latch is held until the sync, so waiting for it is
+// enough.)
+func (r *Replica) ReadFence(ctx context.Context, group []byte) error {
+	if err := r.latch.wait(ctx, string(group)); err != nil {
+		return problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)
+	}
+	return nil
+}
 
 // Get returns the document of table under the encoded full key.
 func (r *Replica) Get(table string, key []byte) (Record, bool, error) {

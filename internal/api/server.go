@@ -10,7 +10,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -153,8 +155,8 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 	pe, ok := problem.As(err)
 	if !ok {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		body := problemBody{Type: "https://doppio.dev/problems/internal", Title: "Internal error", Status: 500, Detail: err.Error()}
-		writeProblem(w, body, 0)
+		body := internalProblem()
+		writeProblem(w, body, 0, "")
 		return
 	}
 	body := problemBody{
@@ -165,15 +167,40 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 		op := pe.Operation
 		body.Operation = &op
 	}
-	writeProblem(w, body, pe.RetryAfter)
+	var allow string
+	if pe.Kind == problem.NotAllowed {
+		// RFC 9110 15.5.6: a 405 lists the methods the resource supports.
+		allow = s.allowed(r)
+	}
+	writeProblem(w, body, pe.RetryAfter, allow)
 }
 
-func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int) {
+// allowed lists the methods other than r's that routes serve at r's path.
+func (s *Server) allowed(r *http.Request) string {
+	escaped := r.URL.EscapedPath()
+	segs, err := splitPath(escaped)
+	if err != nil {
+		return ""
+	}
+	raw := strings.Split(escaped[1:], "/")
+	var out []string
+	for _, rt := range s.routes {
+		if _, ok := rt.bind(segs, raw); ok && rt.method != r.Method && !slices.Contains(out, rt.method) {
+			out = append(out, rt.method)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, allow string) {
 	h := w.Header()
 	for k := range h {
 		delete(h, k)
 	}
 	h.Set("Content-Type", "application/problem+json")
+	if allow != "" {
+		h.Set("Allow", allow)
+	}
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retryAfter))
 	}
@@ -252,4 +279,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// internalProblem answers a failure that is not the client's: the detail
+// stays in the node's log, not in the answer.
+func internalProblem() problemBody {
+	return problemBody{Type: "https://doppio.dev/problems/internal", Title: "Internal error", Status: 500, Detail: "internal error; the node's log has the cause"}
 }

@@ -96,6 +96,11 @@ func (s *Server) operation(db schema.Database, b opBody) (partition.Operation, e
 		}
 		op.Kind = partition.Delete
 		if !full {
+			// A collection delete evaluates no condition: refuse one
+			// rather than delete unconditionally (as DELETE does).
+			if b.IfMatch != "" || b.IfNoneMatch != "" || b.IfUnmodifiedSince != "" {
+				return op, problem.Field(problem.Malformed, "key", "conditions apply to one document, not to a collection: give all %d key parts of %s", t.Arity(), t.Def.Name)
+			}
 			op.Kind = partition.DeleteCollection
 		}
 	default:
@@ -256,7 +261,8 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchRes
 		pe, ok := problem.As(err)
 		if !ok {
 			s.log.Error("batch operation failed", "err", err)
-			return batchResult{Status: 500, Problem: &problemBody{Type: "https://doppio.dev/problems/internal", Title: "Internal error", Status: 500, Detail: err.Error()}}
+			body := internalProblem()
+			return batchResult{Status: 500, Problem: &body}
 		}
 		return batchResult{Status: pe.Kind.Status(), Problem: &problemBody{
 			Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail, Field: pe.Field,

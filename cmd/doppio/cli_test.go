@@ -164,9 +164,9 @@ skipped deliver-txn.json: a transaction, not a table
 }
 `)
 	expect(t, "get mailbox", c.ok("", "get", "MailboxDB/Mailbox/alice"), `{
-  "pendingInvites": 0,
+  "unreadCount": 1,
   "totalCount": 1,
-  "unreadCount": 1
+  "pendingInvites": 0
 }
 `)
 	expect(t, "patch", c.ok("", "patch", "MailboxDB/Mailbox/alice", "-d", `{"$inc":{"unreadCount":-1}}`), `{
@@ -192,8 +192,8 @@ skipped deliver-txn.json: a transaction, not a table
 }
 `)
 	expect(t, "get message with fields", c.ok("", "get", "MailboxDB/Message/alice/2", "--fields", "subject,folder,unread"), `{
-  "folder": "inbox",
   "subject": "Re: lunch",
+  "folder": "inbox",
   "unread": true
 }
 `)

@@ -37,7 +37,7 @@ func Example() {
 	fmt.Println("stale patch fails its precondition:", client.IsPreconditionFailed(err))
 	// Output:
 	// created: true
-	// document: {"owner":"alice","totalCount":0,"unreadCount":0}
+	// document: {"owner":"alice","unreadCount":0,"totalCount":0}
 	// patch error: <nil>
 	// stale patch fails its precondition: true
 }
@@ -64,7 +64,7 @@ func ExampleClient_Txn() {
 	fmt.Println("summary:", string(d.Body))
 	// Output:
 	// message key: [ex-bob 1]
-	// summary: {"totalCount":1,"unreadCount":1}
+	// summary: {"unreadCount":1,"totalCount":1}
 }
 
 func ExampleClient_ListAll() {

@@ -184,6 +184,19 @@ func (t *Table) plan(w, r int) (*plan, error) {
 type Index struct {
 	Path []string // field names from the top-level record
 	Kind string   // "attribute" or "text"
+
+	// Type is the Avro type of the indexed values: "boolean", "int",
+	// "long", "float", "double", "string", "bytes" or "enum" (of the
+	// elements, for an array).
+	Type string
+	// Logical is the Avro logical type of the values ("timestamp-millis",
+	// ...), or "".
+	Logical string
+	// Array reports that the field holds an array: every element is
+	// indexed.
+	Array bool
+	// Nullable reports that the field's type accepts null (never indexed).
+	Nullable bool
 }
 
 // Indexes lists the indexed fields of the latest version, in schema order.
@@ -200,7 +213,7 @@ func (t *Table) Indexes() []Index {
 		for _, f := range r.fields {
 			p := append(append([]string{}, prefix...), f.name)
 			if f.index != "" {
-				out = append(out, Index{Path: p, Kind: f.index})
+				out = append(out, indexOf(p, f))
 			}
 			walk(f.typ, p)
 		}
@@ -208,6 +221,21 @@ func (t *Table) Indexes() []Index {
 	}
 	walk(t.latest().root, nil)
 	return out
+}
+
+// indexOf describes the indexed field f at path p. Compile has checked the
+// shape: a scalar, an array of scalars, or a nullable one of those.
+func indexOf(p []string, f *field) Index {
+	ix := Index{Path: p, Kind: f.index}
+	n := f.typ
+	if n.nullable != nil {
+		ix.Nullable, n = true, n.nullable
+	}
+	if n.kind == kArray {
+		ix.Array, n = true, n.items
+	}
+	ix.Type, ix.Logical = n.kind.String(), n.logical
+	return ix
 }
 
 // String renders an index path in dotted form.

@@ -242,3 +242,32 @@ func TestNextVersion(t *testing.T) {
 		t.Fatalf("first version: %+v %v %v", next.Versions, changed, err)
 	}
 }
+
+func TestIndexesDescribeValueTypes(t *testing.T) {
+	tb := mustTable(t, `{"type":"record","name":"R","fields":[
+		{"name":"a","type":["string","null"],"index":"text"},
+		{"name":"b","type":{"type":"array","items":"string"},"index":"text"},
+		{"name":"c","type":{"type":"enum","name":"E","symbols":["X"]},"index":"attribute"},
+		{"name":"d","type":{"type":"long","logicalType":"timestamp-millis"},"index":"attribute"},
+		{"name":"e","type":["null",{"type":"array","items":"long"}],"index":"attribute"},
+		{"name":"f","type":["null","double"],"index":"attribute"},
+		{"name":"g","type":["null",{"type":"record","name":"G","fields":[{"name":"x","type":"int","index":"attribute"}]}]},
+		{"name":"h","type":"boolean","index":"attribute"},
+		{"name":"i","type":"bytes","index":"attribute"},
+		{"name":"j","type":"float","index":"attribute"}]}`)
+	want := []Index{
+		{Path: []string{"a"}, Kind: "text", Type: "string", Nullable: true},
+		{Path: []string{"b"}, Kind: "text", Type: "string", Array: true},
+		{Path: []string{"c"}, Kind: "attribute", Type: "enum"},
+		{Path: []string{"d"}, Kind: "attribute", Type: "long", Logical: "timestamp-millis"},
+		{Path: []string{"e"}, Kind: "attribute", Type: "long", Array: true, Nullable: true},
+		{Path: []string{"f"}, Kind: "attribute", Type: "double", Nullable: true},
+		{Path: []string{"g", "x"}, Kind: "attribute", Type: "int"},
+		{Path: []string{"h"}, Kind: "attribute", Type: "boolean"},
+		{Path: []string{"i"}, Kind: "attribute", Type: "bytes"},
+		{Path: []string{"j"}, Kind: "attribute", Type: "float"},
+	}
+	if got := tb.Indexes(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Indexes =\n%+v\nwant\n%+v", got, want)
+	}
+}

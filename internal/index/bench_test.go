@@ -1,0 +1,105 @@
+package index_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/doppio-db/doppio/internal/index"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/query"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// mailIndexes: the MailboxDB shape of the paper's section 7.4.
+var mailIndexes = []schema.Index{
+	{Path: []string{"subject"}, Kind: "text", Type: "string"},
+	{Path: []string{"isInbox"}, Kind: "attribute", Type: "boolean"},
+	{Path: []string{"createdOn"}, Kind: "attribute", Type: "long", Logical: "timestamp-millis"},
+	{Path: []string{"folder"}, Kind: "attribute", Type: "string"},
+}
+
+// loadMailbox writes n messages of mailbox "m" in batches (entries only,
+// plus the document keys).
+func loadMailbox(b *testing.B, n int) *store {
+	s := newStore(b, mailIndexes)
+	r := rand.New(rand.NewPCG(1, uint64(n)))
+	words := make([]string, 2000)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d", i)
+	}
+	g := str("m")
+	batch := s.e.NewBatch()
+	for i := range n {
+		var subj []string
+		for range 6 {
+			subj = append(subj, words[int(r.ExpFloat64()*200)%len(words)])
+		}
+		if i%10 == 0 {
+			subj = append(subj, "meeting")
+		}
+		doc := schema.Document{
+			"subject":   strings.Join(subj, " "),
+			"isInbox":   r.IntN(2) == 0,
+			"createdOn": int64(1_700_000_000_000 + r.IntN(1_000_000_000)),
+			"folder":    []string{"inbox", "work", "travel"}[r.IntN(3)],
+		}
+		rest := keys.AppendInt(nil, int64(i))
+		for _, e := range index.Entries(mailIndexes, s.p, s.table, g, rest, doc) {
+			batch.Set(e.Key, e.Value)
+		}
+		batch.Set(s.p.Document(s.table, append(append([]byte{}, g...), rest...)), make([]byte, 300))
+		if batch.Len() > 4<<20 {
+			if err := s.e.Commit(batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = s.e.NewBatch()
+		}
+	}
+	if err := s.e.Commit(batch); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkQuery: isInbox:true AND subject:meeting, sorted by createdOn
+// descending, first page of 20; one mailbox of 100 or 50,000 messages.
+func BenchmarkQuery(b *testing.B) {
+	for _, n := range []int{100, 50_000} {
+		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
+			s := loadMailbox(b, n)
+			p, err := query.Compile("isInbox:true AND subject:meeting", "-createdOn", query.Schema{Indexes: mailIndexes})
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts := index.Options{Sort: p.Sort, Limit: 20}
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := index.Execute(s.e, s.p, s.table, str("m"), nil, p.Op, opts)
+				if err != nil || len(res.Keys) == 0 || len(res.Keys) > 20 {
+					b.Fatalf("%d keys, %v", len(res.Keys), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkQueryNot: a negation needs every document of the mailbox.
+func BenchmarkQueryNot(b *testing.B) {
+	for _, n := range []int{100, 50_000} {
+		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
+			s := loadMailbox(b, n)
+			p, err := query.Compile("NOT folder:inbox", "-createdOn", query.Schema{Indexes: mailIndexes})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := index.Execute(s.e, s.p, s.table, str("m"), nil, p.Op, index.Options{Sort: p.Sort, Limit: 20}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,22 @@
+// Package index is Doppio's local secondary index: the Prefix Index of the
+// Espresso paper (section 5.1).
+//
+// Every index entry is a key of the partition:
+//
+//	prefix 'i' table  partition-key  field  value-or-term  rest-of-document-key
+//
+// so the entries of one (collection, field) form a list sorted by value,
+// then document key, and a query reads only the lists of the collection it
+// asks about. Attribute entries have an empty value; text entries hold the
+// term's positions for phrase matching.
+//
+// The write path calls Entries or Diff and writes the result in the same
+// batch as the document, so queries see their own writes. Diff touches only
+// the entries that change.
+//
+// Execute runs a plan (operators And, Or, Not, Equal, Phrase, Range, Prefix,
+// All; built by package query) over one collection: each list scanned gives a
+// Roaring bitmap over per-query document ordinals, combined with bitmap
+// algebra; a sort walks the sort field's list in value order; pages continue
+// from a cursor that records the last position.
+package index

@@ -1,0 +1,166 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"strings"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// Entry is one index entry: a key of the partition and its value.
+type Entry struct {
+	Key   []byte
+	Value []byte
+}
+
+// Entries returns the index entries of doc, sorted by key: for every indexed
+// field of indexes that has a value in doc, the key
+//
+//	prefix.Index(table, group, field) + value-or-term + rest
+//
+// where group is the encoded partition key and rest the encoded key parts
+// after it. An attribute field gives one entry per distinct value (every
+// element of an array) with an empty value; a text field gives one entry per
+// distinct term whose value is the term's positions (uvarint deltas). Null
+// and absent values (including a null record on the path) give none.
+func Entries(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, doc schema.Document) []Entry {
+	if doc == nil {
+		return nil
+	}
+	var out []Entry
+	for _, ix := range indexes {
+		v, ok := lookup(doc, ix.Path)
+		if !ok {
+			continue
+		}
+		list := prefix.Index(table, group, ix.String())
+		if ix.Kind == "text" {
+			out = appendTextEntries(out, list, rest, v)
+		} else {
+			out = appendAttributeEntries(out, list, rest, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+	return slices.CompactFunc(out, func(a, b Entry) bool { return bytes.Equal(a.Key, b.Key) })
+}
+
+// Diff returns the index writes that turn the entries of before into those
+// of after (either may be nil: an insert or a delete): only entries whose
+// key or value changes are written, so an update touches only the lists of
+// the values and terms that changed.
+func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document) (puts []Entry, deletes [][]byte) {
+	old := Entries(indexes, prefix, table, group, rest, before)
+	cur := Entries(indexes, prefix, table, group, rest, after)
+	i, j := 0, 0
+	for i < len(old) || j < len(cur) {
+		switch {
+		case j == len(cur) || (i < len(old) && bytes.Compare(old[i].Key, cur[j].Key) < 0):
+			deletes = append(deletes, old[i].Key)
+			i++
+		case i == len(old) || bytes.Compare(old[i].Key, cur[j].Key) > 0:
+			puts = append(puts, cur[j])
+			j++
+		default:
+			if !bytes.Equal(old[i].Value, cur[j].Value) {
+				puts = append(puts, cur[j])
+			}
+			i++
+			j++
+		}
+	}
+	return puts, deletes
+}
+
+// GroupSpan returns the span [start, end) of every index entry of the
+// document group whose encoded partition key is group: deleting it drops
+// the group's entries of every field.
+func GroupSpan(prefix keys.Partition, table string, group []byte) (start, end []byte) {
+	start = append(prefix.IndexTable(table), group...)
+	return start, keys.PrefixEnd(start)
+}
+
+// lookup returns the value at path in doc; ok is false when a record on the
+// way or the value itself is null or absent.
+func lookup(doc schema.Document, path []string) (any, bool) {
+	var v any = doc
+	for _, name := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[name]; !ok || v == nil {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func entryKey(list []byte, value, rest []byte) []byte {
+	k := make([]byte, 0, len(list)+len(value)+len(rest))
+	return append(append(append(k, list...), value...), rest...)
+}
+
+func appendAttributeEntries(out []Entry, list, rest []byte, v any) []Entry {
+	add := func(x any) {
+		if enc, ok := AppendValue(nil, x); ok {
+			out = append(out, Entry{Key: entryKey(list, enc, rest), Value: []byte{}})
+		}
+	}
+	if arr, ok := v.([]any); ok {
+		for _, x := range arr {
+			add(x)
+		}
+		return out
+	}
+	add(v)
+	return out
+}
+
+func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
+	var toks []Token
+	pos := 0
+	addText := func(x any) {
+		if s, ok := x.(string); ok {
+			toks, pos = appendTokens(toks, s, pos)
+			pos += elementGap
+		}
+	}
+	if arr, ok := v.([]any); ok {
+		for _, x := range arr {
+			addText(x)
+		}
+	} else {
+		addText(v)
+	}
+	// Group positions by term; tokens come in position order.
+	slices.SortStableFunc(toks, func(a, b Token) int { return strings.Compare(a.Term, b.Term) })
+	for i := 0; i < len(toks); {
+		j, prev := i, 0
+		var val []byte
+		for ; j < len(toks) && toks[j].Term == toks[i].Term; j++ {
+			val = binary.AppendUvarint(val, uint64(toks[j].Pos-prev))
+			prev = toks[j].Pos
+		}
+		out = append(out, Entry{Key: entryKey(list, keys.AppendString(nil, toks[i].Term), rest), Value: val})
+		i = j
+	}
+	return out
+}
+
+// decodePositions appends the positions encoded in an entry's value.
+func decodePositions(dst []int, b []byte) []int {
+	pos := 0
+	for len(b) > 0 {
+		d, n := binary.Uvarint(b)
+		if n <= 0 {
+			return dst
+		}
+		pos += int(d)
+		dst = append(dst, pos)
+		b = b[n:]
+	}
+	return dst
+}

@@ -1,0 +1,526 @@
+package index
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"errors"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Reader is what Execute reads: *storage.Engine satisfies it. Execute opens
+// one iterator and moves its bounds from list to list, so every list of a
+// query is read at the same point in time.
+type Reader interface {
+	NewIter(lower, upper []byte) (*storage.Iter, error)
+}
+
+// Options shape the answer of Execute.
+type Options struct {
+	// Sort orders the matches; the zero Sort is document key order.
+	Sort Sort
+	// Limit is the page size; 0 or less returns every match.
+	Limit int
+	// Cursor is the Next of the previous page, or "".
+	Cursor string
+	// Count asks for the number of matches only.
+	Count bool
+}
+
+// Result is one page of matches.
+type Result struct {
+	// Keys are the matching documents' keys after the partition key (the
+	// encoded rest of the key, including the leading parts asked for), in
+	// result order.
+	Keys [][]byte
+	// Count is the number of matches, when Options.Count was set.
+	Count int
+	// Next is the cursor of the next page, or "" on the last page.
+	Next string
+}
+
+// Execute answers q over the documents of table whose encoded key starts
+// with group (the partition key) then restPrefix (further leading key parts,
+// possibly empty), reading only that group's index lists in the partition
+// under prefix.
+//
+// Matches come in Options.Sort order: by the sort field's value (ascending,
+// or descending as the exact reverse), ties by document key, then the
+// matches without a value for the field, in key order; without a sort, in
+// document key order. A page ends after Limit matches with a Next cursor
+// when more follow; the next page starts strictly after the last match of
+// the previous one, so documents that exist throughout a paging session
+// (and keep their sort value) are returned exactly once.
+//
+// Errors are *problem.Error (Malformed) for a bad cursor, else storage
+// errors.
+func Execute(r Reader, prefix keys.Partition, table string, group, restPrefix []byte, q Op, o Options) (Result, error) {
+	var c *cursor
+	if o.Cursor != "" && !o.Count {
+		cur, err := decodeCursor(o.Cursor, o.Sort)
+		if err != nil {
+			return Result{}, err
+		}
+		c = &cur
+	}
+	it, err := r.NewIter(prefix, prefix.End())
+	if err != nil {
+		return Result{}, err
+	}
+	e := &executor{
+		it: it, prefix: prefix, table: table, group: group, restPrefix: restPrefix,
+		ords: make(map[string]uint32),
+	}
+	res, err := e.run(q, o, c)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// executor evaluates one query. Documents get dense ordinals in the order
+// they are first met, so sets of documents are Roaring bitmaps.
+type executor struct {
+	it                *storage.Iter
+	prefix            keys.Partition
+	table             string
+	group, restPrefix []byte
+
+	ords     map[string]uint32 // document key rest -> ordinal
+	rests    []string          // ordinal -> document key rest
+	universe *roaring.Bitmap   // every document of the collection, once loaded
+}
+
+func (e *executor) run(q Op, o Options, c *cursor) (Result, error) {
+	set, err := e.eval(q, true)
+	if err != nil {
+		return Result{}, err
+	}
+	if o.Count {
+		return Result{Count: int(set.GetCardinality())}, nil
+	}
+	if o.Sort.Field == "" {
+		var after []byte
+		if c != nil {
+			after = c.rest
+		}
+		ks, more := e.smallest(set, after, o.Limit)
+		p := page{limit: o.Limit}
+		for _, k := range ks {
+			p.add(cursor{phase: phaseKey, rest: []byte(k)})
+		}
+		p.more = more
+		return p.result(o.Sort), nil
+	}
+	return e.sorted(set, o, c)
+}
+
+// ord returns the ordinal of a document, giving it one if insert is set.
+func (e *executor) ord(rest []byte, insert bool) (uint32, bool) {
+	if o, ok := e.ords[string(rest)]; ok {
+		return o, true
+	}
+	if !insert {
+		return 0, false
+	}
+	s := string(rest)
+	o := uint32(len(e.rests))
+	e.ords[s] = o
+	e.rests = append(e.rests, s)
+	return o, true
+}
+
+// scan calls fn with the value and document key rest of every entry of the
+// collection in [lower, upper), a span inside the list starting at list.
+func (e *executor) scan(list, lower, upper []byte, fn func(value, rest []byte) bool) error {
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	e.it.SetBounds(lower, upper)
+	for ok := e.it.First(); ok; ok = e.it.Next() {
+		v := e.it.Key()[len(list):]
+		n, err := valueLen(v)
+		if err != nil {
+			return err
+		}
+		if rest := v[n:]; bytes.HasPrefix(rest, e.restPrefix) && !fn(v[:n], rest) {
+			break
+		}
+	}
+	return e.it.Error()
+}
+
+// collect returns the documents with an entry in [lower, upper).
+func (e *executor) collect(list, lower, upper []byte, insert bool) (*roaring.Bitmap, error) {
+	set := roaring.New()
+	err := e.scan(list, lower, upper, func(_, rest []byte) bool {
+		if o, ok := e.ord(rest, insert); ok {
+			set.Add(o)
+		}
+		return true
+	})
+	return set, err
+}
+
+// all returns (a copy of) every document of the collection, read from the
+// document keys.
+func (e *executor) all() (*roaring.Bitmap, error) {
+	if e.universe == nil {
+		base := e.prefix.Document(e.table, e.group)
+		lower := append(slices.Clip(base), e.restPrefix...)
+		e.universe = roaring.New()
+		e.it.SetBounds(lower, keys.PrefixEnd(lower))
+		for ok := e.it.First(); ok; ok = e.it.Next() {
+			o, _ := e.ord(e.it.Key()[len(base):], true)
+			e.universe.Add(o)
+		}
+		if err := e.it.Error(); err != nil {
+			return nil, err
+		}
+	}
+	return e.universe.Clone(), nil
+}
+
+func (e *executor) list(field string) []byte { return e.prefix.Index(e.table, e.group, field) }
+
+// eval returns the documents matching q. With insert unset, documents not
+// met before are left out: the caller intersects with a set of known ones.
+func (e *executor) eval(q Op, insert bool) (*roaring.Bitmap, error) {
+	switch q := q.(type) {
+	case All:
+		return e.all()
+	case Equal:
+		list := e.list(q.Field)
+		lower, ok := AppendValue(slices.Clip(list), q.Value)
+		if !ok {
+			return roaring.New(), nil
+		}
+		return e.collect(list, lower, keys.PrefixEnd(lower), insert)
+	case Prefix:
+		list := e.list(q.Field)
+		lower := appendStringPrefix(slices.Clip(list), q.Prefix)
+		return e.collect(list, lower, keys.PrefixEnd(lower), insert)
+	case Range:
+		list := e.list(q.Field)
+		lower, upper := list, keys.PrefixEnd(list)
+		if q.Lower != nil {
+			lower, _ = AppendValue(slices.Clip(list), q.Lower)
+			if !q.LowerInclusive {
+				lower = keys.PrefixEnd(lower)
+			}
+		}
+		if q.Upper != nil {
+			upper, _ = AppendValue(slices.Clip(list), q.Upper)
+			if q.UpperInclusive {
+				upper = keys.PrefixEnd(upper)
+			}
+		}
+		return e.collect(list, lower, upper, insert)
+	case Phrase:
+		return e.phrase(q, insert)
+	case Not:
+		set, err := e.all() // first: every document gets its ordinal
+		if err != nil {
+			return nil, err
+		}
+		sub, err := e.eval(q.Op, false)
+		if err != nil {
+			return nil, err
+		}
+		set.AndNot(sub)
+		return set, nil
+	case Or:
+		set := roaring.New()
+		for _, sub := range q {
+			s, err := e.eval(sub, insert)
+			if err != nil {
+				return nil, err
+			}
+			set.Or(s)
+		}
+		return set, nil
+	case And:
+		return e.and(q, insert)
+	}
+	return nil, errors.New("index: unknown query operator")
+}
+
+// and evaluates the positive operands first, the likely most selective
+// first: later ones only need to look up documents already met. Negated
+// operands are subtracted, which needs no complement.
+func (e *executor) and(q And, insert bool) (*roaring.Bitmap, error) {
+	var pos, neg []Op
+	for _, sub := range q {
+		if n, ok := sub.(Not); ok {
+			neg = append(neg, n.Op)
+		} else {
+			pos = append(pos, sub)
+		}
+	}
+	slices.SortStableFunc(pos, func(a, b Op) int { return cmp.Compare(cost(a), cost(b)) })
+	var set *roaring.Bitmap
+	var err error
+	if len(pos) == 0 {
+		if set, err = e.all(); err != nil {
+			return nil, err
+		}
+	}
+	for i, sub := range pos {
+		s, err := e.eval(sub, insert && i == 0)
+		if err != nil {
+			return nil, err
+		}
+		if set == nil {
+			set = s
+		} else {
+			set.And(s)
+		}
+		if set.IsEmpty() {
+			return set, nil
+		}
+	}
+	for _, sub := range neg {
+		s, err := e.eval(sub, false)
+		if err != nil {
+			return nil, err
+		}
+		if set.AndNot(s); set.IsEmpty() {
+			return set, nil
+		}
+	}
+	return set, nil
+}
+
+// cost ranks operators by how many entries they are likely to read.
+func cost(q Op) int {
+	switch q := q.(type) {
+	case Phrase:
+		return 0
+	case Equal:
+		if _, ok := q.Value.(string); ok {
+			return 1 // terms and string values: usually selective
+		}
+		return 2 // booleans and numbers: often not
+	case Prefix:
+		return 3
+	case Range:
+		return 4
+	case And:
+		return 5
+	case Or:
+		return 6
+	}
+	return 7
+}
+
+// phrase keeps, term after term, the start positions at which the phrase
+// so far occurs in each document.
+func (e *executor) phrase(q Phrase, insert bool) (*roaring.Bitmap, error) {
+	list := e.list(q.Field)
+	var starts map[uint32][]int
+	var buf []int
+	for i, term := range q.Terms {
+		next := make(map[uint32][]int)
+		lower := keys.AppendString(slices.Clip(list), term)
+		err := e.scan(list, lower, keys.PrefixEnd(lower), func(_, rest []byte) bool {
+			o, ok := e.ord(rest, insert && i == 0)
+			if !ok {
+				return true
+			}
+			if i == 0 {
+				next[o] = decodePositions(nil, e.it.Value())
+				return true
+			}
+			s, ok := starts[o]
+			if !ok {
+				return true
+			}
+			buf = decodePositions(buf[:0], e.it.Value())
+			var kept []int
+			for _, p := range s {
+				if _, found := slices.BinarySearch(buf, p+i); found {
+					kept = append(kept, p)
+				}
+			}
+			if len(kept) > 0 {
+				next[o] = kept
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		if starts = next; len(starts) == 0 {
+			break
+		}
+	}
+	set := roaring.New()
+	for o := range starts {
+		set.Add(o)
+	}
+	return set, nil
+}
+
+// page gathers one page of results and the position of its last one.
+type page struct {
+	limit int
+	keys  [][]byte
+	last  cursor
+	more  bool
+}
+
+// add appends a result, or reports false (and notes that more follow) once
+// the page is full.
+func (p *page) add(c cursor) bool {
+	if p.limit > 0 && len(p.keys) == p.limit {
+		p.more = true
+		return false
+	}
+	p.keys = append(p.keys, c.rest)
+	p.last = c
+	return true
+}
+
+func (p *page) result(s Sort) Result {
+	r := Result{Keys: p.keys}
+	if p.more {
+		r.Next = p.last.encode(s)
+	}
+	if r.Keys == nil {
+		r.Keys = [][]byte{}
+	}
+	return r
+}
+
+// sorted walks the sort field's list in value order, keeping the matches,
+// then appends the matches without a value in key order.
+func (e *executor) sorted(set *roaring.Bitmap, o Options, c *cursor) (Result, error) {
+	s := o.Sort
+	list := e.list(s.Field)
+	p := page{limit: o.Limit}
+	// have collects the matches that have a sort value, when the walk
+	// covers the whole list; else it is computed after.
+	var have *roaring.Bitmap
+	if c == nil || c.phase == phaseSorted {
+		var at []byte // the cursor's entry key
+		if c != nil {
+			at = append(append(slices.Clip(list), c.value...), c.rest...)
+		}
+		lower, upper := list, keys.PrefixEnd(list)
+		whole := c == nil || s.Multi
+		if !whole {
+			if s.Desc {
+				upper = at
+			} else {
+				lower = append(slices.Clip(at), 0)
+			}
+		}
+		seen := roaring.New()
+		e.it.SetBounds(lower, upper)
+		ok := e.it.First()
+		if s.Desc {
+			ok = e.it.Last()
+		}
+		for ; ok; ok = step(e.it, s.Desc) {
+			k := e.it.Key()
+			v := k[len(list):]
+			n, err := valueLen(v)
+			if err != nil {
+				return Result{}, err
+			}
+			o, known := e.ord(v[n:], false)
+			if !known || !set.Contains(o) || !seen.CheckedAdd(o) {
+				continue // not a match, or an array's later value
+			}
+			if at != nil && s.Multi {
+				if d := bytes.Compare(k, at); (d <= 0 && !s.Desc) || (d >= 0 && s.Desc) {
+					continue // on an earlier page
+				}
+			}
+			if !p.add(cursor{phase: phaseSorted, value: slices.Clone(v[:n]), rest: []byte(e.rests[o])}) {
+				return p.result(s), nil
+			}
+		}
+		if err := e.it.Error(); err != nil {
+			return Result{}, err
+		}
+		if whole {
+			have = seen
+		}
+	}
+	if have == nil {
+		var err error
+		if have, err = e.collect(list, list, keys.PrefixEnd(list), false); err != nil {
+			return Result{}, err
+		}
+	}
+	missing := roaring.AndNot(set, have)
+	var after []byte
+	if c != nil && c.phase == phaseMissing {
+		after = c.rest
+	}
+	n := 0
+	if o.Limit > 0 {
+		if n = o.Limit - len(p.keys); n == 0 {
+			// The page is full; the matches without a value follow it.
+			p.more = !missing.IsEmpty()
+			return p.result(s), nil
+		}
+	}
+	ks, more := e.smallest(missing, after, n)
+	for _, k := range ks {
+		p.add(cursor{phase: phaseMissing, rest: []byte(k)})
+	}
+	p.more = p.more || more
+	return p.result(s), nil
+}
+
+func step(it *storage.Iter, desc bool) bool {
+	if desc {
+		return it.Prev()
+	}
+	return it.Next()
+}
+
+// smallest returns, in order, the n smallest document keys of set greater
+// than after (every one if n <= 0), and whether more remain.
+func (e *executor) smallest(set *roaring.Bitmap, after []byte, n int) ([]string, bool) {
+	h := &maxHeap{}
+	more := false
+	for it := set.Iterator(); it.HasNext(); {
+		k := e.rests[it.Next()]
+		if after != nil && k <= string(after) {
+			continue
+		}
+		if n <= 0 || h.Len() < n {
+			heap.Push(h, k)
+			continue
+		}
+		more = true
+		if k < (*h)[0] {
+			(*h)[0] = k
+			heap.Fix(h, 0)
+		}
+	}
+	out := []string(*h)
+	slices.Sort(out)
+	return out, more
+}
+
+// maxHeap keeps the n smallest keys seen, the largest on top.
+type maxHeap []string
+
+func (h maxHeap) Len() int           { return len(h) }
+func (h maxHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h maxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *maxHeap) Push(x any)        { *h = append(*h, x.(string)) }
+func (h *maxHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

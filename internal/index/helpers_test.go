@@ -1,0 +1,103 @@
+package index_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/doppio-db/doppio/internal/index"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// store writes documents and their index entries the way the write path
+// does: the document and its index diff in one batch.
+type store struct {
+	t       testing.TB
+	e       *storage.Engine
+	p       keys.Partition
+	table   string
+	indexes []schema.Index
+	docs    map[string]schema.Document // group+rest -> document
+}
+
+func newStore(t testing.TB, indexes []schema.Index) *store {
+	t.Helper()
+	e, err := storage.Open(t.TempDir(), storage.Options{CacheBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return &store{t: t, e: e, p: keys.PartitionPrefix("db", 3), table: "T", indexes: indexes, docs: map[string]schema.Document{}}
+}
+
+// put inserts or replaces a document; nil deletes it.
+func (s *store) put(group, rest []byte, doc schema.Document) {
+	s.t.Helper()
+	id := string(group) + string(rest)
+	b := s.e.NewBatch()
+	puts, dels := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc)
+	for _, e := range puts {
+		b.Set(e.Key, e.Value)
+	}
+	for _, k := range dels {
+		b.Delete(k)
+	}
+	dk := s.p.Document(s.table, append(append([]byte{}, group...), rest...))
+	if doc == nil {
+		b.Delete(dk)
+		delete(s.docs, id)
+	} else {
+		b.Set(dk, []byte("record"))
+		s.docs[id] = doc
+	}
+	if err := s.e.Commit(b); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func str(s string) []byte { return keys.AppendString(nil, s) }
+
+func tuple(parts ...any) []byte {
+	b, err := keys.EncodeTuple(keys.Tuple(parts))
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// render decodes result keys for comparison.
+func render(ks [][]byte) []string {
+	out := []string{}
+	for _, k := range ks {
+		t, err := keys.DecodeTuple(k)
+		if err != nil {
+			out = append(out, "!"+err.Error())
+			continue
+		}
+		out = append(out, t.String())
+	}
+	return out
+}
+
+func mustJSON(t testing.TB, tb *schema.Table, s string) schema.Document {
+	t.Helper()
+	d, err := tb.DecodeJSON([]byte(s))
+	if err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return d
+}
+
+func mustCompile(t testing.TB, schemaJSON string) *schema.Table {
+	t.Helper()
+	tb, err := schema.Compile(schema.TableDef{
+		Database: "db", Name: "T",
+		Key:      []schema.KeyPart{{Name: "mbox", Type: schema.KeyString}, {Name: "id", Type: schema.KeyLong}},
+		Versions: []schema.Version{{Version: 1, Schema: json.RawMessage(schemaJSON)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}

@@ -10,10 +10,11 @@ import (
 // metaApplied is the partition metadata key holding the last applied SCN.
 const metaApplied = "applied"
 
-// apply writes the effect of ws at scn into b: documents, auto-increment
+// Apply writes the effect of ws at scn into b: documents, auto-increment
 // counters, the change-log entry and the applied SCN, all in one batch. It is
 // a pure function of its inputs, so every replica applies the same bytes.
-func apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
+// encoded is ws.Encode(); its change-log part is stored as the log entry.
+func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
 	for _, w := range ws.Writes {
 		k := p.Document(w.Table, w.Key)
 		if w.After == nil {
@@ -25,7 +26,20 @@ func apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn
 	for _, c := range ws.Counters {
 		b.Set(p.AutoIncrement(c.Table, c.Collection), binary.BigEndian.AppendUint64(nil, uint64(c.Value)))
 	}
-	b.Set(p.Log(scn.Generation, scn.Sequence), encoded)
+	for _, r := range ws.Index.Ranges {
+		b.DeleteRange(r.Start, r.End)
+	}
+	for _, k := range ws.Index.Deletes {
+		b.Delete(k)
+	}
+	for _, e := range ws.Index.Puts {
+		b.Set(e.Key, e.Value)
+	}
+	logEntry := encoded
+	if ws.logLen > 0 && ws.logLen <= len(encoded) {
+		logEntry = encoded[:ws.logLen] // the index part is not change data
+	}
+	b.Set(p.Log(scn.Generation, scn.Sequence), logEntry)
 	b.Set(p.Meta(metaApplied), encodeSCN(scn))
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/index"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -117,7 +118,7 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	ev := evaluation{r: r, now: now.UnixMilli(), docs: map[string]*pending{}}
+	ev := evaluation{r: r, now: now.UnixMilli(), docs: map[string]*pending{}, group: group}
 	res := Result{Mtime: ev.now, Ops: make([]OpResult, len(req.Ops))}
 	for i, op := range req.Ops {
 		out, err := ev.operation(op)
@@ -132,7 +133,10 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		}
 		res.Ops[i] = out
 	}
-	ws := ev.writeSet()
+	ws, err := ev.writeSet()
+	if err != nil {
+		return Result{}, err
+	}
 	if len(ws.Writes) == 0 && len(ws.Counters) == 0 {
 		res.SCN = r.repl.Applied()
 		return res, nil
@@ -155,6 +159,10 @@ type pending struct {
 	orig     *Record // state before the request; nil if absent
 	cur      *Record // state after the operations so far; nil if absent
 	sequence int     // first-touch order
+	// schema and doc (normalized at the latest version) of cur, kept for
+	// index maintenance; doc is nil when cur is nil or unchanged.
+	schema *schema.Table
+	doc    schema.Document
 }
 
 type evaluation struct {
@@ -163,6 +171,10 @@ type evaluation struct {
 	docs     map[string]*pending // by storage key
 	touched  int
 	counters []Counter
+	// cleared are tables whose whole document group was deleted: their
+	// index entries go with one range deletion.
+	cleared map[string]*schema.Table
+	group   []byte // encoded partition key of the request
 }
 
 func (ev *evaluation) load(table string, key []byte) (*pending, error) {
@@ -247,10 +259,10 @@ func (ev *evaluation) operation(op Operation) (OpResult, error) {
 		if err := check(op.Cond, p.cur); err != nil {
 			return OpResult{}, err
 		}
-		p.cur = nil
+		p.cur, p.schema, p.doc = nil, t, nil
 		return OpResult{Key: op.Key, Deleted: 1}, nil
 	case DeleteCollection:
-		n, err := ev.deleteCollection(t.Def.Name, enc)
+		n, err := ev.deleteCollection(t, enc, len(op.Key) == 1)
 		if err != nil {
 			return OpResult{}, err
 		}
@@ -286,13 +298,20 @@ func (ev *evaluation) write(p *pending, t *schema.Table, key keys.Tuple, doc sch
 	}
 	created := p.cur == nil
 	rec := &Record{Version: uint32(t.Latest()), Mtime: ev.now, Avro: avro}
-	p.cur = rec
+	p.cur, p.schema, p.doc = rec, t, doc
 	return OpResult{Key: key, ETag: rec.ETag(), Version: rec.Version, Created: created}, nil
 }
 
 // deleteCollection marks every document under the encoded prefix deleted,
 // those in storage and those created earlier in this request.
-func (ev *evaluation) deleteCollection(table string, prefix []byte) (int, error) {
+func (ev *evaluation) deleteCollection(t *schema.Table, prefix []byte, wholeGroup bool) (int, error) {
+	table := t.Def.Name
+	if wholeGroup && len(t.Indexes()) > 0 {
+		if ev.cleared == nil {
+			ev.cleared = map[string]*schema.Table{}
+		}
+		ev.cleared[table] = t
+	}
 	lower := ev.r.prefix.Document(table, prefix)
 	it, err := ev.r.engine.NewIter(lower, keys.PrefixEnd(lower))
 	if err != nil {
@@ -311,7 +330,7 @@ func (ev *evaluation) deleteCollection(table string, prefix []byte) (int, error)
 	n := 0
 	for sk, p := range ev.docs {
 		if p.table == table && p.cur != nil && len(sk) >= len(lower) && sk[:len(lower)] == string(lower) {
-			p.cur = nil
+			p.cur, p.schema, p.doc = nil, t, nil
 			n++
 		}
 	}
@@ -394,7 +413,7 @@ func (ev *evaluation) largestID(table string, collection []byte) (int64, error) 
 	return largest, nil
 }
 
-func (ev *evaluation) writeSet() *WriteSet {
+func (ev *evaluation) writeSet() (*WriteSet, error) {
 	ps := make([]*pending, 0, len(ev.docs))
 	for _, p := range ev.docs {
 		if p.orig != nil || p.cur != nil {
@@ -424,8 +443,40 @@ func (ev *evaluation) writeSet() *WriteSet {
 			w.AfterVersion, w.After = p.cur.Version, p.cur.Avro
 		}
 		ws.Writes = append(ws.Writes, w)
+		if err := ev.maintainIndexes(&ws.Index, p); err != nil {
+			return nil, err
+		}
 	}
-	return ws
+	for _, t := range ev.cleared {
+		start, end := index.GroupSpan(ev.r.prefix, t.Def.Name, ev.group)
+		ws.Index.Ranges = append(ws.Index.Ranges, KeyRange{Start: start, End: end})
+	}
+	return ws, nil
+}
+
+// maintainIndexes adds the index changes of one document: only the lists of
+// the values that changed are touched.
+func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
+	t := p.schema
+	if t == nil || len(t.Indexes()) == 0 {
+		return nil
+	}
+	_, cleared := ev.cleared[p.table]
+	var before schema.Document
+	if p.orig != nil && !cleared {
+		d, err := t.Decode(p.orig.Avro, int(p.orig.Version), t.Latest())
+		if err != nil {
+			return err
+		}
+		before = d
+	}
+	rest := p.key[len(ev.group):]
+	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc)
+	for _, e := range puts {
+		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
+	}
+	x.Deletes = append(x.Deletes, deletes...)
+	return nil
 }
 
 // check evaluates a write's condition against the current document.

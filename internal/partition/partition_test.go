@@ -373,3 +373,17 @@ func TestReadFenceWaitsForInFlightWriteOfItsGroup(t *testing.T) {
 		t.Fatalf("ReadFence with an ended context: %v", err)
 	}
 }
+
+func TestWriteSetIndexPartStaysOutOfTheLog(t *testing.T) {
+	ws := &WriteSet{Mtime: 1, Writes: []Write{{Table: "T", Key: []byte{1}, Op: OpInsert, AfterVersion: 1, After: []byte{7}}},
+		Index: IndexWrites{Puts: []IndexEntry{{Key: []byte("k"), Value: []byte{}}}, Deletes: [][]byte{[]byte("d")}, Ranges: []KeyRange{{[]byte("a"), []byte("b")}}}}
+	enc := ws.Encode()
+	full, err := DecodeWriteSet(enc)
+	if err != nil || len(full.Index.Puts) != 1 || len(full.Index.Deletes) != 1 || len(full.Index.Ranges) != 1 || full.LogLen() != ws.LogLen() {
+		t.Fatalf("full decode: %+v %v", full, err)
+	}
+	logged, err := DecodeWriteSet(enc[:ws.LogLen()])
+	if err != nil || !logged.Index.empty() || len(logged.Writes) != 1 {
+		t.Fatalf("log part decode: %+v %v", logged, err)
+	}
+}

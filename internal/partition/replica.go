@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/doppio-db/doppio/internal/index"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/storage"
@@ -130,4 +131,11 @@ func (r *Replica) Scan(table string, prefix, after []byte, limit int) ([]Entry, 
 		out = append(out, Entry{Key: append([]byte(nil), it.Key()[len(tp):]...), Record: rec})
 	}
 	return out, false, it.Error()
+}
+
+// Query runs a secondary-index query over the collection of table in the
+// document group group (encoded partition key), narrowed to the encoded
+// leading key parts restPrefix that follow the partition key.
+func (r *Replica) Query(table string, group, restPrefix []byte, op index.Op, o index.Options) (index.Result, error) {
+	return index.Execute(r.engine, r.prefix, table, group, restPrefix, op, o)
 }

@@ -40,7 +40,30 @@ type WriteSet struct {
 	Writes []Write
 	// Counters are auto-increment high-water marks advanced by the request.
 	Counters []Counter
+	// Index is the secondary-index maintenance of the request: entries to
+	// put and delete, applied in the same batch as the documents. It is
+	// replicated but not part of the change log.
+	Index IndexWrites
+
+	// logLen is the length of the encoding's change-log part (everything
+	// but Index), set by Encode and DecodeWriteSet.
+	logLen int
 }
+
+// IndexWrites are index entries to put, to delete, and key ranges to clear.
+type IndexWrites struct {
+	Puts    []IndexEntry
+	Deletes [][]byte
+	Ranges  []KeyRange
+}
+
+// IndexEntry is one index key and its posting data.
+type IndexEntry struct{ Key, Value []byte }
+
+// KeyRange is [Start, End).
+type KeyRange struct{ Start, End []byte }
+
+func (x IndexWrites) empty() bool { return len(x.Puts)+len(x.Deletes)+len(x.Ranges) == 0 }
 
 // Write is the net change of one document.
 type Write struct {
@@ -69,12 +92,22 @@ func (ws *WriteSet) Size() int {
 	for _, c := range ws.Counters {
 		n += len(c.Table) + len(c.Collection) + 12
 	}
+	for _, e := range ws.Index.Puts {
+		n += len(e.Key) + len(e.Value) + 4
+	}
+	for _, k := range ws.Index.Deletes {
+		n += len(k) + 2
+	}
+	for _, r := range ws.Index.Ranges {
+		n += len(r.Start) + len(r.End) + 4
+	}
 	return n
 }
 
 const writeSetFormat = 1
 
-// Encode returns the binary form of ws.
+// Encode returns the binary form of ws. Its first LogLen bytes, alone, are
+// the change-log entry: a valid encoding of ws without Index.
 func (ws *WriteSet) Encode() []byte {
 	b := make([]byte, 0, ws.Size())
 	b = append(b, writeSetFormat)
@@ -95,8 +128,30 @@ func (ws *WriteSet) Encode() []byte {
 		b = appendBytes(b, c.Collection)
 		b = binary.AppendVarint(b, c.Value)
 	}
+	ws.logLen = len(b)
+	if ws.Index.empty() {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(ws.Index.Puts)))
+	for _, e := range ws.Index.Puts {
+		b = appendBytes(b, e.Key)
+		b = appendBytes(b, e.Value)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ws.Index.Deletes)))
+	for _, k := range ws.Index.Deletes {
+		b = appendBytes(b, k)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ws.Index.Ranges)))
+	for _, r := range ws.Index.Ranges {
+		b = appendBytes(b, r.Start)
+		b = appendBytes(b, r.End)
+	}
 	return b
 }
+
+// LogLen is the length of the change-log part of the last Encode (or of
+// the decoded bytes).
+func (ws *WriteSet) LogLen() int { return ws.logLen }
 
 var errCorrupt = errors.New("corrupt write set")
 
@@ -133,10 +188,39 @@ func DecodeWriteSet(b []byte) (*WriteSet, error) {
 		c.Collection = d.bytes()
 		c.Value = d.varint()
 	}
+	ws.logLen = len(b) - len(d.b)
+	if d.err == nil && len(d.b) > 0 {
+		ws.Index = d.indexWrites(len(b))
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errCorrupt
 	}
 	return ws, nil
+}
+
+func (d *decoder) indexWrites(limit int) IndexWrites {
+	var x IndexWrites
+	count := func() int {
+		n := d.uvarint()
+		if n > uint64(limit) {
+			d.fail()
+			return 0
+		}
+		return int(n)
+	}
+	x.Puts = make([]IndexEntry, count())
+	for i := range x.Puts {
+		x.Puts[i] = IndexEntry{Key: d.bytes(), Value: d.bytes()}
+	}
+	x.Deletes = make([][]byte, count())
+	for i := range x.Deletes {
+		x.Deletes[i] = d.bytes()
+	}
+	x.Ranges = make([]KeyRange, count())
+	for i := range x.Ranges {
+		x.Ranges[i] = KeyRange{Start: d.bytes(), End: d.bytes()}
+	}
+	return x
 }
 
 // MtimeOf reads only the commit time of an encoded write set.

@@ -18,6 +18,16 @@ type Replicator interface {
 	Replicate(ctx context.Context, ws *WriteSet) (SCN, error)
 	// Applied is the SCN of the last applied write set.
 	Applied() SCN
+	// Lead returns nil once this replica may evaluate writes: it leads the
+	// partition and has applied everything committed before its leadership
+	// began, so an evaluation sees every earlier write. Otherwise it fails
+	// with a problem.Unavailable error (after waiting at most until ctx ends
+	// for a new leader to become ready).
+	Lead(ctx context.Context) error
+	// ReadIndex returns nil once this replica has applied every write
+	// acknowledged before the call, so a read served after it is
+	// linearizable.
+	ReadIndex(ctx context.Context) error
 }
 
 // Local is the single-node Replicator: a per-partition sequencer. Batches
@@ -60,7 +70,7 @@ func (l *Local) Replicate(ctx context.Context, ws *WriteSet) (SCN, error) {
 	b := l.engine.NewBatch()
 	l.mu.Lock()
 	scn := SCN{Generation: l.last.Generation, Sequence: l.last.Sequence + 1}
-	apply(b, l.prefix, ws, encoded, scn)
+	Apply(b, l.prefix, ws, encoded, scn)
 	if err := l.engine.Enqueue(b); err != nil {
 		l.mu.Unlock()
 		return SCN{}, err
@@ -69,6 +79,13 @@ func (l *Local) Replicate(ctx context.Context, ws *WriteSet) (SCN, error) {
 	l.mu.Unlock()
 	return scn, b.Wait()
 }
+
+// Lead implements Replicator: a single node always leads.
+func (l *Local) Lead(context.Context) error { return nil }
+
+// ReadIndex implements Replicator: writes are applied before they are
+// acknowledged, so every read is linearizable.
+func (l *Local) ReadIndex(context.Context) error { return nil }
 
 // Applied implements Replicator.
 func (l *Local) Applied() SCN {

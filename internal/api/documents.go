@@ -269,16 +269,12 @@ type listBody struct {
 
 func (s *Server) collection(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
 	q := r.URL.Query()
-	if q.Has("query") {
-		return problem.Field(problem.Malformed, "query", "secondary index queries are not available yet")
+	if isQuery(q) {
+		return s.queryGroup(w, r, tg, opts)
 	}
-	limit := defaultLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLimit {
-			return problem.Field(problem.Malformed, "limit", "limit %q must be an integer from 1 to %d", v, maxLimit)
-		}
-		limit = n
+	limit, err := parseLimit(q)
+	if err != nil {
+		return err
 	}
 	prefix, _ := keys.EncodeTuple(tg.key)
 	var after []byte

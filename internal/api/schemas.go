@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/problem"
@@ -126,6 +127,51 @@ type tableView struct {
 	Version  int              `json:"version"`
 	Schema   json.RawMessage  `json:"schema"`
 	Versions []versionSummary `json:"versions"`
+	Indexes  []indexView      `json:"indexes"`
+}
+
+// indexView is the state of one index over the partitions of this node.
+type indexView struct {
+	Field    string  `json:"field"`
+	Kind     string  `json:"kind"`
+	State    string  `json:"state"` // "ready" or "building"
+	Progress float64 `json:"progress"`
+	Done     int64   `json:"done"`
+	Total    int64   `json:"total"`
+}
+
+// withIndexes adds the build state of t's indexes, summed over the
+// database's partitions on this node.
+func (s *Server) withIndexes(v tableView, db string, t *schema.Table) tableView {
+	d, ok := s.catalog.Database(db)
+	v.Indexes = []indexView{}
+	if !ok {
+		return v
+	}
+	reps, err := s.router.Partitions(d)
+	if err != nil {
+		return v
+	}
+	for _, ix := range t.Indexes() {
+		field := strings.Join(ix.Path, ".")
+		iv := indexView{Field: field, Kind: ix.Kind, State: "ready"}
+		for _, rep := range reps {
+			st := rep.IndexState(t.Def.Name, field)
+			if !st.Ready {
+				iv.State = "building"
+			}
+			iv.Done += st.Done
+			iv.Total += st.Total
+		}
+		iv.Progress = 1
+		if iv.State != "ready" && iv.Total > 0 {
+			iv.Progress = float64(iv.Done) / float64(iv.Total)
+		} else if iv.State != "ready" {
+			iv.Progress = 0
+		}
+		v.Indexes = append(v.Indexes, iv)
+	}
+	return v
 }
 
 func viewTable(t *schema.Table) tableView {
@@ -145,7 +191,7 @@ func (s *Server) getTable(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewTable(t))
+	return writeJSON(w, http.StatusOK, s.withIndexes(viewTable(t), p.db, t))
 }
 
 func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) error {
@@ -162,16 +208,23 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 	if _, err := s.database(p.db); err != nil {
 		return err
 	}
-	t, created, _, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema)
+	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema)
 	if err != nil {
 		return err
+	}
+	if created || changed {
+		// Before answering: a query after this answer must see the new
+		// indexes' state (building, not silently incomplete).
+		if err := s.router.SyncIndexes(p.db); err != nil {
+			return err
+		}
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/_schemas/"+p.db+"/"+p.table)
 	}
-	return writeJSON(w, status, viewTable(t))
+	return writeJSON(w, status, s.withIndexes(viewTable(t), p.db, t))
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, p params) error {

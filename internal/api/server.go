@@ -5,9 +5,11 @@
 package api
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/router"
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,15 +125,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // call runs a handler, turning a panic into a 500 so no input can take the
-// node down.
-func (s *Server) call(rt *route, w http.ResponseWriter, r *http.Request, p params) (err error) {
+// node down. A write that raced with a schema change (the partition built
+// indexes for a newer table version than the request resolved) is run
+// again from the start, body included.
+func (s *Server) call(rt *route, w *statusWriter, r *http.Request, p params) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("handler panic", "route", rt.pattern, "panic", v)
 			err = errors.New("internal error")
 		}
 	}()
-	return rt.handle(s, w, r, p)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Body == nil {
+		return rt.handle(s, w, r, p)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(s.cfg.MaxRequestBytes)))
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		err = rt.handle(s, w, r, p)
+		if err != partition.ErrSchemaChanged || w.wrote || attempt == 2 {
+			return err
+		}
+	}
 }
 
 type problemBody struct {

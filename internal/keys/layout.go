@@ -96,6 +96,9 @@ func (p Partition) Meta(name string) []byte {
 	return AppendString(p.section(sectionMeta, len(name)+2), name)
 }
 
+// MetaPrefix returns the prefix of every partition metadata key.
+func (p Partition) MetaPrefix() []byte { return p.section(sectionMeta, 0) }
+
 // End returns the first key after the partition.
 func (p Partition) End() []byte { return PrefixEnd(p) }
 

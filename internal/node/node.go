@@ -100,8 +100,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.api.SetReady(true)
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.trimLoop()
+	go n.followCatalog()
 	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "data", cfg.DataDir, "etcd", n.etcdEndpoints())
 	return n, nil
 }
@@ -127,7 +128,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if n.engine, err = storage.Open(filepath.Join(n.cfg.DataDir, "pebble"), storage.Options{Logger: n.log}); err != nil {
 		return err
 	}
-	n.router = router.New(n.engine, partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes})
+	n.router = router.New(n.engine, partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes}, n.catalog.Tables, n.log)
 	n.api.Attach(n.catalog, n.router)
 	registry.MustRegister(newCollector(n))
 	return nil
@@ -153,6 +154,9 @@ func (n *Node) Close() error {
 		errs = append(errs, n.http.Shutdown(ctx))
 	}
 	n.wg.Wait()
+	if n.router != nil {
+		n.router.Close()
+	}
 	if n.catalog != nil {
 		n.catalog.Close()
 	}
@@ -183,6 +187,26 @@ func (n *Node) trimLoop() {
 					if _, err := p.TrimLog(n.cfg.Retention, now); err != nil {
 						n.log.Error("trim change log", "db", p.DB, "partition", p.ID, "err", err)
 					}
+				}
+			}
+		}
+	}
+}
+
+// followCatalog brings every open partition's indexes in line with schema
+// changes made through any node.
+func (n *Node) followCatalog() {
+	defer n.wg.Done()
+	changes, cancel := n.catalog.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-changes:
+			for db := range n.router.All() {
+				if err := n.router.SyncIndexes(db); err != nil {
+					n.log.Error("sync indexes", "db", db, "err", err)
 				}
 			}
 		}

@@ -108,6 +108,11 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		}
 		group = g
 	}
+	r.idx.epoch.RLock()
+	defer r.idx.epoch.RUnlock()
+	if err := r.checkVersions(req.Ops); err != nil {
+		return Result{}, err
+	}
 	release, err := r.latch.acquire(ctx, string(group))
 	if err != nil {
 		return Result{}, problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)

@@ -45,6 +45,7 @@ type Replica struct {
 	repl   Replicator
 	limits Limits
 	latch  latches
+	idx    indexes
 }
 
 // New returns the replica of partition id of db, stored in e and replicated

@@ -6,7 +6,9 @@
 package router
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -28,14 +30,45 @@ func PartitionOf(db schema.Database, pk []byte) int {
 type Router struct {
 	engine *storage.Engine
 	limits partition.Limits
+	tables func(db string) []*schema.Table
+	log    *slog.Logger
+	ctx    context.Context // of background work (index builds)
+	cancel context.CancelFunc
 
 	mu       sync.RWMutex
 	replicas map[string][]*partition.Replica
 }
 
-// New returns a router over the replicas stored in e.
-func New(e *storage.Engine, limits partition.Limits) *Router {
-	return &Router{engine: e, limits: limits, replicas: map[string][]*partition.Replica{}}
+// New returns a router over the replicas stored in e; tables lists a
+// database's current tables, whose indexes every opened replica builds.
+func New(e *storage.Engine, limits partition.Limits, tables func(db string) []*schema.Table, log *slog.Logger) *Router {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Router{engine: e, limits: limits, tables: tables, log: log, ctx: ctx, cancel: cancel, replicas: map[string][]*partition.Replica{}}
+}
+
+// Close stops the replicas' background work and waits for it to end.
+func (r *Router) Close() {
+	r.cancel()
+	for _, ps := range r.All() {
+		for _, p := range ps {
+			p.WaitIndexJobs()
+		}
+	}
+}
+
+// SyncIndexes brings the indexes of db's open replicas in line with its
+// current tables (see partition.Replica.SyncIndexes).
+func (r *Router) SyncIndexes(db string) error {
+	r.mu.RLock()
+	ps := r.replicas[db]
+	r.mu.RUnlock()
+	tables := r.tables(db)
+	for _, p := range ps {
+		if err := p.SyncIndexes(r.ctx, tables, r.log); err != nil {
+			return fmt.Errorf("partition %s/%d: %w", db, p.ID, err)
+		}
+	}
+	return nil
 }
 
 // Locate returns the replica of db holding the document group of the
@@ -74,6 +107,9 @@ func (r *Router) Partitions(db schema.Database) ([]*partition.Replica, error) {
 			return nil, fmt.Errorf("open partition %s/%d: %w", db.Name, i, err)
 		}
 		ps[i] = partition.New(r.engine, db.Name, i, seq, r.limits)
+		if err := ps[i].SyncIndexes(r.ctx, r.tables(db.Name), r.log); err != nil {
+			return nil, fmt.Errorf("open partition %s/%d: %w", db.Name, i, err)
+		}
 	}
 	r.replicas[db.Name] = ps
 	return ps, nil

@@ -1,0 +1,34 @@
+// Package replication replicates each partition with its own Raft group
+// (go.etcd.io/raft/v3) and stands behind partition.Replicator, so that the
+// layers above see only "replicate this write set, get its SCN".
+//
+// A Host is one node's side of every group it holds a replica of:
+//
+//   - One goroutine (the loop) drives all groups: it ticks them, steps the
+//     messages the transport delivers, and handles their Ready output. The
+//     log appends and hard states of all groups that are ready at the same
+//     time go to Pebble in one synced batch, followed by the application of
+//     their committed entries in the same batch, so many groups share one
+//     fsync. Messages are sent only after that batch is durable.
+//   - Raft state lives in the node's Pebble store under each partition's
+//     prefix (keys.Partition.Raft...). Applying a committed write set writes,
+//     in one batch, the partition's documents, counters, change-log entry and
+//     applied SCN (partition.Apply) and the Raft applied index, so a restart
+//     resumes exactly after the last applied entry.
+//   - SCNs: generation = the Raft term of the entry, sequence = the previous
+//     applied sequence + 1. Sequences count committed write sets, so the
+//     change log has no gaps although Raft indexes also count empty and
+//     configuration entries.
+//   - Idle groups cost nothing: a leader whose followers have everything
+//     stops ticking and tells them to stop too (quiescence). The transport's
+//     per-node liveness (one ping per tick per node pair, and the stream
+//     breaking) stands in for the heartbeats: when a node is seen dead, every
+//     group it led wakes up and elects within a few ticks.
+//   - Transport: gRPC, one long-lived stream per ordered node pair carrying
+//     batches of Raft messages of all groups; snapshots go on their own
+//     streams, in chunks, and replace the receiver's range atomically.
+//
+// Reads: ReadIndex makes a read linearizable (Raft ReadIndex, one quorum
+// round shared by the concurrent readers of a group); FreshAt bounds the
+// staleness of a follower read.
+package replication

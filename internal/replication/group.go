@@ -1,0 +1,581 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Group is this node's replica of one partition's Raft group. It
+// implements partition.Replicator.
+type Group struct {
+	host   *Host
+	prefix keys.Partition
+
+	// info is what other goroutines may read; the loop publishes it.
+	info atomic.Pointer[groupInfo]
+
+	// Everything below is owned by the host's loop.
+	rn *raft.RawNode
+	st *raftStorage
+
+	lead, term    uint64
+	isLeader      bool
+	ready         bool // leader that has applied an entry of its own term
+	quiesced      bool
+	removed       bool
+	appliedAt     time.Time
+	leaderContact time.Time
+	freshAt       time.Time
+
+	proposals    map[proposalID]*proposal
+	byIndex      map[uint64]*proposal
+	justProposed []*proposal
+
+	readsNew      []*readWaiter
+	readsInflight map[uint64]*readBatch
+	readsWaiting  []*readWaiter
+
+	incoming *incomingSnapshot
+	notified [2]uint64 // leader and term last reported to OnLeadership
+}
+
+// groupInfo is a consistent view of a group for readers outside the loop.
+type groupInfo struct {
+	lead, term   uint64
+	leader       bool
+	ready        bool
+	quiesced     bool
+	removed      bool
+	applied      partition.SCN
+	appliedIndex uint64
+	appliedAt    time.Time
+	freshAt      time.Time
+	// changed is closed when lead, term, leader, ready or removed change.
+	changed chan struct{}
+}
+
+type proposal struct {
+	id    proposalID
+	index uint64 // log index once appended
+	done  chan proposalResult
+}
+
+type proposalResult struct {
+	scn partition.SCN
+	err error
+}
+
+func (p *proposal) finish(r proposalResult) {
+	select {
+	case p.done <- r:
+	default:
+	}
+}
+
+type readWaiter struct {
+	index uint64
+	done  chan error
+}
+
+func (r *readWaiter) finish(err error) {
+	select {
+	case r.done <- err:
+	default:
+	}
+}
+
+type readBatch struct {
+	waiters []*readWaiter
+	issued  uint64 // host tick
+}
+
+// proposalID names a proposal: the proposing node and a sequence of it.
+type proposalID struct{ node, seq uint64 }
+
+const entryFormat byte = 1
+
+// encodeEntry frames a write set as the data of a normal Raft entry.
+func encodeEntry(id proposalID, ws []byte) []byte {
+	b := make([]byte, 0, 17+len(ws))
+	b = append(b, entryFormat)
+	b = binary.BigEndian.AppendUint64(b, id.node)
+	b = binary.BigEndian.AppendUint64(b, id.seq)
+	return append(b, ws...)
+}
+
+var errCorruptEntry = errors.New("corrupt raft entry")
+
+func decodeEntry(b []byte) (proposalID, []byte, error) {
+	if len(b) < 17 || b[0] != entryFormat {
+		return proposalID{}, nil, errCorruptEntry
+	}
+	return proposalID{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])}, b[17:], nil
+}
+
+func (id proposalID) bytes() []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, id.node), id.seq)
+}
+
+func proposalIDOf(b []byte) (proposalID, bool) {
+	if len(b) != 16 {
+		return proposalID{}, false
+	}
+	return proposalID{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}, true
+}
+
+func newGroup(h *Host, p keys.Partition, rn *raft.RawNode, st *raftStorage) *Group {
+	g := &Group{
+		host:          h,
+		prefix:        p,
+		rn:            rn,
+		st:            st,
+		term:          st.hard.GetTerm(),
+		proposals:     map[proposalID]*proposal{},
+		byIndex:       map[uint64]*proposal{},
+		readsInflight: map[uint64]*readBatch{},
+	}
+	g.publish()
+	return g
+}
+
+func (g *Group) name() string { return string(g.prefix) }
+
+func (g *Group) members() []uint64 {
+	cs := g.st.applied.conf()
+	var out []uint64
+	for _, set := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		for _, id := range set {
+			if !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+func (g *Group) hasMember(id uint64) bool { return slices.Contains(g.members(), id) }
+
+// publish makes the loop's view of the group visible to other goroutines.
+func (g *Group) publish() {
+	old := g.info.Load()
+	inf := &groupInfo{
+		lead: g.lead, term: g.term, leader: g.isLeader, ready: g.ready,
+		quiesced: g.quiesced, removed: g.removed,
+		applied: g.st.applied.SCN, appliedIndex: g.st.applied.Index,
+		appliedAt: g.appliedAt, freshAt: g.freshAt,
+	}
+	if old != nil && old.lead == inf.lead && old.term == inf.term && old.leader == inf.leader &&
+		old.ready == inf.ready && old.removed == inf.removed {
+		inf.changed = old.changed
+	} else {
+		inf.changed = make(chan struct{})
+		if old != nil {
+			close(old.changed)
+		}
+	}
+	g.info.Store(inf)
+}
+
+// wakeUp makes the group tick again.
+func (g *Group) wakeUp() {
+	if g.removed {
+		return
+	}
+	if g.quiesced {
+		g.quiesced = false
+		g.publish()
+	}
+	g.host.active[g] = struct{}{}
+}
+
+func (g *Group) quiesce() {
+	if !g.quiesced {
+		g.quiesced = true
+		delete(g.host.active, g)
+		g.publish()
+	}
+}
+
+// step hands a received message to raft. Any message but a heartbeat
+// response (and the leader's quiesce heartbeat) wakes the group.
+func (g *Group) step(m inbound, now time.Time) {
+	h := g.host
+	if m.msg.GetFrom() == g.lead && g.lead != 0 {
+		g.leaderContact = now
+	}
+	if err := g.rn.Step(m.msg); err != nil {
+		return
+	}
+	h.dirty[g] = struct{}{}
+	switch {
+	case m.quiesce:
+		bs := g.rn.BasicStatus()
+		if bs.Lead == m.msg.GetFrom() && bs.HardState.GetTerm() == m.msg.GetTerm() {
+			g.leaderContact = now
+			g.quiesce()
+		} else {
+			g.wakeUp()
+		}
+	case m.msg.GetType() != raftpb.MsgHeartbeatResp:
+		g.wakeUp()
+	}
+}
+
+// maybeQuiesce stops a leader's ticking, and tells its followers to stop
+// theirs, when nothing is in flight: everything is committed, applied and
+// replicated to every follower whose node is alive. A follower on a dead
+// node is caught up when its node comes back (Host.peerUp).
+func (g *Group) maybeQuiesce() {
+	if g.quiesced || len(g.proposals) > 0 || len(g.readsNew) > 0 || len(g.readsInflight) > 0 || len(g.readsWaiting) > 0 {
+		return
+	}
+	if g.rn.HasReady() {
+		return
+	}
+	bs := g.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 {
+		return
+	}
+	commit := bs.HardState.GetCommit()
+	if bs.Applied != commit || g.st.last != commit || g.st.applied.Index != commit {
+		return
+	}
+	self := g.host.cfg.NodeID
+	ok := true
+	var followers []uint64
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		switch {
+		case id == self:
+		case pr.Match == commit:
+			followers = append(followers, id)
+		case g.host.transport.alive(id):
+			ok = false
+		}
+	})
+	if !ok {
+		return
+	}
+	term := bs.HardState.GetTerm()
+	for _, id := range followers {
+		if !g.host.transport.alive(id) {
+			continue
+		}
+		g.host.transport.send(id, g.name(), true, &raftpb.Message{
+			Type: raftpb.MsgHeartbeat.Enum(), To: new(id), From: new(self),
+			Term: new(term), Commit: new(commit),
+		})
+	}
+	g.quiesce()
+}
+
+// persist writes a Ready's snapshot, entries and hard state to b, and
+// notes the log position of this node's new proposals. It reports whether
+// it wrote anything.
+func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
+	wrote := false
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		snap := g.incoming
+		idx := rd.Snapshot.GetMetadata().GetIndex()
+		if snap == nil || snap.applied.Index != idx {
+			panic("replication: raft installs a snapshot whose data is not staged")
+		}
+		g.st.installSnapshot(b, snap)
+		g.incoming = nil
+		wrote = true
+	}
+	if len(rd.Entries) > 0 {
+		g.st.append(b, rd.Entries)
+		wrote = true
+		g.noteProposals(rd.Entries)
+	}
+	if len(g.justProposed) > 0 {
+		for _, p := range g.justProposed {
+			if p.index == 0 {
+				delete(g.proposals, p.id)
+				p.finish(proposalResult{err: unavailable("proposal to %s dropped (membership change in progress or leadership lost)", g.name())})
+			}
+		}
+		g.justProposed = g.justProposed[:0]
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		g.st.setHardState(b, rd.HardState)
+		g.term = rd.HardState.GetTerm()
+		wrote = true
+	}
+	return wrote
+}
+
+// noteProposals finds this node's proposals among newly appended entries.
+func (g *Group) noteProposals(ents []*raftpb.Entry) {
+	if len(g.proposals) == 0 {
+		return
+	}
+	self := g.host.cfg.NodeID
+	for _, e := range ents {
+		var id proposalID
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			pid, _, err := decodeEntry(e.GetData())
+			if err != nil || pid.node != self {
+				continue
+			}
+			id = pid
+		case raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeV2
+			if proto.Unmarshal(e.GetData(), &cc) != nil {
+				continue
+			}
+			pid, ok := proposalIDOf(cc.GetContext())
+			if !ok || pid.node != self {
+				continue
+			}
+			id = pid
+		default:
+			continue
+		}
+		if p := g.proposals[id]; p != nil {
+			p.index = e.GetIndex()
+			g.byIndex[p.index] = p
+		}
+	}
+}
+
+// apply writes the effects of committed entries to b. Entries at or below
+// the applied index are skipped, so re-delivery after a restart is
+// harmless. The returned functions answer proposers once b is durable.
+func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]func(), bool) {
+	a := g.st.applied
+	var after []func()
+	changed := false
+	for _, e := range ents {
+		idx := e.GetIndex()
+		if idx <= a.Index {
+			continue
+		}
+		var id proposalID
+		var scn partition.SCN
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				break
+			}
+			pid, wsb, err := decodeEntry(e.GetData())
+			if err != nil {
+				// Every replica sees the same bytes, so skipping is deterministic.
+				g.host.log.Error("skipping undecodable entry", "partition", g.name(), "index", idx)
+				break
+			}
+			ws, err := partition.DecodeWriteSet(wsb)
+			if err != nil {
+				g.host.log.Error("skipping undecodable write set", "partition", g.name(), "index", idx)
+				break
+			}
+			scn = partition.SCN{Generation: e.GetTerm(), Sequence: a.SCN.Sequence + 1}
+			partition.Apply(b, g.prefix, ws, wsb, scn)
+			a.SCN = scn
+			id = pid
+		case raftpb.EntryConfChange:
+			var cc raftpb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				panic(err)
+			}
+			a.Conf = g.rn.ApplyConfChange(&cc)
+		case raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				panic(err)
+			}
+			a.Conf = g.rn.ApplyConfChange(&cc)
+			id, _ = proposalIDOf(cc.GetContext())
+			for _, m := range g.members() {
+				g.host.transport.connect(m)
+			}
+		}
+		a.Index, a.Term = idx, e.GetTerm()
+		changed = true
+		if p := g.byIndex[idx]; p != nil {
+			delete(g.byIndex, idx)
+			delete(g.proposals, p.id)
+			if p.id == id {
+				res := proposalResult{scn: scn}
+				after = append(after, func() { p.finish(res) })
+			} else {
+				after = append(after, func() {
+					p.finish(proposalResult{err: unavailable("write to %s was superseded by a new leader; it was not applied", g.name())})
+				})
+			}
+		}
+	}
+	if !changed {
+		return after, false
+	}
+	g.st.setApplied(b, a)
+	g.appliedAt = now
+	if !slices.Contains(g.members(), g.host.cfg.NodeID) && !g.removed {
+		// This replica applied its own removal: it stops taking part; the
+		// placement driver deletes it with Host.Remove.
+		g.removed = true
+		delete(g.host.active, g)
+	}
+	return after, true
+}
+
+// send hands a Ready's messages to the transport.
+func (g *Group) send(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgSnap {
+			g.host.transport.sendSnapshot(g, m)
+			continue
+		}
+		g.host.transport.send(m.GetTo(), g.name(), false, m)
+	}
+}
+
+// afterReady updates leadership, reads and the published view once a
+// Ready is durable and applied.
+func (g *Group) afterReady(rd raft.Ready, now time.Time) {
+	h := g.host
+	leadChanged := false
+	if rd.SoftState != nil {
+		wasLeader := g.isLeader
+		if rd.SoftState.Lead != g.lead {
+			leadChanged = true
+		}
+		g.lead = rd.SoftState.Lead
+		g.isLeader = rd.SoftState.RaftState == raft.StateLeader
+		if wasLeader && !g.isLeader {
+			g.failProposals(func() error {
+				return &NotLeaderError{Leader: g.lead, Term: g.term, detail: "leadership lost before the write was applied; it may still be applied"}
+			})
+		}
+		if leadChanged {
+			for seq, rb := range g.readsInflight {
+				g.readsNew = append(g.readsNew, rb.waiters...)
+				delete(g.readsInflight, seq)
+			}
+			if len(g.readsNew) > 0 {
+				h.readGroups[g] = struct{}{}
+			}
+		}
+	}
+	for _, rs := range rd.ReadStates {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		seq := binary.BigEndian.Uint64(rs.RequestCtx)
+		rb := g.readsInflight[seq]
+		if rb == nil {
+			continue
+		}
+		delete(g.readsInflight, seq)
+		for _, w := range rb.waiters {
+			w.index = rs.Index
+			g.readsWaiting = append(g.readsWaiting, w)
+		}
+	}
+	if len(g.readsWaiting) > 0 {
+		applied := g.st.applied.Index
+		keep := g.readsWaiting[:0]
+		for _, w := range g.readsWaiting {
+			if w.index <= applied {
+				w.finish(nil)
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		clear(g.readsWaiting[len(keep):])
+		g.readsWaiting = keep
+	}
+	g.ready = g.isLeader && g.st.applied.Term == g.term
+	if !g.isLeader && g.lead != 0 && g.st.applied.Index >= g.st.hard.GetCommit() && g.leaderContact.After(g.freshAt) {
+		g.freshAt = g.leaderContact
+	}
+	g.publish()
+	if h.cfg.OnLeadership != nil && (g.lead != g.notified[0] || g.term != g.notified[1]) {
+		g.notified = [2]uint64{g.lead, g.term}
+		h.cfg.OnLeadership(g.prefix, g.lead, g.term)
+	}
+}
+
+// issueReads starts one ReadIndex round for every read queued since the
+// last one.
+func (g *Group) issueReads() {
+	if len(g.readsNew) == 0 {
+		return
+	}
+	h := g.host
+	h.readSeq++
+	g.readsInflight[h.readSeq] = &readBatch{waiters: g.readsNew, issued: h.ticks}
+	g.readsNew = nil
+	g.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, h.readSeq))
+	g.wakeUp()
+	h.dirty[g] = struct{}{}
+}
+
+// retryReads re-issues ReadIndex rounds that raft dropped (no leader, lost
+// messages).
+func (g *Group) retryReads() {
+	h := g.host
+	for seq, rb := range g.readsInflight {
+		if h.ticks-rb.issued >= uint64(h.cfg.ElectionTicks) {
+			delete(g.readsInflight, seq)
+			g.readsNew = append(g.readsNew, rb.waiters...)
+			h.readGroups[g] = struct{}{}
+		}
+	}
+}
+
+// truncate removes log entries older than keep entries below the applied
+// index.
+func (g *Group) truncate(b *storage.Batch, keep uint64) bool {
+	a := g.st.applied.Index
+	if a <= keep || a-keep <= g.st.trunc.Index {
+		return false
+	}
+	if err := g.st.truncate(b, a-keep); err != nil {
+		g.host.log.Error("log truncation failed", "partition", g.name(), "err", err)
+		return false
+	}
+	return true
+}
+
+func (g *Group) failProposals(mk func() error) {
+	for id, p := range g.proposals {
+		delete(g.proposals, id)
+		if p.index != 0 {
+			delete(g.byIndex, p.index)
+		}
+		p.finish(proposalResult{err: mk()})
+	}
+	g.justProposed = g.justProposed[:0]
+}
+
+// failAll fails every waiter; only once the loop no longer runs the group.
+func (g *Group) failAll(err error) {
+	g.failProposals(func() error { return err })
+	for _, w := range g.readsNew {
+		w.finish(err)
+	}
+	for _, rb := range g.readsInflight {
+		for _, w := range rb.waiters {
+			w.finish(err)
+		}
+	}
+	for _, w := range g.readsWaiting {
+		w.finish(err)
+	}
+	g.readsNew, g.readsWaiting = nil, nil
+	clear(g.readsInflight)
+}

@@ -1,0 +1,608 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Config configures a Host.
+type Config struct {
+	// NodeID identifies this node in every group; non-zero, never reused by
+	// another node.
+	NodeID uint64
+	// Engine is the node's store; the Host does not close it.
+	Engine *storage.Engine
+	// Resolve returns the gRPC address of a node. It is called whenever a
+	// connection to the node is (re)established, so it may follow
+	// membership changes.
+	Resolve func(node uint64) (string, error)
+	// Listen, when set, makes the Host serve its gRPC service on this
+	// address; otherwise the caller registers it with Register.
+	Listen string
+
+	// TickInterval is Raft's clock (default 50ms). ElectionTicks (default 10)
+	// and HeartbeatTicks (default 2) count in ticks.
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// DeadAfter is how long a node may stay silent before the groups it leads
+	// elect a new leader (default 5 ticks). A broken stream counts at once.
+	DeadAfter time.Duration
+
+	// LogRetain is how many applied entries each replica keeps in its Raft
+	// log for followers that lag (default 10,000); older entries are
+	// truncated every CompactInterval (default 10s) and a follower that
+	// needs them gets a snapshot.
+	LogRetain       uint64
+	CompactInterval time.Duration
+
+	// OnLeadership, if set, is called (from the host's loop: it must not
+	// block) whenever a group's known leader or term changes.
+	OnLeadership func(p keys.Partition, leader, term uint64)
+
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.TickInterval <= 0 {
+		c.TickInterval = 50 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 2
+	}
+	if c.DeadAfter <= 0 {
+		c.DeadAfter = 5 * c.TickInterval
+	}
+	if c.LogRetain == 0 {
+		c.LogRetain = 10000
+	}
+	if c.CompactInterval <= 0 {
+		c.CompactInterval = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Host holds this node's replicas of many partitions' Raft groups and
+// drives them all from one loop over one transport.
+type Host struct {
+	cfg       Config
+	log       *slog.Logger
+	engine    *storage.Engine
+	transport *transport
+	raftLog   raft.Logger
+
+	mu     sync.Mutex
+	queue  []func()
+	groups map[string]*Group // by string(prefix); written by the loop under mu
+	closed bool
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	propSeq atomic.Uint64
+
+	// Owned by the loop.
+	dirty        map[*Group]struct{}
+	active       map[*Group]struct{} // not quiesced: ticked
+	readGroups   map[*Group]struct{} // with reads to issue
+	ticks        uint64
+	readSeq      uint64
+	compactTicks uint64
+	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
+	later        []func()            // run once the current Readies are handled
+}
+
+// NewHost starts the host's loop and transport. With cfg.Listen set it
+// also serves gRPC there (see Addr).
+func NewHost(cfg Config) (*Host, error) {
+	if cfg.NodeID == 0 {
+		return nil, errors.New("replication: node id must be non-zero")
+	}
+	if cfg.Engine == nil || cfg.Resolve == nil {
+		return nil, errors.New("replication: engine and resolver are required")
+	}
+	cfg = cfg.withDefaults()
+	h := &Host{
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "replication", "node", cfg.NodeID),
+		engine:     cfg.Engine,
+		groups:     map[string]*Group{},
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		dirty:      map[*Group]struct{}{},
+		active:     map[*Group]struct{}{},
+		readGroups: map[*Group]struct{}{},
+		snapshots:  map[*Group]struct{}{},
+	}
+	h.raftLog = raftLogger{h.log}
+	h.compactTicks = uint64(cfg.CompactInterval / cfg.TickInterval)
+	if h.compactTicks == 0 {
+		h.compactTicks = 1
+	}
+	h.propSeq.Store(uint64(time.Now().UnixNano()))
+	h.transport = newTransport(h)
+	if cfg.Listen != "" {
+		lis, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		h.transport.serve(lis)
+	}
+	go h.run()
+	return h, nil
+}
+
+// Addr is the address the host serves on (with Config.Listen).
+func (h *Host) Addr() string { return h.transport.addr() }
+
+// Register adds the replication service to a gRPC server the caller runs.
+// The server must accept messages of at least MaxMessageBytes.
+func (h *Host) Register(s grpc.ServiceRegistrar) { s.RegisterService(&serviceDesc, h.transport) }
+
+// MaxMessageBytes bounds one transport message (a batch of Raft messages or
+// a snapshot chunk); servers passed to Register need
+// grpc.MaxRecvMsgSize(MaxMessageBytes).
+const MaxMessageBytes = 256 << 20
+
+// NodeID is this host's node id.
+func (h *Host) NodeID() uint64 { return h.cfg.NodeID }
+
+// Close stops the loop and the transport. Pending proposals and reads fail
+// with an Unavailable error. The engine stays open.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	close(h.stop)
+	<-h.done
+	h.transport.close()
+	for _, g := range h.groups {
+		g.failAll(unavailable("replica of %s closed", g.name()))
+	}
+	return nil
+}
+
+// enqueue runs fn on the loop. It reports false when the host is closed.
+func (h *Host) enqueue(fn func()) bool {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	h.queue = append(h.queue, fn)
+	h.mu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// call runs fn on the loop and waits for it.
+func (h *Host) call(fn func()) error {
+	done := make(chan struct{})
+	if !h.enqueue(func() { fn(); close(done) }) {
+		return unavailable("node %d is shutting down", h.cfg.NodeID)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-h.done:
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		return unavailable("node %d is shutting down", h.cfg.NodeID)
+	}
+}
+
+// Group returns the hosted replica of partition p, or nil.
+func (h *Host) Group(p keys.Partition) *Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.groups[string(p)]
+}
+
+func (h *Host) lookup(name string) *Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.groups[name]
+}
+
+// Start begins hosting this node's replica of partition p and returns it;
+// it returns the existing replica if p is already hosted. A replica with
+// Raft state on disk resumes from it. A replica without state bootstraps
+// the group when voters is non-empty (every initial voter must be started
+// with the same list; the first one campaigns at once), and otherwise
+// starts empty: it joins when the leader adds it (AddLearner) and sends it
+// a snapshot.
+func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
+	if g := h.Group(p); g != nil {
+		return g, nil
+	}
+	st, err := loadStorage(h.engine, p)
+	if err != nil {
+		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
+	}
+	campaign := false
+	if st.empty() && len(voters) > 0 {
+		b := h.engine.NewBatch()
+		st.bootstrap(b, voters)
+		if err := h.engine.Commit(b); err != nil {
+			return nil, err
+		}
+		campaign = voters[0] == h.cfg.NodeID
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        h.cfg.NodeID,
+		ElectionTick:              h.cfg.ElectionTicks,
+		HeartbeatTick:             h.cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   st.applied.Index,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  64 << 20,
+		MaxUncommittedEntriesSize: 1 << 30,
+		MaxInflightMsgs:           256,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		StepDownOnRemoval:         true,
+		Logger:                    h.raftLog,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
+	}
+	g := newGroup(h, append(keys.Partition(nil), p...), rn, st)
+	var out *Group
+	err = h.call(func() {
+		if existing := h.groups[string(p)]; existing != nil {
+			out = existing
+			return
+		}
+		h.mu.Lock()
+		h.groups[string(p)] = g
+		h.mu.Unlock()
+		out = g
+		for _, id := range g.members() {
+			h.transport.connect(id)
+		}
+		if campaign {
+			_ = rn.Campaign()
+		}
+		g.wakeUp()
+		h.dirty[g] = struct{}{}
+		g.publish()
+	})
+	return out, err
+}
+
+// Remove stops hosting partition p and deletes everything stored under its
+// prefix (data and Raft state). Used when placement moved the replica away.
+func (h *Host) Remove(p keys.Partition) error {
+	var g *Group
+	err := h.call(func() {
+		g = h.groups[string(p)]
+		if g == nil {
+			return
+		}
+		h.mu.Lock()
+		delete(h.groups, string(p))
+		h.mu.Unlock()
+		delete(h.active, g)
+		delete(h.dirty, g)
+		delete(h.readGroups, g)
+		delete(h.snapshots, g)
+		g.removed = true
+		g.publish()
+	})
+	if err != nil || g == nil {
+		return err
+	}
+	g.failAll(unavailable("replica of %s removed from node %d", g.name(), h.cfg.NodeID))
+	b := h.engine.NewBatch()
+	b.DeleteRange(p, p.End())
+	return h.engine.Commit(b)
+}
+
+// run is the loop: the only goroutine that touches RawNodes and their
+// storage.
+func (h *Host) run() {
+	defer close(h.done)
+	ticker := time.NewTicker(h.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-ticker.C:
+			h.tick()
+		case <-h.wake:
+		}
+		h.drain()
+		h.issueReads()
+		h.processReady()
+		if len(h.later) > 0 {
+			later := h.later
+			h.later = nil
+			for _, fn := range later {
+				fn()
+			}
+			h.processReady()
+		}
+	}
+}
+
+func (h *Host) drain() {
+	for {
+		h.mu.Lock()
+		q := h.queue
+		h.queue = nil
+		h.mu.Unlock()
+		if len(q) == 0 {
+			return
+		}
+		for _, fn := range q {
+			fn()
+		}
+	}
+}
+
+func (h *Host) tick() {
+	h.ticks++
+	for g := range h.active {
+		g.rn.Tick()
+		h.dirty[g] = struct{}{}
+		g.retryReads()
+		if g.isLeader {
+			g.maybeQuiesce()
+		}
+	}
+	if h.ticks%h.compactTicks == 0 {
+		h.compact(h.cfg.LogRetain)
+	}
+}
+
+// compact truncates every group's log to keep entries applied within the
+// last keep entries.
+func (h *Host) compact(keep uint64) {
+	b := h.engine.NewBatch()
+	n := 0
+	for _, g := range h.groups {
+		if g.truncate(b, keep) {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if err := h.engine.Commit(b); err != nil {
+		h.log.Error("log truncation failed", "err", err)
+	}
+}
+
+// processReady handles the Ready of every dirty group, all groups' writes
+// in one synced batch, until no group has more.
+func (h *Host) processReady() {
+	for len(h.dirty) > 0 {
+		type ready struct {
+			g  *Group
+			rd raft.Ready
+		}
+		var rds []ready
+		for g := range h.dirty {
+			if g.rn.HasReady() {
+				rds = append(rds, ready{g, g.rn.Ready()})
+			}
+		}
+		clear(h.dirty)
+		if len(rds) == 0 {
+			break
+		}
+		b := h.engine.NewBatch()
+		write := false
+		var after []func()
+		now := time.Now()
+		for _, r := range rds {
+			if r.g.persist(b, r.rd) {
+				write = true
+			}
+			fns, wrote := r.g.apply(b, r.rd.CommittedEntries, now)
+			write = write || wrote
+			after = append(after, fns...)
+		}
+		if write {
+			if err := h.engine.Commit(b); err != nil {
+				// The log and the state machine can no longer be trusted to
+				// match what Raft believes; stop rather than diverge.
+				panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))
+			}
+		}
+		for _, r := range rds {
+			r.g.send(r.rd.Messages)
+		}
+		for _, fn := range after {
+			fn()
+		}
+		for _, r := range rds {
+			r.g.afterReady(r.rd, now)
+			r.g.rn.Advance(r.rd)
+			h.dirty[r.g] = struct{}{}
+		}
+	}
+	for g := range h.snapshots {
+		g.incoming = nil
+	}
+	clear(h.snapshots)
+}
+
+func (h *Host) issueReads() {
+	for g := range h.readGroups {
+		g.issueReads()
+	}
+	clear(h.readGroups)
+}
+
+// deliver steps messages received from node from.
+func (h *Host) deliver(from uint64, msgs []inbound) {
+	h.enqueue(func() {
+		now := time.Now()
+		for _, m := range msgs {
+			g := h.groups[m.group]
+			if g == nil || g.removed {
+				continue
+			}
+			if m.msg.GetType() == raftpb.MsgTimeoutNow {
+				// Leadership transfer: the commit that came in the same
+				// batch may carry a configuration change, and raft refuses
+				// to campaign before it is applied; step it after.
+				h.later = append(h.later, func() {
+					if !g.removed {
+						g.step(m, now)
+					}
+				})
+				continue
+			}
+			g.step(m, now)
+		}
+	})
+}
+
+// peerDown wakes the groups led by node id so that they elect a new leader
+// within a few ticks instead of a full election timeout.
+func (h *Host) peerDown(id uint64) {
+	h.enqueue(func() {
+		n := 0
+		for _, g := range h.groups {
+			if g.lead != id || g.isLeader || g.removed {
+				continue
+			}
+			_ = g.rn.ForgetLeader()
+			g.wakeUp()
+			// Spend most of the election timeout at once: the randomized
+			// remainder still separates the candidates.
+			for i := 0; i < h.cfg.ElectionTicks-1; i++ {
+				g.rn.Tick()
+			}
+			h.dirty[g] = struct{}{}
+			n++
+		}
+		if n > 0 {
+			h.log.Info("node down: electing new leaders", "peer", id, "groups", n)
+		}
+	})
+}
+
+// peerUp wakes the groups this node leads that have a replica on node id,
+// so the leader catches it up.
+func (h *Host) peerUp(id uint64) {
+	h.enqueue(func() {
+		for _, g := range h.groups {
+			if g.isLeader && g.hasMember(id) {
+				g.wakeUp()
+				h.dirty[g] = struct{}{}
+			}
+		}
+	})
+}
+
+// reportUnreachable tells the groups whose messages to node id were lost.
+func (h *Host) reportUnreachable(id uint64, groups []string) {
+	h.enqueue(func() {
+		for _, name := range groups {
+			if g := h.groups[name]; g != nil && !g.removed {
+				g.rn.ReportUnreachable(id)
+				h.dirty[g] = struct{}{}
+			}
+		}
+	})
+}
+
+// reportSnapshot tells the group whether its snapshot to node id arrived.
+func (h *Host) reportSnapshot(name string, id uint64, ok bool) {
+	h.enqueue(func() {
+		g := h.groups[name]
+		if g == nil || g.removed {
+			return
+		}
+		status := raft.SnapshotFinish
+		if !ok {
+			status = raft.SnapshotFailure
+		}
+		g.rn.ReportSnapshot(id, status)
+		g.wakeUp()
+		h.dirty[g] = struct{}{}
+	})
+}
+
+// receiveSnapshot steps a snapshot message with its data staged, so that
+// the Ready that installs it finds the data.
+func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSnapshot) error {
+	var err error
+	cerr := h.call(func() {
+		g := h.groups[name]
+		if g == nil || g.removed {
+			err = fmt.Errorf("partition %x not hosted on node %d", name, h.cfg.NodeID)
+			return
+		}
+		g.incoming = snap
+		h.snapshots[g] = struct{}{}
+		g.wakeUp()
+		if e := g.rn.Step(m); e != nil {
+			err = e
+		}
+		h.dirty[g] = struct{}{}
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// raftLogger sends raft's own logging to slog, keeping only warnings and
+// errors.
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) Debug(...any)          {}
+func (r raftLogger) Debugf(string, ...any) {}
+func (r raftLogger) Info(...any)           {}
+func (r raftLogger) Infof(string, ...any)  {}
+func (r raftLogger) Warning(v ...any)      { r.l.Warn(fmt.Sprint(v...), "component", "raft") }
+func (r raftLogger) Warningf(f string, v ...any) {
+	r.l.Warn(fmt.Sprintf(f, v...), "component", "raft")
+}
+func (r raftLogger) Error(v ...any) { r.l.Error(fmt.Sprint(v...), "component", "raft") }
+func (r raftLogger) Errorf(f string, v ...any) {
+	r.l.Error(fmt.Sprintf(f, v...), "component", "raft")
+}
+func (r raftLogger) Fatal(v ...any) { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(f string, v ...any) {
+	panic(fmt.Sprintf(f, v...))
+}
+func (r raftLogger) Panic(v ...any) { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(f string, v ...any) {
+	panic(fmt.Sprintf(f, v...))
+}

@@ -1,0 +1,485 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/doppio-db/doppio/internal/keys"
+)
+
+// The gRPC service carries opaque frames (wrapperspb.BytesValue) so that no
+// generated code is needed: Messages is one long-lived stream per ordered
+// node pair of batched Raft messages (an empty batch is a liveness ping);
+// Snapshot streams one partition snapshot in chunks.
+const serviceName = "doppio.replication.Raft"
+
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: serviceName,
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{
+		{StreamName: "Messages", ClientStreams: true, Handler: func(srv any, s grpc.ServerStream) error {
+			return srv.(*transport).serveMessages(s)
+		}},
+		{StreamName: "Snapshot", ClientStreams: true, Handler: func(srv any, s grpc.ServerStream) error {
+			return srv.(*transport).serveSnapshot(s)
+		}},
+	},
+	Metadata: "internal/replication/transport.go",
+}
+
+// Client-side descriptions of the two streams (the server's carry handlers).
+var (
+	messagesStream = grpc.StreamDesc{StreamName: "Messages", ClientStreams: true}
+	snapshotStream = grpc.StreamDesc{StreamName: "Snapshot", ClientStreams: true}
+)
+
+const (
+	methodMessages = "/" + serviceName + "/Messages"
+	methodSnapshot = "/" + serviceName + "/Snapshot"
+
+	frameTarget   = 4 << 20 // a batch frame is cut at about this size
+	maxQueued     = 10000   // messages queued per peer before dropping (raft retransmits)
+	snapshotChunk = 1 << 20
+)
+
+// inbound is one received Raft message.
+type inbound struct {
+	group   string
+	quiesce bool
+	msg     *raftpb.Message
+}
+
+type outbound struct {
+	group   string
+	quiesce bool
+	data    []byte
+}
+
+type transport struct {
+	host   *Host
+	self   uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	peers  map[uint64]*peer
+	server *grpc.Server
+	lis    net.Listener
+	closed bool
+}
+
+// peer is the link to one other node: the outbound stream's queue and
+// what we hear from it.
+type peer struct {
+	t  *transport
+	id uint64
+
+	mu     sync.Mutex
+	queue  []outbound
+	conn   *grpc.ClientConn
+	target string
+
+	kick      chan struct{}
+	lastHeard atomic.Int64 // unix nanos of the last frame received
+	alive     atomic.Bool
+	stream    atomic.Uint64 // id of the current inbound stream
+}
+
+func newTransport(h *Host) *transport {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &transport{host: h, self: h.cfg.NodeID, ctx: ctx, cancel: cancel, peers: map[uint64]*peer{}}
+	t.wg.Add(1)
+	go t.watch()
+	return t
+}
+
+func (t *transport) serve(lis net.Listener) {
+	t.lis = lis
+	t.server = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
+	t.server.RegisterService(&serviceDesc, t)
+	go func() { _ = t.server.Serve(lis) }()
+}
+
+func (t *transport) addr() string {
+	if t.lis == nil {
+		return ""
+	}
+	return t.lis.Addr().String()
+}
+
+func (t *transport) close() {
+	t.mu.Lock()
+	t.closed = true
+	peers := t.peers
+	t.mu.Unlock()
+	t.cancel()
+	if t.server != nil {
+		t.server.Stop()
+	}
+	t.wg.Wait()
+	for _, p := range peers {
+		p.mu.Lock()
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		p.mu.Unlock()
+	}
+}
+
+// peer returns the link to node id, starting its sender.
+func (t *transport) peer(id uint64) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.peers[id]; p != nil || t.closed {
+		return p
+	}
+	p := &peer{t: t, id: id, kick: make(chan struct{}, 1)}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go p.run()
+	return p
+}
+
+// connect makes sure a link to node id exists (so liveness pings flow).
+func (t *transport) connect(id uint64) {
+	if id != t.self {
+		t.peer(id)
+	}
+}
+
+func (t *transport) alive(id uint64) bool {
+	t.mu.Lock()
+	p := t.peers[id]
+	t.mu.Unlock()
+	return p != nil && p.alive.Load()
+}
+
+func (t *transport) lastHeard(id uint64) time.Time {
+	t.mu.Lock()
+	p := t.peers[id]
+	t.mu.Unlock()
+	if p == nil {
+		return time.Time{}
+	}
+	return time.Unix(0, p.lastHeard.Load())
+}
+
+// send queues m for node to. Called from the loop, which marshals (raft
+// messages must not be marshalled concurrently with appends).
+func (t *transport) send(to uint64, group string, quiesce bool, m *raftpb.Message) {
+	p := t.peer(to)
+	if p == nil {
+		return
+	}
+	data, err := proto.Marshal(m)
+	if err != nil {
+		t.host.log.Error("marshal raft message", "err", err)
+		return
+	}
+	p.mu.Lock()
+	if len(p.queue) < maxQueued {
+		p.queue = append(p.queue, outbound{group: group, quiesce: quiesce, data: data})
+	}
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watch declares silent peers dead.
+func (t *transport) watch() {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.host.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		deadline := time.Now().Add(-t.host.cfg.DeadAfter).UnixNano()
+		t.mu.Lock()
+		var dead []*peer
+		for _, p := range t.peers {
+			if p.alive.Load() && p.lastHeard.Load() < deadline {
+				dead = append(dead, p)
+			}
+		}
+		t.mu.Unlock()
+		for _, p := range dead {
+			if p.alive.CompareAndSwap(true, false) {
+				t.host.peerDown(p.id)
+			}
+		}
+	}
+}
+
+func (t *transport) heard(from uint64, stream uint64) *peer {
+	p := t.peer(from)
+	if p == nil {
+		return nil
+	}
+	p.lastHeard.Store(time.Now().UnixNano())
+	p.stream.Store(stream)
+	if p.alive.CompareAndSwap(false, true) {
+		t.host.peerUp(from)
+	}
+	return p
+}
+
+var streamSeq atomic.Uint64
+
+// serveMessages receives one node's stream of batches.
+func (t *transport) serveMessages(s grpc.ServerStream) error {
+	id := streamSeq.Add(1)
+	var p *peer
+	for {
+		var f wrapperspb.BytesValue
+		if err := s.RecvMsg(&f); err != nil {
+			// The sender is gone (or restarting its stream): unless a newer
+			// stream from it already arrived, its groups elect now.
+			if p != nil && p.stream.Load() == id && p.alive.CompareAndSwap(true, false) {
+				t.host.peerDown(p.id)
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		from, msgs, err := decodeBatch(f.GetValue())
+		if err != nil {
+			return err
+		}
+		p = t.heard(from, id)
+		if len(msgs) > 0 {
+			t.host.deliver(from, msgs)
+		}
+	}
+}
+
+// run keeps the outbound stream to the peer and sends a batch whenever
+// messages are queued, and an empty one (a ping) every tick.
+func (p *peer) run() {
+	t := p.t
+	defer t.wg.Done()
+	tick := time.NewTicker(t.host.cfg.TickInterval)
+	defer tick.Stop()
+	for t.ctx.Err() == nil {
+		stream, cancel, err := p.open()
+		if err != nil {
+			p.dropQueue()
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			continue
+		}
+		for err == nil {
+			select {
+			case <-t.ctx.Done():
+				cancel()
+				return
+			case <-p.kick:
+			case <-tick.C:
+			}
+			err = p.flush(stream)
+		}
+		cancel()
+		p.dropQueue()
+	}
+}
+
+func (p *peer) open() (grpc.ClientStream, context.CancelFunc, error) {
+	t := p.t
+	addr, err := t.host.cfg.Resolve(p.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := p.client(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	s, err := conn.NewStream(ctx, &messagesStream, methodMessages, grpc.MaxCallSendMsgSize(MaxMessageBytes))
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return s, cancel, nil
+}
+
+// client returns the connection to addr, replacing one to another address.
+func (p *peer) client(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil && p.target == addr {
+		return p.conn, nil
+	}
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	p.conn, p.target = conn, addr
+	return conn, nil
+}
+
+// flush sends everything queued, in frames of about frameTarget bytes.
+func (p *peer) flush(s grpc.ClientStream) error {
+	p.mu.Lock()
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	for first := true; first || len(q) > 0; first = false {
+		n, size := 0, 0
+		for n < len(q) && (n == 0 || size+len(q[n].data) < frameTarget) {
+			size += len(q[n].data) + len(q[n].group) + 8
+			n++
+		}
+		frame := encodeBatch(p.t.self, q[:n])
+		if err := s.SendMsg(wrapperspb.Bytes(frame)); err != nil {
+			p.unreachable(q)
+			return err
+		}
+		q = q[n:]
+	}
+	return nil
+}
+
+func (p *peer) dropQueue() {
+	p.mu.Lock()
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	p.unreachable(q)
+}
+
+func (p *peer) unreachable(q []outbound) {
+	if len(q) == 0 {
+		return
+	}
+	var groups []string
+	seen := map[string]bool{}
+	for _, m := range q {
+		if !seen[m.group] {
+			seen[m.group] = true
+			groups = append(groups, m.group)
+		}
+	}
+	p.t.host.reportUnreachable(p.id, groups)
+}
+
+// Batch frame: uvarint(from) uvarint(n) n × (bytes(group) flags bytes(message)).
+func encodeBatch(from uint64, msgs []outbound) []byte {
+	size := 20
+	for _, m := range msgs {
+		size += len(m.group) + len(m.data) + 12
+	}
+	b := make([]byte, 0, size)
+	b = binary.AppendUvarint(b, from)
+	b = binary.AppendUvarint(b, uint64(len(msgs)))
+	for _, m := range msgs {
+		b = appendBytes(b, []byte(m.group))
+		flags := byte(0)
+		if m.quiesce {
+			flags = 1
+		}
+		b = append(b, flags)
+		b = appendBytes(b, m.data)
+	}
+	return b
+}
+
+var errFrame = errors.New("corrupt replication frame")
+
+func decodeBatch(b []byte) (uint64, []inbound, error) {
+	r := reader{b: b}
+	from := r.uvarint()
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(b)) {
+		return 0, nil, errFrame
+	}
+	out := make([]inbound, 0, n)
+	for i := uint64(0); i < n; i++ {
+		group := string(r.bytes())
+		flags := r.byte()
+		data := r.bytes()
+		if r.err != nil {
+			return 0, nil, errFrame
+		}
+		m := &raftpb.Message{}
+		if err := proto.Unmarshal(data, m); err != nil {
+			return 0, nil, fmt.Errorf("%w: %v", errFrame, err)
+		}
+		out = append(out, inbound{group: group, quiesce: flags&1 != 0, msg: m})
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return 0, nil, errFrame
+	}
+	return from, out, nil
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errFrame
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = errFrame
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.err = errFrame
+		r.b = nil
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// hasPrefix reports whether key is in the Raft section of partition p.
+func inRaftSection(p keys.Partition, key []byte) bool { return bytes.HasPrefix(key, p.Raft()) }

@@ -121,6 +121,12 @@ type ListOptions struct {
 	Cursor string
 	// Fields projects each document, as the Fields read option.
 	Fields []string
+	// Query, when set, makes the read a secondary-index query over the
+	// collection (Lucene-like syntax, see the REST API).
+	Query string
+	// Sort orders query results by an attribute-indexed field ("-f" for
+	// descending).
+	Sort string
 }
 
 // Page is one page of a collection.
@@ -161,6 +167,12 @@ func (c *Client) List(ctx context.Context, db, table string, prefix Key, o ListO
 	}
 	if o.Cursor != "" {
 		r.query["cursor"] = o.Cursor
+	}
+	if o.Query != "" {
+		r.query["query"] = o.Query
+	}
+	if o.Sort != "" {
+		r.query["sort"] = o.Sort
 	}
 	Fields(o.Fields...).applyRead(r)
 	res, err := c.do(ctx, r)
@@ -325,4 +337,25 @@ func (c *Client) DeleteCollection(ctx context.Context, db, table string, leading
 	}
 	n, _ := strconv.Atoi(res.header.Get("X-Doppio-Deleted"))
 	return n, nil
+}
+
+// Count returns how many documents of the collection under prefix match the
+// secondary-index query q.
+func (c *Client) Count(ctx context.Context, db, table string, prefix Key, q string) (int, error) {
+	path, err := documentPath(db, table, prefix)
+	if err != nil {
+		return 0, err
+	}
+	r := newRequest(http.MethodGet, path)
+	r.query["query"] = q
+	r.query["count"] = "true"
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	var b struct {
+		Count int `json:"count"`
+	}
+	err = res.decode(&b)
+	return b.Count, err
 }

@@ -56,6 +56,18 @@ type Table struct {
 	Version  int             `json:"version"`
 	Schema   json.RawMessage `json:"schema"`
 	Versions []VersionInfo   `json:"versions"`
+	// Indexes are the table's indexes and how far each is built.
+	Indexes []IndexStatus `json:"indexes"`
+}
+
+// IndexStatus is the build state of one index over a node's partitions.
+type IndexStatus struct {
+	Field    string  `json:"field"`
+	Kind     string  `json:"kind"`  // "attribute" or "text"
+	State    string  `json:"state"` // "ready" or "building"
+	Progress float64 `json:"progress"`
+	Done     int64   `json:"done"`
+	Total    int64   `json:"total"`
 }
 
 // VersionInfo summarizes one registered document-schema version.

@@ -132,6 +132,13 @@ table MailboxDB/Message: updated, version 1
 skipped deliver-txn.json: a transaction, not a table
 `)
 
+	expect(t, "schema status", c.ok("", "schema", "status", "MailboxDB/Message"), `subject    text       [##############################] 100%  0/0  ready
+body       text       [##############################] 100%  0/0  ready
+senderId   attribute  [##############################] 100%  0/0  ready
+isInbox    attribute  [##############################] 100%  0/0  ready
+createdOn  attribute  [##############################] 100%  0/0  ready
+`)
+
 	// --server overrides $DOPPIO_SERVER.
 	expect(t, "put", c.ok("", "--server", c.server, "put", "MailboxDB/Mailbox/alice", "-d", "{}"), `{
   "key": [
@@ -234,6 +241,34 @@ skipped deliver-txn.json: a transaction, not a table
       }
     }
   ]
+}
+`)
+
+	expect(t, "get --query", c.ok("", "get", "MailboxDB/Message/alice", "--query", "subject:lunch", "--fields", "subject"), `{
+  "documents": [
+    {
+      "key": [
+        "alice",
+        1
+      ],
+      "document": {
+        "subject": "Lunch on Friday?"
+      }
+    },
+    {
+      "key": [
+        "alice",
+        2
+      ],
+      "document": {
+        "subject": "Re: lunch"
+      }
+    }
+  ]
+}
+`)
+	expect(t, "get --count", c.ok("", "get", "MailboxDB/Message/alice", "--query", `"lunch on friday"`, "--count"), `{
+  "count": 1
 }
 `)
 

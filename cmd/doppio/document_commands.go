@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/doppio-db/doppio/client"
@@ -34,9 +35,12 @@ func getCommand(f *clientFlags) *cobra.Command {
 		limit  int
 		cursor string
 		all    bool
+		q      string
+		sort   string
+		count  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "get DB/Table/k1[/k2…] [--fields a,b.c] [--limit N] [--cursor C] [--all]",
+		Use:   "get DB/Table/k1[/k2…] [--query Q [--sort [-]F] [--count]] [--fields a,b.c] [--limit N] [--cursor C] [--all]",
 		Short: "Read a document (full key) or a collection (leading key parts)",
 		Long: "With every key part, prints the document. With leading key parts, prints a page of\n" +
 			"the collection as {\"documents\":[{\"key\":…,\"document\":…}],\"next\":cursor}; --all\n" +
@@ -53,9 +57,19 @@ func getCommand(f *clientFlags) *cobra.Command {
 			if fields != "" {
 				fl = strings.Split(fields, ",")
 			}
+			if count {
+				n, err := c.Count(ctx, p.db, p.table, p.key, q)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd, map[string]int{"count": n})
+			}
 			full, err := isFullKey(cmd, c, p)
 			if err != nil {
 				return err
+			}
+			if full && (q != "" || sort != "") {
+				return fmt.Errorf("--query and --sort search a collection: give leading key parts only")
 			}
 			if full {
 				d, err := c.Get(ctx, p.db, p.table, p.key, client.Fields(fl...))
@@ -64,7 +78,7 @@ func getCommand(f *clientFlags) *cobra.Command {
 				}
 				return printJSON(cmd, d.Body)
 			}
-			o := client.ListOptions{Limit: limit, Cursor: cursor, Fields: fl}
+			o := client.ListOptions{Limit: limit, Cursor: cursor, Fields: fl, Query: q, Sort: sort}
 			out := listing{Documents: []listedDocument{}}
 			if all {
 				for d, err := range c.ListAll(ctx, p.db, p.table, p.key, o) {
@@ -91,6 +105,9 @@ func getCommand(f *clientFlags) *cobra.Command {
 	fs.IntVar(&limit, "limit", 0, "collection page size (server default 100, at most 1000)")
 	fs.StringVar(&cursor, "cursor", "", "continue a collection after the page that printed this next cursor")
 	fs.BoolVar(&all, "all", false, "follow cursors through the whole collection")
+	fs.StringVarP(&q, "query", "q", "", `secondary-index query over the collection, e.g. 'isInbox:true AND subject:lunch'`)
+	fs.StringVar(&sort, "sort", "", "order query results by an attribute-indexed field; -field for descending")
+	fs.BoolVar(&count, "count", false, "print only the number of documents matching --query")
 	return cmd
 }
 

@@ -17,7 +17,7 @@ func schemaCommand(f *clientFlags) *cobra.Command {
 		Use:   "schema",
 		Short: "Create, evolve and read database and table schemas",
 	}
-	cmd.AddCommand(schemaPutCommand(f), schemaGetCommand(f), schemaApplyCommand(f))
+	cmd.AddCommand(schemaPutCommand(f), schemaGetCommand(f), schemaApplyCommand(f), schemaStatusCommand(f))
 	return cmd
 }
 

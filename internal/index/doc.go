@@ -19,4 +19,11 @@
 // Roaring bitmap over per-query document ordinals, combined with bitmap
 // algebra; a sort walks the sort field's list in value order; pages continue
 // from a cursor that records the last position.
+//
+// ExecuteAll answers a query without a partition key in one partition: it
+// visits every document group of the table (one seek past each), runs the
+// same evaluation on each group's own lists from the point the global
+// cursor leaves it at, and merges in one order extended by the whole
+// document key; Merge merges the pages of several partitions, and its
+// cursor continues on all of them.
 package index

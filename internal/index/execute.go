@@ -33,10 +33,16 @@ type Options struct {
 
 // Result is one page of matches.
 type Result struct {
-	// Keys are the matching documents' keys after the partition key (the
-	// encoded rest of the key, including the leading parts asked for), in
-	// result order.
+	// Keys are the matching documents' keys in result order. From Execute:
+	// the encoded key after the partition key (including the leading parts
+	// asked for). From ExecuteAll and Merge: the whole encoded document key,
+	// partition key first.
 	Keys [][]byte
+	// SortValues are set by ExecuteAll and Merge when there is a sort: the
+	// encoded value each key is ordered by (for an array, its smallest
+	// value ascending, its largest descending), nil for a document without
+	// one. Merge needs them: keep them with the page until merged.
+	SortValues [][]byte
 	// Count is the number of matches, when Options.Count was set.
 	Count int
 	// Next is the cursor of the next page, or "" on the last page.
@@ -59,13 +65,13 @@ type Result struct {
 // Errors are *problem.Error (Malformed) for a bad cursor, else storage
 // errors.
 func Execute(r Reader, prefix keys.Partition, table string, group, restPrefix []byte, q Op, o Options) (Result, error) {
-	var c *cursor
+	var st start
 	if o.Cursor != "" && !o.Count {
-		cur, err := decodeCursor(o.Cursor, o.Sort)
+		c, err := decodeCursor(o.Cursor, o.Sort, cursorVersion)
 		if err != nil {
 			return Result{}, err
 		}
-		c = &cur
+		st = c.start(o.Sort.Desc)
 	}
 	it, err := r.NewIter(prefix, prefix.End())
 	if err != nil {
@@ -75,11 +81,48 @@ func Execute(r Reader, prefix keys.Partition, table string, group, restPrefix []
 		it: it, prefix: prefix, table: table, group: group, restPrefix: restPrefix,
 		ords: make(map[string]uint32),
 	}
-	res, err := e.run(q, o, c)
+	p, err := e.run(q, o, st, o.Limit)
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
-	return res, err
+	if err != nil {
+		return Result{}, err
+	}
+	if o.Count {
+		return Result{Count: p.count}, nil
+	}
+	return p.result(o.Sort, cursorVersion), nil
+}
+
+// start is where the walk of one group begins: a cursor, or the global
+// cursor of ExecuteAll seen from one group, turned into bounds. The zero
+// start is the beginning.
+type start struct {
+	// missing: with a sort, the walk of the sort values is over; only the
+	// documents without a value follow.
+	missing bool
+	// bound limits the sort walk, as the entry key after the sort field's
+	// list (value then rest): ascending, entries at or after bound;
+	// descending, entries before bound. Nil: the whole list.
+	bound []byte
+	// lo: in key order (no sort, or the documents without a sort value),
+	// the smallest document key rest included. Nil: every one.
+	lo []byte
+}
+
+// start returns where the page after the position c begins.
+func (c cursor) start(desc bool) start {
+	switch c.phase {
+	case phaseSorted:
+		b := append(slices.Clip(c.value), c.rest...)
+		if !desc {
+			b = append(b, 0) // the smallest key after value+rest
+		}
+		return start{bound: b}
+	case phaseMissing:
+		return start{missing: true, lo: append(slices.Clip(c.rest), 0)}
+	}
+	return start{lo: append(slices.Clip(c.rest), 0)}
 }
 
 // executor evaluates one query. Documents get dense ordinals in the order
@@ -93,30 +136,52 @@ type executor struct {
 	ords     map[string]uint32 // document key rest -> ordinal
 	rests    []string          // ordinal -> document key rest
 	universe *roaring.Bitmap   // every document of the collection, once loaded
+
+	// cut, set by ExecuteAll, reports that a position of the group (the
+	// rest after the group) comes after every result its page keeps, so
+	// it and every later one would be dropped: the sort walk stops there.
+	// (A full page has more, as moreKnown then tells.)
+	cut       func(c cursor) bool
+	moreKnown *bool
 }
 
-func (e *executor) run(q Op, o Options, c *cursor) (Result, error) {
+// reset readies the executor for another document group.
+func (e *executor) reset(group []byte) {
+	e.group = group
+	if len(e.ords) > 256 {
+		e.ords = make(map[string]uint32) // clearing a large map costs its capacity
+	} else {
+		clear(e.ords)
+	}
+	clear(e.rests)
+	e.rests = e.rests[:0]
+	e.universe = nil
+}
+
+// run evaluates q in the executor's group and returns at most limit
+// matches (every one if limit <= 0) from st on, or just their number when
+// o.Count is set.
+func (e *executor) run(q Op, o Options, st start, limit int) (page, error) {
 	set, err := e.eval(q, true)
 	if err != nil {
-		return Result{}, err
+		return page{}, err
 	}
 	if o.Count {
-		return Result{Count: int(set.GetCardinality())}, nil
+		return page{count: int(set.GetCardinality())}, nil
+	}
+	p := page{limit: limit}
+	if set.IsEmpty() {
+		return p, nil
 	}
 	if o.Sort.Field == "" {
-		var after []byte
-		if c != nil {
-			after = c.rest
-		}
-		ks, more := e.smallest(set, after, o.Limit)
-		p := page{limit: o.Limit}
+		ks, more := e.smallest(set, st.lo, limit)
 		for _, k := range ks {
 			p.add(cursor{phase: phaseKey, rest: []byte(k)})
 		}
 		p.more = more
-		return p.result(o.Sort), nil
+		return p, nil
 	}
-	return e.sorted(set, o, c)
+	return e.sorted(set, o.Sort, st, p)
 }
 
 // ord returns the ordinal of a document, giving it one if insert is set.
@@ -365,58 +430,57 @@ func (e *executor) phrase(q Phrase, insert bool) (*roaring.Bitmap, error) {
 	return set, nil
 }
 
-// page gathers one page of results and the position of its last one.
+// page gathers one page of results with their positions.
 type page struct {
 	limit int
-	keys  [][]byte
-	last  cursor
+	hits  []cursor
 	more  bool
+	count int // Options.Count
 }
 
 // add appends a result, or reports false (and notes that more follow) once
 // the page is full.
 func (p *page) add(c cursor) bool {
-	if p.limit > 0 && len(p.keys) == p.limit {
+	if p.limit > 0 && len(p.hits) == p.limit {
 		p.more = true
 		return false
 	}
-	p.keys = append(p.keys, c.rest)
-	p.last = c
+	p.hits = append(p.hits, c)
 	return true
 }
 
-func (p *page) result(s Sort) Result {
-	r := Result{Keys: p.keys}
-	if p.more {
-		r.Next = p.last.encode(s)
+// result returns the page's keys (the positions' rests) and the cursor of
+// the next page, made with the given version.
+func (p *page) result(s Sort, version byte) Result {
+	r := Result{Keys: make([][]byte, len(p.hits))}
+	for i, h := range p.hits {
+		r.Keys[i] = h.rest
 	}
-	if r.Keys == nil {
-		r.Keys = [][]byte{}
+	if p.more && len(p.hits) > 0 {
+		r.Next = p.hits[len(p.hits)-1].encode(s, version)
 	}
 	return r
 }
 
 // sorted walks the sort field's list in value order, keeping the matches,
 // then appends the matches without a value in key order.
-func (e *executor) sorted(set *roaring.Bitmap, o Options, c *cursor) (Result, error) {
-	s := o.Sort
+func (e *executor) sorted(set *roaring.Bitmap, s Sort, st start, p page) (page, error) {
 	list := e.list(s.Field)
-	p := page{limit: o.Limit}
 	// have collects the matches that have a sort value, when the walk
 	// covers the whole list; else it is computed after.
 	var have *roaring.Bitmap
-	if c == nil || c.phase == phaseSorted {
-		var at []byte // the cursor's entry key
-		if c != nil {
-			at = append(append(slices.Clip(list), c.value...), c.rest...)
+	if !st.missing {
+		var at []byte // the bound's entry key
+		if st.bound != nil {
+			at = append(slices.Clip(list), st.bound...)
 		}
 		lower, upper := list, keys.PrefixEnd(list)
-		whole := c == nil || s.Multi
+		whole := at == nil || s.Multi
 		if !whole {
 			if s.Desc {
 				upper = at
 			} else {
-				lower = append(slices.Clip(at), 0)
+				lower = at
 			}
 		}
 		seen := roaring.New()
@@ -430,53 +494,62 @@ func (e *executor) sorted(set *roaring.Bitmap, o Options, c *cursor) (Result, er
 			v := k[len(list):]
 			n, err := valueLen(v)
 			if err != nil {
-				return Result{}, err
+				return page{}, err
 			}
 			o, known := e.ord(v[n:], false)
 			if !known || !set.Contains(o) || !seen.CheckedAdd(o) {
 				continue // not a match, or an array's later value
 			}
 			if at != nil && s.Multi {
-				if d := bytes.Compare(k, at); (d <= 0 && !s.Desc) || (d >= 0 && s.Desc) {
-					continue // on an earlier page
+				if d := bytes.Compare(k, at); (d < 0 && !s.Desc) || (d >= 0 && s.Desc) {
+					continue // before the start
 				}
 			}
+			if e.cut != nil && e.cut(cursor{phase: phaseSorted, value: v[:n], rest: []byte(e.rests[o])}) {
+				p.more = true
+				return p, nil
+			}
 			if !p.add(cursor{phase: phaseSorted, value: slices.Clone(v[:n]), rest: []byte(e.rests[o])}) {
-				return p.result(s), nil
+				return p, nil
 			}
 		}
 		if err := e.it.Error(); err != nil {
-			return Result{}, err
+			return page{}, err
 		}
 		if whole {
 			have = seen
 		}
 	}
+	if e.cut != nil && *e.moreKnown && e.cut(cursor{phase: phaseMissing, rest: []byte{}}) {
+		// Every match without a value (the first at rest "" or after)
+		// would be dropped, and that more follow is known.
+		return p, nil
+	}
 	if have == nil {
 		var err error
 		if have, err = e.collect(list, list, keys.PrefixEnd(list), false); err != nil {
-			return Result{}, err
+			return page{}, err
 		}
 	}
 	missing := roaring.AndNot(set, have)
-	var after []byte
-	if c != nil && c.phase == phaseMissing {
-		after = c.rest
+	var lo []byte
+	if st.missing {
+		lo = st.lo
 	}
 	n := 0
-	if o.Limit > 0 {
-		if n = o.Limit - len(p.keys); n == 0 {
+	if p.limit > 0 {
+		if n = p.limit - len(p.hits); n == 0 {
 			// The page is full; the matches without a value follow it.
 			p.more = !missing.IsEmpty()
-			return p.result(s), nil
+			return p, nil
 		}
 	}
-	ks, more := e.smallest(missing, after, n)
+	ks, more := e.smallest(missing, lo, n)
 	for _, k := range ks {
 		p.add(cursor{phase: phaseMissing, rest: []byte(k)})
 	}
 	p.more = p.more || more
-	return p.result(s), nil
+	return p, nil
 }
 
 func step(it *storage.Iter, desc bool) bool {
@@ -486,14 +559,14 @@ func step(it *storage.Iter, desc bool) bool {
 	return it.Next()
 }
 
-// smallest returns, in order, the n smallest document keys of set greater
-// than after (every one if n <= 0), and whether more remain.
-func (e *executor) smallest(set *roaring.Bitmap, after []byte, n int) ([]string, bool) {
+// smallest returns, in order, the n smallest document keys of set at or
+// after lo (every one if n <= 0), and whether more remain.
+func (e *executor) smallest(set *roaring.Bitmap, lo []byte, n int) ([]string, bool) {
 	h := &maxHeap{}
 	more := false
 	for it := set.Iterator(); it.HasNext(); {
 		k := e.rests[it.Next()]
-		if after != nil && k <= string(after) {
+		if k < string(lo) {
 			continue
 		}
 		if n <= 0 || h.Len() < n {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"iter"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -156,8 +157,11 @@ func (b listBody) page() *Page {
 
 // List reads one page of the collection under prefix (leading key parts,
 // at least the partition key), in key order.
+//
+// With an empty prefix and a Query, the query runs over every document group
+// of the table (all partitions, merged).
 func (c *Client) List(ctx context.Context, db, table string, prefix Key, o ListOptions) (*Page, error) {
-	path, err := documentPath(db, table, prefix)
+	path, err := collectionPath(db, table, prefix, o.Query != "" || o.Sort != "")
 	if err != nil {
 		return nil, err
 	}
@@ -339,10 +343,10 @@ func (c *Client) DeleteCollection(ctx context.Context, db, table string, leading
 	return n, nil
 }
 
-// Count returns how many documents of the collection under prefix match the
-// secondary-index query q.
+// Count returns how many documents of the collection under prefix (empty:
+// the whole table) match the secondary-index query q.
 func (c *Client) Count(ctx context.Context, db, table string, prefix Key, q string) (int, error) {
-	path, err := documentPath(db, table, prefix)
+	path, err := collectionPath(db, table, prefix, true)
 	if err != nil {
 		return 0, err
 	}
@@ -358,4 +362,13 @@ func (c *Client) Count(ctx context.Context, db, table string, prefix Key, q stri
 	}
 	err = res.decode(&b)
 	return b.Count, err
+}
+
+// collectionPath is the path of a collection, or of the whole table for a
+// query without a partition key.
+func collectionPath(db, table string, prefix Key, query bool) (string, error) {
+	if len(prefix) == 0 && query {
+		return "/" + url.PathEscape(db) + "/" + url.PathEscape(table), nil
+	}
+	return documentPath(db, table, prefix)
 }

@@ -40,14 +40,18 @@ func getCommand(f *clientFlags) *cobra.Command {
 		count  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "get DB/Table/k1[/k2…] [--query Q [--sort [-]F] [--count]] [--fields a,b.c] [--limit N] [--cursor C] [--all]",
+		Use:   "get DB/Table[/k1[/k2…]] [--query Q [--sort [-]F] [--count]] [--fields a,b.c] [--limit N] [--cursor C] [--all]",
 		Short: "Read a document (full key) or a collection (leading key parts)",
 		Long: "With every key part, prints the document. With leading key parts, prints a page of\n" +
 			"the collection as {\"documents\":[{\"key\":…,\"document\":…}],\"next\":cursor}; --all\n" +
 			"follows cursors and prints every document. Key parts are given plain, split on '/'.",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			p, err := parseDocPath(args[0], 1)
+			minKey := 1
+			if q != "" || count {
+				minKey = 0 // a query may span the whole table
+			}
+			p, err := parseDocPath(args[0], minKey)
 			if err != nil {
 				return err
 			}
@@ -64,9 +68,11 @@ func getCommand(f *clientFlags) *cobra.Command {
 				}
 				return printJSON(cmd, map[string]int{"count": n})
 			}
-			full, err := isFullKey(cmd, c, p)
-			if err != nil {
-				return err
+			full := false
+			if len(p.key) > 0 {
+				if full, err = isFullKey(cmd, c, p); err != nil {
+					return err
+				}
 			}
 			if full && (q != "" || sort != "") {
 				return fmt.Errorf("--query and --sort search a collection: give leading key parts only")

@@ -276,7 +276,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "root", method: "GET", path: "/", status: 404},
 		{name: "unknown route", method: "GET", path: "/_nothing", status: 404},
 		{name: "database alone", method: "GET", path: "/{db}", status: 404},
-		{name: "table without key", method: "GET", path: "/{db}/Message", status: 404},
+		{name: "table without key or query", method: "GET", path: "/{db}/Message", status: 400, field: "query"},
+		{name: "put to a table without key", method: "PUT", path: "/{db}/Message", body: `{}`, status: 405},
 
 		// Media types.
 		{name: "text/plain document", method: "PUT", path: "/{db}/Message/m1/1", body: valid, hdr: []string{"Content-Type", "text/plain"}, status: 415},

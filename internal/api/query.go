@@ -1,16 +1,18 @@
 package api
 
 import (
-	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 
 	"github.com/doppio-db/doppio/internal/index"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/query"
+	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -117,4 +119,71 @@ func (s *Server) indexesReady(rep *partition.Replica, t *schema.Table, plan *que
 	return nil
 }
 
-var _ = base64.RawURLEncoding
+// queryAll answers a query without a partition key: every partition
+// searches all its document groups, and the pages merge in the same order,
+// limit and cursor semantics as a one-group query.
+func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) error {
+	d, err := s.database(p.db)
+	if err != nil {
+		return err
+	}
+	t, err := s.table(p.db, p.table)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	if !isQuery(q) {
+		return problem.Field(problem.Malformed, "query", "reading a whole table needs a query (query=*, with sort and limit, for everything) or a partition key in the path")
+	}
+	opts, err := s.readOptions(r, t)
+	if err != nil {
+		return err
+	}
+	qr, err := parseQuery(q, t)
+	if err != nil {
+		return err
+	}
+	reps, err := s.router.Partitions(d)
+	if err != nil {
+		return err
+	}
+	for _, rep := range reps {
+		if err := s.indexesReady(rep, t, qr.plan); err != nil {
+			return err
+		}
+	}
+	pages := make([]index.Result, len(reps))
+	errs := make([]error, len(reps))
+	var wg sync.WaitGroup
+	for i, rep := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages[i], errs[i] = rep.QueryAll(t.Def.Name, qr.plan.Op, qr.opts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	res := index.Merge(qr.plan.Sort, qr.opts.Limit, pages...)
+	if qr.count {
+		return writeJSON(w, http.StatusOK, map[string]int{"count": res.Count})
+	}
+	out := listBody{Documents: make([]listItem, 0, len(res.Keys)), Next: res.Next}
+	for _, key := range res.Keys {
+		_, rest, err := keys.DecodeOne(key)
+		if err != nil {
+			return err
+		}
+		rep := reps[router.PartitionOf(d, key[:len(key)-len(rest)])]
+		item, ok, err := s.lookup(rep, t, key, opts)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out.Documents = append(out.Documents, item)
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

@@ -245,3 +245,73 @@ func urlq(s string) string {
 	r := strings.NewReplacer("%", "%25", " ", "%20", "&", "%26", "+", "%2B", "#", "%23", "\"", "%22", "[", "%5B", "]", "%5D", "{", "%7B", "}", "%7D", "*", "%2A", ":", "%3A", "(", "%28", ")", "%29")
 	return r.Replace(s)
 }
+
+func TestQueryWithoutPartitionKeyMergesEveryPartition(t *testing.T) {
+	db := newDB(t) // 4 partitions
+	expect(t, send(t, "PUT", "/_schemas/"+db+"/Msg", indexedMessages), 201, "create Msg")
+	type doc struct {
+		box string
+		id  int64
+		at  int64
+	}
+	var inbox []doc
+	for b := range 12 {
+		for i := range 4 {
+			id, at := int64(i+1), int64((b*7+i*13)%50) // ties on createdOn across mailboxes
+			isInbox := (b+i)%3 != 0
+			box := fmt.Sprint("box", b)
+			expect(t, send(t, "PUT", fmt.Sprintf("/%s/Msg/%s/%d", db, box, id),
+				map[string]any{"subject": "hello", "isInbox": isInbox, "createdOn": at, "labels": []string{}}), 201, "put")
+			if isInbox {
+				inbox = append(inbox, doc{box, id, at})
+			}
+		}
+	}
+	// Expected order: createdOn descending, ties by full key descending.
+	slices.SortFunc(inbox, func(a, b doc) int {
+		if a.at != b.at {
+			return int(b.at - a.at)
+		}
+		if a.box != b.box {
+			return strings.Compare(b.box, a.box)
+		}
+		return int(b.id - a.id)
+	})
+	var got []string
+	cursor := ""
+	for page := 0; ; page++ {
+		path := "/" + db + "/Msg?query=isInbox:true&sort=-createdOn&limit=5"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		a := send(t, "GET", path, nil)
+		expect(t, a, 200, "page")
+		var body struct {
+			Documents []struct{ Key []any }
+			Next      string
+		}
+		json.Unmarshal(a.body, &body)
+		for _, d := range body.Documents {
+			got = append(got, fmt.Sprintf("%s/%v", d.Key[0], d.Key[1]))
+		}
+		if body.Next == "" {
+			break
+		}
+		cursor = body.Next
+		if page > 20 {
+			t.Fatal("too many pages")
+		}
+	}
+	var want []string
+	for _, d := range inbox {
+		want = append(want, fmt.Sprintf("%s/%d", d.box, d.id))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("merged pages\n got %v\nwant %v", got, want)
+	}
+	a := send(t, "GET", "/"+db+"/Msg?query=isInbox:true&count=true", nil)
+	if canon(t, a.body) != fmt.Sprintf(`{"count":%d}`, len(inbox)) {
+		t.Fatalf("count = %s, want %d", a.body, len(inbox))
+	}
+	expect(t, send(t, "GET", "/"+db+"/Msg", nil), 400, "whole table without a query")
+}

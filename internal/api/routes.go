@@ -41,6 +41,7 @@ func routes() []*route {
 		{method: "GET", pattern: "/_schemas/{db}/{table}/versions/{version}", handle: (*Server).getVersion},
 		{method: "POST", pattern: "/{db}/_txn", handle: (*Server).txn},
 		{method: "POST", pattern: "/{db}/_batch", handle: (*Server).batch},
+		{method: "GET", pattern: "/{db}/{table}", handle: (*Server).queryAll},
 		{method: "GET", pattern: "/{db}/{table}/{key}", handle: (*Server).read},
 		{method: "PUT", pattern: "/{db}/{table}/{key}", handle: (*Server).put},
 		{method: "PATCH", pattern: "/{db}/{table}/{key}", handle: (*Server).patch},

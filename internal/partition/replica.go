@@ -140,3 +140,9 @@ func (r *Replica) Scan(table string, prefix, after []byte, limit int) ([]Entry, 
 func (r *Replica) Query(table string, group, restPrefix []byte, op index.Op, o index.Options) (index.Result, error) {
 	return index.Execute(r.engine, r.prefix, table, group, restPrefix, op, o)
 }
+
+// QueryAll runs a secondary-index query over every document group of table
+// in this partition; Keys of the result are full encoded document keys.
+func (r *Replica) QueryAll(table string, op index.Op, o index.Options) (index.Result, error) {
+	return index.ExecuteAll(r.engine, r.prefix, table, op, o)
+}

@@ -22,7 +22,8 @@ type Engine struct {
 
 // Options configure Open.
 type Options struct {
-	// CacheBytes is the block cache size; 0 means 256 MiB.
+	// CacheBytes is the block cache size; 0 means 512 MiB. Pebble charges
+	// memtables to it, so it must be well above MemTableSize.
 	CacheBytes int64
 	Logger     *slog.Logger
 }
@@ -30,7 +31,7 @@ type Options struct {
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, o Options) (*Engine, error) {
 	if o.CacheBytes == 0 {
-		o.CacheBytes = 256 << 20
+		o.CacheBytes = 512 << 20
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()

@@ -48,8 +48,9 @@ var BackfillRate = 20000
 
 // build is the state of one index of one table in this partition.
 type build struct {
-	sig    string // what is indexed: kind, type, array
-	ready  atomic.Bool
+	sig     string // what is indexed: kind, type, array
+	ready   atomic.Bool
+	running atomic.Bool // a backfill job is at work on it
 	done   atomic.Int64
 	total  atomic.Int64
 	cancel context.CancelFunc
@@ -92,13 +93,29 @@ const metaIndexPrefix = "index\x00"
 
 // IndexState reports the state of the index on field (dotted path) of table.
 func (r *Replica) IndexState(table, field string) IndexState {
+	key := buildKey(table, field)
 	r.idx.mu.Lock()
-	b := r.idx.builds[buildKey(table, field)]
+	b := r.idx.builds[key]
 	r.idx.mu.Unlock()
+	if b != nil && b.ready.Load() {
+		return IndexState{Ready: true, Done: b.done.Load(), Total: b.total.Load()}
+	}
+	// The build may have finished on another replica (the leader): its
+	// ready marker arrives through replication.
+	if v, err := r.engine.Get(r.prefix.Meta(metaIndexPrefix + key)); err == nil {
+		sig, state, _ := strings.Cut(string(v), "\x00")
+		if state == "ready" && (b == nil || b.sig == sig) {
+			if b != nil {
+				b.done.Store(b.total.Load())
+				b.ready.Store(true)
+			}
+			return IndexState{Ready: true}
+		}
+	}
 	if b == nil {
 		return IndexState{}
 	}
-	return IndexState{Ready: b.ready.Load(), Building: !b.ready.Load(), Done: b.done.Load(), Total: b.total.Load()}
+	return IndexState{Building: true, Done: b.done.Load(), Total: b.total.Load()}
 }
 
 // checkVersions refuses operations resolved against a table version older
@@ -159,9 +176,12 @@ func (r *Replica) SyncIndexes(ctx context.Context, tables []*schema.Table, log *
 			}
 			r.spawn(func() { r.dropIndex(ctx, name, path, log) })
 		}
+		// New indexes, and builds whose job stopped before the end (this
+		// replica was not, or stopped being, the leader).
 		var fresh []schema.Index
 		for path, ix := range want {
-			if _, ok := r.idx.builds[buildKey(name, path)]; !ok {
+			b, ok := r.idx.builds[buildKey(name, path)]
+			if !ok || (!b.ready.Load() && !b.running.Load()) {
 				fresh = append(fresh, ix)
 			}
 		}
@@ -190,7 +210,17 @@ func (r *Replica) SyncIndexes(ctx context.Context, tables []*schema.Table, log *
 			}
 			continue
 		}
-		r.spawn(func() { r.backfill(jobCtx, t, fresh, bs, log) })
+		for _, b := range bs {
+			b.running.Store(true)
+		}
+		r.spawn(func() {
+			defer func() {
+				for _, b := range bs {
+					b.running.Store(false)
+				}
+			}()
+			r.backfill(jobCtx, t, fresh, bs, log)
+		})
 	}
 	return nil
 }
@@ -232,9 +262,14 @@ func (r *Replica) loadIndexStates() error {
 	return it.Error()
 }
 
+func (r *Replica) indexStateKey(table string, ix schema.Index) []byte {
+	return r.prefix.Meta(metaIndexPrefix + buildKey(table, strings.Join(ix.Path, ".")))
+}
+
+// markReady records locally that an index of an empty table is complete.
 func (r *Replica) markReady(table string, ix schema.Index, b *build) error {
 	batch := r.engine.NewBatch()
-	batch.Set(r.prefix.Meta(metaIndexPrefix+buildKey(table, strings.Join(ix.Path, "."))), []byte(b.sig+"\x00ready"))
+	batch.Set(r.indexStateKey(table, ix), []byte(b.sig+"\x00ready"))
 	if err := r.engine.Commit(batch); err != nil {
 		return err
 	}
@@ -255,6 +290,15 @@ func (r *Replica) deleteStateBatch(key string) *storage.Batch {
 // itself (it runs at the new schema version).
 func (r *Replica) backfill(ctx context.Context, t *schema.Table, fresh []schema.Index, bs []*build, log *slog.Logger) {
 	name := t.Def.Name
+	// Only the leader builds; its writes replicate. A replica that becomes
+	// leader later is asked to SyncIndexes again and takes over.
+	lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := r.repl.Lead(lctx)
+	cancel()
+	if err != nil {
+		log.Debug("index backfill waits for leadership", "db", r.DB, "partition", r.ID, "table", name)
+		return
+	}
 	tp := r.prefix.Table(name)
 	total, err := r.countDocs(tp)
 	if err != nil {
@@ -300,11 +344,19 @@ func (r *Replica) backfill(ctx context.Context, t *schema.Table, fresh []schema.
 	if ctx.Err() != nil {
 		return
 	}
+	// The ready markers are replicated, so every replica (and a future
+	// leader) knows the index is complete.
+	var marks IndexWrites
 	for i, b := range bs {
-		if err := r.markReady(name, fresh[i], b); err != nil {
-			log.Error("index backfill", "db", r.DB, "partition", r.ID, "table", name, "err", err)
-			return
-		}
+		marks.Puts = append(marks.Puts, IndexEntry{Key: r.indexStateKey(name, fresh[i]), Value: []byte(b.sig + "\x00ready")})
+	}
+	if _, err := r.repl.Replicate(ctx, &WriteSet{Mtime: time.Now().UnixMilli(), Index: marks}); err != nil {
+		log.Error("index backfill", "db", r.DB, "partition", r.ID, "table", name, "err", err)
+		return
+	}
+	for _, b := range bs {
+		b.done.Store(b.total.Load())
+		b.ready.Store(true)
 	}
 	log.Info("index built", "db", r.DB, "partition", r.ID, "table", name, "documents", done, "took", time.Since(start).Round(time.Millisecond))
 }

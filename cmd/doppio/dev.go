@@ -1,56 +1,140 @@
 package main
 
 import (
-	"log/slog"
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/doppio-db/doppio/internal/api"
-	"github.com/doppio-db/doppio/internal/node"
-	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/spf13/cobra"
 )
 
 func devCommand() *cobra.Command {
-	var (
-		dataDir      string
-		httpAddr     string
-		maxDoc       int
-		logEntries   uint64
-		logAge       time.Duration
-		etcdEndpoint []string
-	)
+	f := &nodeFlags{}
+	var nodes int
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a single Doppio node with an embedded etcd, data under one directory",
+		Short: "Run Doppio locally: an embedded etcd and one node (or --nodes N node processes), data under one directory",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			n, err := node.Start(ctx, node.Config{
-				DataDir:       dataDir,
-				HTTPAddr:      httpAddr,
-				EtcdEndpoints: etcdEndpoint,
-				API:           api.Config{MaxDocumentBytes: maxDoc},
-				Retention:     partition.Retention{MaxEntries: logEntries, MaxAge: logAge},
-				Logger:        logger,
-			})
-			if err != nil {
-				return err
+			if nodes <= 1 {
+				logger := newLogger()
+				cfg, err := f.config(logger)
+				if err != nil {
+					return err
+				}
+				return runNode(cmd, cfg)
 			}
-			<-ctx.Done()
-			logger.Info("shutting down")
-			return n.Close()
+			return runDevCluster(cmd, f, nodes)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&dataDir, "data", "./doppio-data", "directory holding the node's data (Pebble store and embedded etcd)")
-	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "REST listen address (port 0 picks a free port)")
-	f.IntVar(&maxDoc, "max-document-bytes", 1<<20, "largest accepted document")
-	f.Uint64Var(&logEntries, "changelog-max-entries", 1_000_000, "change-log entries kept per partition (0 = unbounded)")
-	f.DurationVar(&logAge, "changelog-max-age", 7*24*time.Hour, "age after which change-log entries are trimmed (0 = never)")
-	f.StringSliceVar(&etcdEndpoint, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
+	f.register(cmd, true)
+	cmd.Flags().IntVar(&nodes, "nodes", 1, "number of node processes; above 1, etcd runs in this process and each node is a `doppio start` child (n1, n2, …)")
 	return cmd
+}
+
+// runDevCluster runs an embedded etcd here and n `doppio start` children on
+// loopback ports, their logs prefixed with their ids. A child that dies
+// stays dead; its restart command is printed at start.
+func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
+	logger := newLogger()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	etcd, err := embedetcd.Start(ctx, filepath.Join(f.dataDir, "etcd"), logger)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	endpoints := strings.Join(etcd.Endpoints(), ",")
+	var children []*exec.Cmd
+	var wg sync.WaitGroup
+	out := &syncWriter{w: os.Stdout}
+	fmt.Fprintf(out, "etcd: %s\n", endpoints)
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("n%d", i)
+		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
+			"--http", freeAddr(), "--grpc", freeAddr(), "--etcd", endpoints,
+			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--raft-tick", f.tick.String()}
+		c := exec.Command(self, args...)
+		stdout, _ := c.StdoutPipe()
+		stderr, _ := c.StderrPipe()
+		if err := c.Start(); err != nil {
+			return err
+		}
+		children = append(children, c)
+		for _, r := range []io.Reader{stdout, stderr} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				prefixLines(out, "["+id+"] ", r)
+			}()
+		}
+		fmt.Fprintf(out, "node %s: http://%s  (pid %d)\n  restart: %s %s\n", id, args[6], c.Process.Pid, self, strings.Join(args, " "))
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, c := range children {
+			_ = c.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-done:
+	}
+	logger.Info("stopping nodes")
+	for _, c := range children {
+		_ = c.Process.Signal(syscall.SIGTERM) // an exited child just refuses
+	}
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		for _, c := range children {
+			_ = c.Process.Kill()
+		}
+		<-done
+	}
+	wg.Wait()
+	return nil
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func prefixLines(w io.Writer, prefix string, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fmt.Fprintln(w, prefix+sc.Text())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -175,8 +176,16 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
 
 // replicaFor returns the replica holding the target's document group, once
 // a read of the group may proceed (see partition.Replica.ReadFence).
+//
+// The replica is the partition's leader here, confirmed current by a quorum
+// (linearizable), or with X-Doppio-Staleness any replica here fresh enough;
+// otherwise the error names the node to forward to.
 func (s *Server) replicaFor(r *http.Request, tg target) (*partition.Replica, error) {
-	rep, err := s.router.Locate(tg.db, tg.key[0])
+	a, err := access(r)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.router.Locate(r.Context(), tg.db, tg.key[0], a)
 	if err != nil {
 		return nil, err
 	}
@@ -387,11 +396,12 @@ type writeBody struct {
 }
 
 func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation) (partition.Result, error) {
-	rep, err := s.router.Locate(tg.db, ops[0].Key[0])
+	rep, err := s.router.Locate(r.Context(), tg.db, ops[0].Key[0], router.Access{})
 	if err != nil {
 		return partition.Result{}, err
 	}
-	return rep.Execute(r.Context(), partition.Request{Ops: ops})
+	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
+	return res, s.router.Redirect(rep.DB, rep.ID, err)
 }
 
 func (s *Server) answerWrite(w http.ResponseWriter, tg target, res partition.Result, status int) error {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -121,7 +122,8 @@ func (s *Server) indexesReady(rep *partition.Replica, t *schema.Table, plan *que
 
 // queryAll answers a query without a partition key: every partition
 // searches all its document groups, and the pages merge in the same order,
-// limit and cursor semantics as a one-group query.
+// limit and cursor semantics as a one-group query. A partition led here is
+// searched here; any other is asked of its leader's node.
 func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) error {
 	d, err := s.database(p.db)
 	if err != nil {
@@ -143,47 +145,167 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	reps, err := s.router.Partitions(d)
+	a, err := access(r)
 	if err != nil {
 		return err
 	}
-	for _, rep := range reps {
-		if err := s.indexesReady(rep, t, qr.plan); err != nil {
-			return err
-		}
-	}
-	pages := make([]index.Result, len(reps))
-	errs := make([]error, len(reps))
+	pages := make([]index.Result, d.Partitions)
+	docs := make([]map[string]json.RawMessage, d.Partitions) // of pages from other nodes
+	reps := make([]*partition.Replica, d.Partitions)         // of pages searched here
+	errs := make([]error, d.Partitions)
 	var wg sync.WaitGroup
-	for i, rep := range reps {
+	for i := range d.Partitions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pages[i], errs[i] = rep.QueryAll(t.Def.Name, qr.plan.Op, qr.opts)
+			rep, err := s.router.Route(r.Context(), d, i, a)
+			var to *router.ElsewhereError
+			switch {
+			case errors.As(err, &to):
+				page, err := s.fetchPage(r, to, t.Def.Name)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				pages[i] = index.Result{Keys: page.Keys, SortValues: page.SortValues, Count: page.Count, Next: page.Next}
+				docs[i] = make(map[string]json.RawMessage, len(page.Keys))
+				for j, k := range page.Keys {
+					docs[i][string(k)] = page.Documents[j]
+				}
+			case err != nil:
+				errs[i] = err
+			default:
+				if errs[i] = s.indexesReady(rep, t, qr.plan); errs[i] != nil {
+					return
+				}
+				reps[i] = rep
+				pages[i], errs[i] = rep.QueryAll(t.Def.Name, qr.plan.Op, qr.opts)
+			}
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return err
 	}
 	res := index.Merge(qr.plan.Sort, qr.opts.Limit, pages...)
 	if qr.count {
 		return writeJSON(w, http.StatusOK, map[string]int{"count": res.Count})
 	}
-	out := listBody{Documents: make([]listItem, 0, len(res.Keys)), Next: res.Next}
+	out := struct {
+		Documents []json.RawMessage `json:"documents"`
+		Next      string            `json:"next,omitempty"`
+	}{Documents: make([]json.RawMessage, 0, len(res.Keys)), Next: res.Next}
 	for _, key := range res.Keys {
 		_, rest, err := keys.DecodeOne(key)
 		if err != nil {
 			return err
 		}
-		rep := reps[router.PartitionOf(d, key[:len(key)-len(rest)])]
-		item, ok, err := s.lookup(rep, t, key, opts)
-		if err != nil {
-			return err
+		pi := router.PartitionOf(d, key[:len(key)-len(rest)])
+		if rep := reps[pi]; rep != nil {
+			item, ok, err := s.lookup(rep, t, key, opts)
+			if err != nil {
+				return err
+			}
+			if ok {
+				js, err := json.Marshal(item)
+				if err != nil {
+					return err
+				}
+				out.Documents = append(out.Documents, js)
+			}
+			continue
 		}
-		if ok {
-			out.Documents = append(out.Documents, item)
+		if js := docs[pi][string(key)]; len(js) > 0 && string(js) != "null" {
+			out.Documents = append(out.Documents, js)
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// firstError prefers a client's error (e.g. an index being built, 409)
+// over an unavailable partition, so the answer names what to fix.
+func firstError(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if pe, ok := problem.As(err); ok && pe.Kind != problem.Unavailable {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// queryPartition answers one partition's page of a query over all document
+// groups, with its sort values and documents, for the node that merges
+// (GET /_internal/query/{db}/{table}/{partition}).
+func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params) error {
+	d, err := s.database(p.db)
+	if err != nil {
+		return err
+	}
+	t, err := s.table(p.db, p.table)
+	if err != nil {
+		return err
+	}
+	pi, err := strconv.Atoi(p.partition)
+	if err != nil {
+		return problem.New(problem.Malformed, "partition %q is not a number", p.partition)
+	}
+	opts, err := s.readOptions(r, t)
+	if err != nil {
+		return err
+	}
+	qr, err := parseQuery(r.URL.Query(), t)
+	if err != nil {
+		return err
+	}
+	a, err := access(r)
+	if err != nil {
+		return err
+	}
+	rep, err := s.router.Route(r.Context(), d, pi, a)
+	if err != nil {
+		var to *router.ElsewhereError
+		if errors.As(err, &to) {
+			// Never forwarded twice: the asking node retries.
+			return to.Unwrap()
+		}
+		return err
+	}
+	if err := s.indexesReady(rep, t, qr.plan); err != nil {
+		return err
+	}
+	res, err := rep.QueryAll(t.Def.Name, qr.plan.Op, qr.opts)
+	if err != nil {
+		return err
+	}
+	page := partitionPage{Keys: res.Keys, SortValues: res.SortValues, Count: res.Count, Next: res.Next, Documents: make([]json.RawMessage, len(res.Keys))}
+	if page.Keys == nil {
+		page.Keys = [][]byte{}
+	}
+	if !qr.count {
+		for i, key := range res.Keys {
+			item, ok, err := s.lookup(rep, t, key, opts)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if page.Documents[i], err = json.Marshal(item); err != nil {
+					return err
+				}
+			} else {
+				page.Documents[i] = json.RawMessage("null")
+			}
+		}
+	} else {
+		for i := range page.Documents {
+			page.Documents[i] = json.RawMessage("null")
+		}
+	}
+	return writeJSON(w, http.StatusOK, page)
 }

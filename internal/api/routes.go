@@ -22,6 +22,7 @@ type route struct {
 // params are the values of a matched route's path parameters.
 type params struct {
 	db, table, version string
+	partition          string
 	key                []string // percent-decoded key segments
 	lastRaw            string   // the last key segment, still escaped
 }
@@ -33,6 +34,8 @@ func routes() []*route {
 		{method: "GET", pattern: "/metrics", handle: (*Server).metrics},
 		{method: "GET", pattern: "/_openapi", handle: (*Server).openapi},
 		{method: "GET", pattern: "/_cluster", handle: (*Server).cluster},
+		{method: "GET", pattern: "/_internal/replicas", handle: (*Server).internalReplicas},
+		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", handle: (*Server).queryPartition},
 		{method: "GET", pattern: "/_schemas", handle: (*Server).listDatabases},
 		{method: "GET", pattern: "/_schemas/{db}", handle: (*Server).getDatabase},
 		{method: "PUT", pattern: "/_schemas/{db}", handle: (*Server).putDatabase},
@@ -134,6 +137,8 @@ func (rt *route) bind(segs, raw []string) (params, bool) {
 			p.table = segs[i]
 		case "{version}":
 			p.version = segs[i]
+		case "{partition}":
+			p.partition = segs[i]
 		default:
 			if segs[i] != pat {
 				return p, false

@@ -148,10 +148,7 @@ func (s *Server) withIndexes(v tableView, db string, t *schema.Table) tableView 
 	if !ok {
 		return v
 	}
-	reps, err := s.router.Partitions(d)
-	if err != nil {
-		return v
-	}
+	reps := s.router.Partitions(d.Name)
 	for _, ix := range t.Indexes() {
 		field := strings.Join(ix.Path, ".")
 		iv := indexView{Field: field, Kind: ix.Kind, State: "ready"}

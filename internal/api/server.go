@@ -6,11 +6,13 @@ package api
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,6 +42,12 @@ type Config struct {
 	MaxRequestBytes int
 	// MaxOps bounds the operations of a transaction or batch (default 1000).
 	MaxOps int
+	// NodeID names this node in X-Doppio-Forwarded-By.
+	NodeID string
+	// RequestTimeout bounds how long a request may wait for a leader or a
+	// quorum before it is answered 503 (default 5 s; X-Doppio-Timeout
+	// shortens it per request).
+	RequestTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -51,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOps <= 0 {
 		c.MaxOps = 1000
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
 	}
 	return c
 }
@@ -66,17 +77,23 @@ type Server struct {
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	info     func() any
 	scrape   http.Handler
+
+	clusterInfo Cluster
+	peers       *http.Client // forwarding to other nodes
 }
 
 // New returns a server over catalog and router; registry receives the
-// server's metrics and is what /metrics exposes. info, when set, is the
-// body of /_cluster.
-func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *prometheus.Registry, log *slog.Logger, info func() any) *Server {
+// server's metrics and is what /metrics exposes. cluster, when set,
+// answers /_cluster.
+func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *prometheus.Registry, log *slog.Logger, cluster Cluster) *Server {
 	s := &Server{
 		cfg: cfg.withDefaults(), catalog: cat, router: rt, log: log, routes: routes(),
-		info: info,
+		clusterInfo: cluster,
+		peers: &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
+		}},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "doppio_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "code"}),
@@ -114,7 +131,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
 			err = &problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}
 		} else {
-			err = s.call(rt, sw, r, p)
+			var body []byte
+			var cancel context.CancelFunc
+			if r, cancel, err = s.withDeadline(r); err == nil {
+				body, err = s.call(rt, sw, r, p)
+				var to *router.ElsewhereError
+				if errors.As(err, &to) && !sw.wrote {
+					err = s.forward(sw, r, body, to)
+				}
+			}
+			cancel()
 		}
 	}
 	if err != nil {
@@ -128,7 +154,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // node down. A write that raced with a schema change (the partition built
 // indexes for a newer table version than the request resolved) is run
 // again from the start, body included.
-func (s *Server) call(rt *route, w *statusWriter, r *http.Request, p params) (err error) {
+//
+// It returns the body it read, so that a request for a partition led
+// elsewhere can be forwarded whole.
+func (s *Server) call(rt *route, w *statusWriter, r *http.Request, p params) (body []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("handler panic", "route", rt.pattern, "panic", v)
@@ -136,17 +165,17 @@ func (s *Server) call(rt *route, w *statusWriter, r *http.Request, p params) (er
 		}
 	}()
 	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Body == nil {
-		return rt.handle(s, w, r, p)
+		return nil, rt.handle(s, w, r, p)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(s.cfg.MaxRequestBytes)))
+	body, err = io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(s.cfg.MaxRequestBytes)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		err = rt.handle(s, w, r, p)
 		if err != partition.ErrSchemaChanged || w.wrote || attempt == 2 {
-			return err
+			return body, err
 		}
 	}
 }
@@ -279,13 +308,6 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request, _ params) error
 	w.Header().Set("Content-Type", "application/yaml")
 	_, err := w.Write(OpenAPI)
 	return err
-}
-
-func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ params) error {
-	if s.info == nil {
-		return writeJSON(w, http.StatusOK, map[string]any{})
-	}
-	return writeJSON(w, http.StatusOK, s.info())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

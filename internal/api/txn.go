@@ -1,14 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -182,12 +187,12 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 		}
 		ops[i] = op
 	}
-	rep, err := s.router.Locate(db, ops[0].Key[0])
+	rep, err := s.router.Locate(r.Context(), db, ops[0].Key[0], router.Access{})
 	if err != nil {
 		return err
 	}
 	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
-	if err != nil {
+	if err = s.router.Redirect(rep.DB, rep.ID, err); err != nil {
 		if len(ops) == 1 {
 			return withOperation(err, 0)
 		}
@@ -272,11 +277,20 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchRes
 	if err != nil {
 		return fail(err)
 	}
-	rep, err := s.router.Locate(db, op.Key[0])
-	if err != nil {
-		return fail(err)
+	rep, err := s.router.Locate(r.Context(), db, op.Key[0], router.Access{})
+	var res partition.Result
+	if err == nil {
+		res, err = rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
+		err = s.router.Redirect(rep.DB, rep.ID, err)
 	}
-	res, err := rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
+	var to *router.ElsewhereError
+	if errors.As(err, &to) && r.Header.Get(headerForwardedBy) == "" {
+		out, ferr := s.forwardBatchOp(r, to, b)
+		if ferr == nil {
+			return out
+		}
+		err = ferr
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -289,4 +303,38 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchRes
 		status = http.StatusNoContent
 	}
 	return batchResult{Status: status, SCN: res.SCN.String(), Result: &opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}}
+}
+
+// forwardBatchOp runs one operation of a batch on the node leading its
+// partition, as a batch of one.
+func (s *Server) forwardBatchOp(r *http.Request, to *router.ElsewhereError, b opBody) (batchResult, error) {
+	js, err := json.Marshal(map[string]any{"ops": []opBody{b}})
+	if err != nil {
+		return batchResult{}, err
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+to.HTTP+"/"+url.PathEscape(to.DB)+"/_batch", bytes.NewReader(js))
+	if err != nil {
+		return batchResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	if v := r.Header.Get(headerTimeout); v != "" {
+		req.Header.Set(headerTimeout, v)
+	}
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		return batchResult{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Results []batchResult `json:"results"`
+	}
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber() // key parts stay as written, not float64
+	if resp.StatusCode != http.StatusOK || dec.Decode(&out) != nil || len(out.Results) != 1 {
+		return batchResult{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("%s, which answered the forwarded operation with status %d", to.Error(), resp.StatusCode)}
+	}
+	return out.Results[0], nil
 }

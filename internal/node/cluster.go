@@ -1,8 +1,18 @@
 package node
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/membership"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -10,18 +20,36 @@ import (
 
 // NodeInfo describes one node in /_cluster.
 type NodeInfo struct {
-	ID    string `json:"id"`
-	HTTP  string `json:"http"`
-	State string `json:"state"`
+	ID      string     `json:"id"`
+	HTTP    string     `json:"http"`
+	GRPC    string     `json:"grpc,omitempty"`
+	Zone    string     `json:"zone"`
+	State   string     `json:"state"` // alive, or dead (placed replicas but no registration)
+	Started *time.Time `json:"started,omitempty"`
+	Leads   int        `json:"leads"`   // partitions it leads
+	Follows int        `json:"follows"` // partitions it holds a non-leading replica of
+}
+
+// ReplicaInfo is one replica of a partition in /_cluster.
+type ReplicaInfo struct {
+	Node    string `json:"node"`
+	Role    string `json:"role"` // leader, follower, learner, candidate, … or unknown (node not answering)
+	SCN     string `json:"scn,omitempty"`
+	Applied uint64 `json:"appliedIndex"`
+	// Lag is how many log entries the leader has that this replica is not
+	// known to hold (the leader's view); absent when no leader answers.
+	Lag *uint64 `json:"lag,omitempty"`
 }
 
 // PartitionInfo describes one partition in /_cluster.
 type PartitionInfo struct {
-	Database  string   `json:"database"`
-	Partition int      `json:"partition"`
-	Leader    string   `json:"leader"`
-	Replicas  []string `json:"replicas"`
-	SCN       string   `json:"scn"`
+	Database  string        `json:"database"`
+	Partition int           `json:"partition"`
+	Leader    string        `json:"leader"` // "" when none is known
+	Term      uint64        `json:"term"`
+	Replicas  []string      `json:"replicas"` // placement
+	SCN       string        `json:"scn"`      // leader's applied SCN
+	Members   []ReplicaInfo `json:"members"`  // Raft members as their nodes report them
 }
 
 // ClusterInfo is the body of GET /_cluster.
@@ -30,21 +58,210 @@ type ClusterInfo struct {
 	Partitions []PartitionInfo `json:"partitions"`
 }
 
-func (n *Node) clusterInfo() any {
-	info := ClusterInfo{
-		Nodes:      []NodeInfo{{ID: n.cfg.ID, HTTP: n.Addr(), State: "alive"}},
-		Partitions: []PartitionInfo{},
+// LocalReplica is one replica hosted on a node, as GET
+// /_internal/replicas answers it.
+type LocalReplica struct {
+	Database  string                    `json:"database"`
+	Partition int                       `json:"partition"`
+	Role      string                    `json:"role"`
+	Leader    string                    `json:"leader"`
+	Term      uint64                    `json:"term"`
+	SCN       string                    `json:"scn"`
+	Applied   uint64                    `json:"appliedIndex"`
+	Voters    []string                  `json:"voters"`
+	Learners  []string                  `json:"learners"`
+	Followers map[string]FollowerReport `json:"followers,omitempty"`
+}
+
+// FollowerReport is a leader's view of one follower.
+type FollowerReport struct {
+	Match  uint64 `json:"match"`
+	Lag    uint64 `json:"lag"`
+	State  string `json:"state"`
+	Active bool   `json:"active"`
+}
+
+// LocalInfo is the body of GET /_internal/replicas.
+type LocalInfo struct {
+	Node     string         `json:"node"`
+	Replicas []LocalReplica `json:"replicas"`
+}
+
+// clusterView answers /_cluster and /_internal/replicas for the API.
+type clusterView struct{ n *Node }
+
+func (c clusterView) Local() any { return c.n.local() }
+
+func (c clusterView) Info(ctx context.Context) (any, error) { return c.n.clusterInfo(ctx), nil }
+
+// directory is the router's view of other nodes.
+type directory struct{ v *membership.View }
+
+func (d directory) RoutedLeader(db string, p int) (string, string, bool) {
+	id, _, ok := d.v.Leader(db, p)
+	if !ok {
+		return "", "", false
 	}
+	nd, ok := d.v.Node(id)
+	return id, nd.HTTP, ok
+}
+
+func (d directory) NodeByRaft(raft uint64) (string, string, bool) {
+	nd, ok := d.v.NodeByRaft(raft)
+	return nd.ID, nd.HTTP, ok
+}
+
+// local reports every replica hosted here with its Raft status.
+func (n *Node) local() LocalInfo {
+	out := LocalInfo{Node: n.cfg.ID, Replicas: []LocalReplica{}}
 	if n.router == nil {
-		return info
+		return out
 	}
 	for db, ps := range n.router.All() {
-		for _, p := range ps {
-			info.Partitions = append(info.Partitions, PartitionInfo{
-				Database: db, Partition: p.ID, Leader: n.cfg.ID, Replicas: []string{n.cfg.ID}, SCN: p.Applied().String(),
-			})
+		for _, rep := range ps {
+			_, g, ok := n.router.Hosted(db, rep.ID)
+			if !ok {
+				continue
+			}
+			st, err := g.Status()
+			if err != nil {
+				continue
+			}
+			lr := LocalReplica{
+				Database: db, Partition: rep.ID, Role: st.Role, Term: st.Term,
+				SCN: st.Applied.String(), Applied: st.AppliedIndex,
+			}
+			if st.Leader != 0 {
+				lr.Leader = n.nodeName(st.Leader)
+			}
+			for _, v := range st.Voters {
+				lr.Voters = append(lr.Voters, n.nodeName(v))
+			}
+			for _, l := range st.Learners {
+				lr.Learners = append(lr.Learners, n.nodeName(l))
+			}
+			if len(st.Followers) > 0 {
+				lr.Followers = map[string]FollowerReport{}
+				for id, f := range st.Followers {
+					lr.Followers[n.nodeName(id)] = FollowerReport{Match: f.Match, Lag: f.Lag, State: f.State, Active: f.Active}
+				}
+			}
+			out.Replicas = append(out.Replicas, lr)
 		}
 	}
+	return out
+}
+
+// clusterInfo gathers every live node's replicas (each node answers for
+// its own; unreachable nodes are left out) and joins them with the
+// placement.
+func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
+	info := ClusterInfo{Nodes: []NodeInfo{}, Partitions: []PartitionInfo{}}
+	if n.view == nil {
+		info.Nodes = append(info.Nodes, NodeInfo{ID: n.cfg.ID, HTTP: n.Addr(), State: "starting"})
+		return info
+	}
+	nodes := n.view.Nodes()
+	reports := make([]LocalInfo, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		if nd.ID == n.cfg.ID {
+			reports[i] = n.local()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i], _ = n.fetchLocal(ctx, nd)
+		}()
+	}
+	wg.Wait()
+
+	type key struct {
+		db string
+		p  int
+	}
+	type reported struct {
+		node string
+		LocalReplica
+	}
+	byPart := map[key][]reported{}
+	leads, follows := map[string]int{}, map[string]int{}
+	for _, r := range reports {
+		for _, lr := range r.Replicas {
+			k := key{lr.Database, lr.Partition}
+			byPart[k] = append(byPart[k], reported{r.Node, lr})
+			if lr.Role == "leader" {
+				leads[r.Node]++
+			} else {
+				follows[r.Node]++
+			}
+		}
+	}
+	known := map[string]bool{}
+	for _, nd := range nodes {
+		started := nd.Started
+		known[nd.ID] = true
+		info.Nodes = append(info.Nodes, NodeInfo{
+			ID: nd.ID, HTTP: nd.HTTP, GRPC: nd.GRPC, Zone: nd.Zone, State: "alive", Started: &started,
+			Leads: leads[nd.ID], Follows: follows[nd.ID],
+		})
+	}
+	placements := n.view.Placements()
+	for db, rec := range placements {
+		for p, pp := range rec.Partitions {
+			for _, r := range pp.Replicas {
+				if !known[r] {
+					known[r] = true
+					info.Nodes = append(info.Nodes, NodeInfo{ID: r, State: "dead"})
+				}
+			}
+			pi := PartitionInfo{Database: db, Partition: p, Replicas: slices.Clone(pp.Replicas), Members: []ReplicaInfo{}}
+			reps := byPart[key{db, p}]
+			var leader *LocalReplica
+			for i := range reps {
+				if reps[i].Role == "leader" && (leader == nil || reps[i].Term > leader.Term) {
+					leader = &reps[i].LocalReplica
+				}
+			}
+			if leader != nil {
+				pi.Leader, pi.Term, pi.SCN = leader.Leader, leader.Term, leader.SCN
+			}
+			seen := map[string]bool{}
+			for _, lr := range reps {
+				node := lr.node
+				seen[node] = true
+				ri := ReplicaInfo{Node: node, Role: lr.Role, SCN: lr.SCN, Applied: lr.Applied}
+				if leader != nil {
+					var lag uint64
+					if f, ok := leader.Followers[node]; ok {
+						lag = f.Lag
+					}
+					ri.Lag = &lag
+				}
+				pi.Members = append(pi.Members, ri)
+				if pi.Term < lr.Term && leader == nil {
+					pi.Term = lr.Term
+				}
+			}
+			if leader != nil {
+				for _, v := range append(slices.Clone(leader.Voters), leader.Learners...) {
+					if seen[v] {
+						continue
+					}
+					ri := ReplicaInfo{Node: v, Role: "unknown"}
+					if f, ok := leader.Followers[v]; ok {
+						lag := f.Lag
+						ri.Lag = &lag
+					}
+					pi.Members = append(pi.Members, ri)
+				}
+			}
+			slices.SortFunc(pi.Members, func(a, b ReplicaInfo) int { return strings.Compare(a.Node, b.Node) })
+			info.Partitions = append(info.Partitions, pi)
+		}
+	}
+	slices.SortFunc(info.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	sort.Slice(info.Partitions, func(i, j int) bool {
 		a, b := info.Partitions[i], info.Partitions[j]
 		if a.Database != b.Database {
@@ -54,6 +271,30 @@ func (n *Node) clusterInfo() any {
 	})
 	return info
 }
+
+// fetchLocal asks another node for its replicas.
+func (n *Node) fetchLocal(ctx context.Context, nd membership.Node) (LocalInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.HTTP+"/_internal/replicas", nil)
+	if err != nil {
+		return LocalInfo{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return LocalInfo{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return LocalInfo{}, fmt.Errorf("node %s: status %d", nd.ID, resp.StatusCode)
+	}
+	var li LocalInfo
+	err = json.NewDecoder(resp.Body).Decode(&li)
+	li.Node = nd.ID
+	return li, err
+}
+
+func uintString(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // collector exports storage and partition state at scrape time.
 type collector struct {

@@ -18,7 +18,10 @@ import (
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,16 +31,28 @@ import (
 
 // Config configures a node.
 type Config struct {
-	// ID names the node in /_cluster (default "dev").
+	// ID names the node in the cluster (default "dev"); its Raft member id
+	// is derived from it, so a node keeps its id across restarts.
 	ID string
+	// Zone is the node's failure domain (rack, availability zone) for
+	// placement.
+	Zone string
 	// DataDir holds the node's Pebble store and, when embedded, etcd.
 	DataDir string
 	// HTTPAddr is the REST listen address, e.g. 127.0.0.1:8080 (":0" picks
 	// a free port; see Node.Addr).
 	HTTPAddr string
-	// EtcdEndpoints of an external etcd; empty starts an embedded one in
-	// DataDir/etcd.
+	// GRPCAddr is the node-to-node (Raft) listen address (default
+	// 127.0.0.1:0).
+	GRPCAddr string
+	// EtcdEndpoints of an external etcd. Empty: an embedded etcd, a
+	// single-member one in DataDir/etcd unless EmbedEtcd says more.
 	EtcdEndpoints []string
+	// EmbedEtcd, when set, makes this node a member of a multi-member
+	// embedded etcd cluster.
+	EmbedEtcd *embedetcd.MemberConfig
+	// TickInterval is the Raft clock (default 50ms).
+	TickInterval time.Duration
 	// API limits.
 	API api.Config
 	// Retention of each partition's change log.
@@ -56,11 +71,26 @@ type Node struct {
 	client  *clientv3.Client
 	catalog *catalog.Catalog
 	engine  *storage.Engine
+	host    *replication.Host
+	view    *membership.View
+	reg     *membership.Registration
 	router  *router.Router
 	api     *api.Server
+	self    uint64 // Raft id
+
+	// parts maps a partition prefix to its (database, partition), for
+	// leadership callbacks from the replication loop.
+	parts sync.Map // string(prefix) -> partRef
+	// changing holds the partitions whose membership a goroutine is
+	// changing; moves limits how many run at once.
+	changing sync.Map // partRef -> struct{}
+	moves    chan struct{}
 
 	stop chan struct{}
-	wg   sync.WaitGroup
+	// led signals followCatalog that this node became leader of some
+	// partition: its index builds may need to start here.
+	led chan struct{}
+	wg  sync.WaitGroup
 }
 
 // Start opens the node. The HTTP listener comes up first, so /healthz,
@@ -69,17 +99,21 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.ID == "" {
 		cfg.ID = "dev"
 	}
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = "127.0.0.1:0"
+	}
+	cfg.API.NodeID = cfg.ID
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID), moves: make(chan struct{}, maxMoves)}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.api = api.New(cfg.API, nil, nil, registry, n.log, n.clusterInfo)
+	n.api = api.New(cfg.API, nil, nil, registry, n.log, clusterView{n})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -99,17 +133,34 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	// Open the replicas placed here before answering requests, so a
+	// restarted node serves its partitions at once.
+	n.reconcile(ctx)
 	n.api.SetReady(true)
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.trimLoop()
 	go n.followCatalog()
-	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "data", cfg.DataDir, "etcd", n.etcdEndpoints())
+	go n.reconcileLoop()
+	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "grpc", n.host.Addr(), "zone", cfg.Zone, "data", cfg.DataDir, "etcd", n.etcdEndpoints())
 	return n, nil
 }
 
 func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	endpoints := n.cfg.EtcdEndpoints
-	if len(endpoints) == 0 {
+	switch {
+	case len(endpoints) > 0:
+	case n.cfg.EmbedEtcd != nil:
+		mc := *n.cfg.EmbedEtcd
+		if mc.Dir == "" {
+			mc.Dir = filepath.Join(n.cfg.DataDir, "etcd")
+		}
+		srv, err := embedetcd.StartMember(ctx, mc, n.log)
+		if err != nil {
+			return fmt.Errorf("embedded etcd: %w", err)
+		}
+		n.etcd = srv
+		endpoints = srv.Endpoints()
+	default:
 		srv, err := embedetcd.Start(ctx, filepath.Join(n.cfg.DataDir, "etcd"), n.log)
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
@@ -122,16 +173,90 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	n.client = cli
-	if n.catalog, err = catalog.Open(ctx, cli, "/doppio"); err != nil {
+	if n.catalog, err = catalog.Open(ctx, cli, etcdPrefix); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	if n.engine, err = storage.Open(filepath.Join(n.cfg.DataDir, "pebble"), storage.Options{Logger: n.log}); err != nil {
 		return err
 	}
-	n.router = router.New(n.engine, partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes}, n.catalog.Tables, n.log)
+	if n.view, err = membership.Open(ctx, cli, etcdPrefix, n.log); err != nil {
+		return err
+	}
+	n.host, err = replication.NewHost(replication.Config{
+		NodeID:       n.self,
+		Engine:       n.engine,
+		Resolve:      n.resolve,
+		Listen:       n.cfg.GRPCAddr,
+		TickInterval: n.cfg.TickInterval,
+		OnLeadership: n.onLeadership,
+		Logger:       n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	n.reg, err = membership.Register(ctx, cli, etcdPrefix, membership.Node{
+		ID: n.cfg.ID, HTTP: advertised(n.Addr()), GRPC: advertised(n.host.Addr()), Zone: n.cfg.Zone, Started: time.Now().UTC(),
+	}, membership.DefaultTTL, n.log)
+	if err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
+	n.router = router.New(router.Config{
+		Engine:    n.engine,
+		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes},
+		Tables:    n.catalog.Tables,
+		Self:      n.self,
+		Directory: directory{n.view},
+		Logger:    n.log,
+	})
 	n.api.Attach(n.catalog, n.router)
 	registry.MustRegister(newCollector(n))
 	return nil
+}
+
+// etcdPrefix is where the catalog and the cluster state live in etcd.
+const etcdPrefix = "/doppio"
+
+// advertised turns a listen address into one peers can dial: an
+// unspecified host (":8080", "0.0.0.0:8080") becomes this machine's name.
+func advertised(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil {
+			return net.JoinHostPort(h, port)
+		}
+	}
+	return addr
+}
+
+// resolve is the replication transport's address book: a node's gRPC
+// address from its registration.
+func (n *Node) resolve(id uint64) (string, error) {
+	if nd, ok := n.view.NodeByRaft(id); ok {
+		return nd.GRPC, nil
+	}
+	return "", fmt.Errorf("node with raft id %d is not registered (down?)", id)
+}
+
+// onLeadership publishes this node's leaderships; called from the
+// replication loop, so it only records (the registration writes batches).
+func (n *Node) onLeadership(p keys.Partition, leader, term uint64) {
+	v, ok := n.parts.Load(string(p))
+	if !ok || n.reg == nil {
+		return
+	}
+	ref := v.(partRef)
+	if leader == n.self {
+		n.reg.SetLeader(ref.db, ref.p, term)
+		select { // never block the Raft loop
+		case n.led <- struct{}{}:
+		default:
+		}
+	} else {
+		n.reg.SetLeader(ref.db, ref.p, 0)
+	}
 }
 
 // Addr is the HTTP address the node listens on.
@@ -154,8 +279,18 @@ func (n *Node) Close() error {
 		errs = append(errs, n.http.Shutdown(ctx))
 	}
 	n.wg.Wait()
+	if n.reg != nil {
+		// Leave at once: routers stop sending here, peers elect.
+		errs = append(errs, n.reg.Close())
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
 	if n.router != nil {
 		n.router.Close()
+	}
+	if n.view != nil {
+		n.view.Close()
 	}
 	if n.catalog != nil {
 		n.catalog.Close()
@@ -194,7 +329,8 @@ func (n *Node) trimLoop() {
 }
 
 // followCatalog brings every open partition's indexes in line with schema
-// changes made through any node.
+// changes made through any node, and starts index builds on partitions this
+// node has just come to lead.
 func (n *Node) followCatalog() {
 	defer n.wg.Done()
 	changes, cancel := n.catalog.Subscribe()
@@ -204,10 +340,11 @@ func (n *Node) followCatalog() {
 		case <-n.stop:
 			return
 		case <-changes:
-			for db := range n.router.All() {
-				if err := n.router.SyncIndexes(db); err != nil {
-					n.log.Error("sync indexes", "db", db, "err", err)
-				}
+		case <-n.led:
+		}
+		for db := range n.router.All() {
+			if err := n.router.SyncIndexes(db); err != nil {
+				n.log.Error("sync indexes", "db", db, "err", err)
 			}
 		}
 	}

@@ -51,9 +51,9 @@ type build struct {
 	sig     string // what is indexed: kind, type, array
 	ready   atomic.Bool
 	running atomic.Bool // a backfill job is at work on it
-	done   atomic.Int64
-	total  atomic.Int64
-	cancel context.CancelFunc
+	done    atomic.Int64
+	total   atomic.Int64
+	cancel  context.CancelFunc
 }
 
 type indexes struct {
@@ -192,17 +192,15 @@ func (r *Replica) SyncIndexes(ctx context.Context, tables []*schema.Table, log *
 		if err != nil {
 			return err
 		}
-		jobCtx, cancel := context.WithCancel(ctx)
 		var bs []*build
 		for _, ix := range fresh {
-			b := &build{sig: signature(ix), cancel: cancel}
+			b := &build{sig: signature(ix)}
 			r.idx.builds[buildKey(name, strings.Join(ix.Path, "."))] = b
 			bs = append(bs, b)
 		}
 		if empty {
 			// Nothing to backfill: ready at once, so a new table's
 			// queries never wait.
-			cancel()
 			for i, b := range bs {
 				if err := r.markReady(name, fresh[i], b); err != nil {
 					return err
@@ -210,11 +208,14 @@ func (r *Replica) SyncIndexes(ctx context.Context, tables []*schema.Table, log *
 			}
 			continue
 		}
+		jobCtx, cancel := context.WithCancel(ctx)
 		for _, b := range bs {
+			b.cancel = cancel
 			b.running.Store(true)
 		}
 		r.spawn(func() {
 			defer func() {
+				cancel()
 				for _, b := range bs {
 					b.running.Store(false)
 				}
@@ -292,7 +293,7 @@ func (r *Replica) backfill(ctx context.Context, t *schema.Table, fresh []schema.
 	name := t.Def.Name
 	// Only the leader builds; its writes replicate. A replica that becomes
 	// leader later is asked to SyncIndexes again and takes over.
-	lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := r.repl.Lead(lctx)
 	cancel()
 	if err != nil {

@@ -108,6 +108,11 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		}
 		group = g
 	}
+	// Only a leader that has applied everything committed before its term
+	// may evaluate: otherwise the evaluation could miss an earlier write.
+	if err := r.repl.Lead(ctx); err != nil {
+		return Result{}, err
+	}
 	r.idx.epoch.RLock()
 	defer r.idx.epoch.RUnlock()
 	if err := r.checkVersions(req.Ops); err != nil {

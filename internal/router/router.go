@@ -1,19 +1,23 @@
 // Package router maps a request's database and partition key to the
-// partition replica that serves it.
-//
-// On one node every partition is local; with replication the router is also
-// where requests for partitions led elsewhere are forwarded.
+// partition replica that serves it: a replica hosted here that leads (or,
+// for a read that tolerates staleness, is fresh enough), or else the node
+// the request must be forwarded to.
 package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/schema"
 	"github.com/doppio-db/doppio/internal/storage"
 )
@@ -26,24 +30,84 @@ func PartitionOf(db schema.Database, pk []byte) int {
 	return int(xxhash.Sum64(pk) % uint64(db.Partitions))
 }
 
+// Directory answers where other nodes are; the node implements it from the
+// routing table it watches in etcd.
+type Directory interface {
+	// RoutedLeader returns the live node that publishes itself as leader of
+	// partition p of db, and its HTTP address.
+	RoutedLeader(db string, p int) (node, http string, ok bool)
+	// NodeByRaft returns the node id and HTTP address of a Raft member.
+	NodeByRaft(raft uint64) (node, http string, ok bool)
+}
+
+// ElsewhereError says the partition is led by another node: the request is
+// to be forwarded there. Unforwarded, it is a 503 with a Retry-After.
+type ElsewhereError struct {
+	DB        string
+	Partition int
+	Node      string // leader's node id
+	HTTP      string // leader's REST address (host:port)
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("partition %s/%d is led by node %s (%s)", e.DB, e.Partition, e.Node, e.HTTP)
+}
+
+// Unwrap makes an unforwarded ElsewhereError a retryable 503.
+func (e *ElsewhereError) Unwrap() error {
+	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
+}
+
+// Access says what a request needs of the replica.
+type Access struct {
+	// Read requests are made linearizable (ReadIndex) unless Staleness
+	// allows a replica that was fresh within it to answer.
+	Read      bool
+	Staleness time.Duration
+}
+
+// Config configures a Router.
+type Config struct {
+	Engine *storage.Engine
+	Limits partition.Limits
+	// Tables lists a database's current tables, whose indexes every opened
+	// replica builds.
+	Tables func(db string) []*schema.Table
+	// Self is this node's Raft id.
+	Self      uint64
+	Directory Directory
+	// LeadWait bounds how long a request waits for a leader to be known
+	// (default 2 s; the request's own deadline may end it sooner).
+	LeadWait time.Duration
+	Logger   *slog.Logger
+}
+
+type hosted struct {
+	rep   *partition.Replica
+	group *replication.Group
+}
+
 // Router opens and finds the partition replicas of this node.
 type Router struct {
-	engine *storage.Engine
-	limits partition.Limits
-	tables func(db string) []*schema.Table
+	cfg    Config
 	log    *slog.Logger
 	ctx    context.Context // of background work (index builds)
 	cancel context.CancelFunc
 
 	mu       sync.RWMutex
-	replicas map[string][]*partition.Replica
+	replicas map[string]map[int]hosted
 }
 
-// New returns a router over the replicas stored in e; tables lists a
-// database's current tables, whose indexes every opened replica builds.
-func New(e *storage.Engine, limits partition.Limits, tables func(db string) []*schema.Table, log *slog.Logger) *Router {
+// New returns a router with no replica open.
+func New(cfg Config) *Router {
+	if cfg.LeadWait <= 0 {
+		cfg.LeadWait = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{engine: e, limits: limits, tables: tables, log: log, ctx: ctx, cancel: cancel, replicas: map[string][]*partition.Replica{}}
+	return &Router{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, replicas: map[string]map[int]hosted{}}
 }
 
 // Close stops the replicas' background work and waits for it to end.
@@ -56,14 +120,56 @@ func (r *Router) Close() {
 	}
 }
 
+// Open makes the replica of partition p of db, replicated by g, available
+// to requests, and returns it (the existing one if open).
+func (r *Router) Open(db string, p int, g *replication.Group) (*partition.Replica, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h, ok := r.replicas[db][p]; ok && h.group == g {
+		return h.rep, nil
+	}
+	rep := partition.New(r.cfg.Engine, db, p, g, r.cfg.Limits)
+	if err := rep.SyncIndexes(r.ctx, r.cfg.Tables(db), r.log); err != nil {
+		return nil, fmt.Errorf("open partition %s/%d: %w", db, p, err)
+	}
+	if r.replicas[db] == nil {
+		r.replicas[db] = map[int]hosted{}
+	}
+	r.replicas[db][p] = hosted{rep: rep, group: g}
+	return rep, nil
+}
+
+// Drop stops routing to the replica of partition p of db (it was moved
+// away); its background work ends.
+func (r *Router) Drop(db string, p int) {
+	r.mu.Lock()
+	h, ok := r.replicas[db][p]
+	if ok {
+		delete(r.replicas[db], p)
+		if len(r.replicas[db]) == 0 {
+			delete(r.replicas, db)
+		}
+	}
+	r.mu.Unlock()
+	if ok {
+		h.rep.WaitIndexJobs()
+	}
+}
+
+// Hosted returns this node's replica of partition p of db and its Raft
+// group.
+func (r *Router) Hosted(db string, p int) (*partition.Replica, *replication.Group, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.replicas[db][p]
+	return h.rep, h.group, ok
+}
+
 // SyncIndexes brings the indexes of db's open replicas in line with its
 // current tables (see partition.Replica.SyncIndexes).
 func (r *Router) SyncIndexes(db string) error {
-	r.mu.RLock()
-	ps := r.replicas[db]
-	r.mu.RUnlock()
-	tables := r.tables(db)
-	for _, p := range ps {
+	tables := r.cfg.Tables(db)
+	for _, p := range r.Partitions(db) {
 		if err := p.SyncIndexes(r.ctx, tables, r.log); err != nil {
 			return fmt.Errorf("partition %s/%d: %w", db, p.ID, err)
 		}
@@ -71,57 +177,115 @@ func (r *Router) SyncIndexes(db string) error {
 	return nil
 }
 
-// Locate returns the replica of db holding the document group of the
-// partition key pk (a string or int64), opening the database's partitions on
-// first use.
-func (r *Router) Locate(db schema.Database, pk any) (*partition.Replica, error) {
+// Locate routes a request for the document group of the partition key pk
+// (a string or int64) of db; see Route.
+func (r *Router) Locate(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, error) {
 	enc, err := keys.EncodeTuple(keys.Tuple{pk})
 	if err != nil {
 		return nil, err
 	}
-	ps, err := r.Partitions(db)
-	if err != nil {
-		return nil, err
-	}
-	return ps[PartitionOf(db, enc)], nil
+	return r.Route(ctx, db, PartitionOf(db, enc), a)
 }
 
-// Partitions returns every replica of db, opening them on first use.
-func (r *Router) Partitions(db schema.Database) ([]*partition.Replica, error) {
+// Route returns the replica of partition p of db that serves a request
+// here: the hosted leader (for a read, once ReadIndex confirms it is
+// current), or a hosted replica fresh within a stale read's bound. If
+// another node leads, it fails with *ElsewhereError; if no leader becomes
+// known within LeadWait (or ctx), with a problem.Unavailable error carrying
+// a Retry-After.
+func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
+	if p < 0 || p >= db.Partitions {
+		return nil, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
+	}
+	wait, cancel := context.WithTimeout(ctx, r.cfg.LeadWait)
+	defer cancel()
+	for {
+		rep, g, ok := r.Hosted(db.Name, p)
+		if ok {
+			if a.Read && a.Staleness > 0 && time.Since(g.FreshAt()) <= a.Staleness {
+				return rep, nil
+			}
+			err := g.Lead(wait)
+			if err == nil {
+				if a.Read {
+					if err := g.ReadIndex(ctx); err != nil {
+						return nil, err
+					}
+				}
+				return rep, nil
+			}
+			if fw := r.redirect(db.Name, p, err); fw != nil {
+				return nil, fw
+			}
+			if wait.Err() != nil {
+				return nil, noLeader(db.Name, p, err)
+			}
+		} else if node, http, ok := r.cfg.Directory.RoutedLeader(db.Name, p); ok {
+			return nil, &ElsewhereError{DB: db.Name, Partition: p, Node: node, HTTP: http}
+		}
+		// Not hosted here and no leader published yet (a new database, or
+		// an election in progress): look again shortly.
+		select {
+		case <-wait.Done():
+			return nil, noLeader(db.Name, p, nil)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func noLeader(db string, p int, cause error) error {
+	d := fmt.Sprintf("partition %s/%d has no leader available", db, p)
+	if cause != nil {
+		d += ": " + cause.Error()
+	}
+	return &problem.Error{Kind: problem.Unavailable, Detail: d, Operation: -1, RetryAfter: 1}
+}
+
+// Redirect turns an error that names another node as the partition's
+// leader (from Raft) into an *ElsewhereError, so the request can be
+// forwarded; other errors are returned unchanged.
+func (r *Router) Redirect(db string, p int, err error) error {
+	if fw := r.redirect(db, p, err); fw != nil {
+		return fw
+	}
+	return err
+}
+
+func (r *Router) redirect(db string, p int, err error) *ElsewhereError {
+	var nl *replication.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader == 0 || nl.Leader == r.cfg.Self {
+		return nil
+	}
+	node, http, ok := r.cfg.Directory.NodeByRaft(nl.Leader)
+	if !ok {
+		return nil
+	}
+	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}
+}
+
+// Partitions returns db's replicas hosted on this node, by partition.
+func (r *Router) Partitions(db string) []*partition.Replica {
 	r.mu.RLock()
-	ps, ok := r.replicas[db.Name]
-	r.mu.RUnlock()
-	if ok {
-		return ps, nil
+	defer r.mu.RUnlock()
+	out := make([]*partition.Replica, 0, len(r.replicas[db]))
+	for _, h := range r.replicas[db] {
+		out = append(out, h.rep)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ps, ok := r.replicas[db.Name]; ok {
-		return ps, nil
-	}
-	ps = make([]*partition.Replica, db.Partitions)
-	for i := range ps {
-		prefix := keys.PartitionPrefix(db.Name, i)
-		seq, err := partition.NewLocal(r.engine, prefix)
-		if err != nil {
-			return nil, fmt.Errorf("open partition %s/%d: %w", db.Name, i, err)
-		}
-		ps[i] = partition.New(r.engine, db.Name, i, seq, r.limits)
-		if err := ps[i].SyncIndexes(r.ctx, r.tables(db.Name), r.log); err != nil {
-			return nil, fmt.Errorf("open partition %s/%d: %w", db.Name, i, err)
-		}
-	}
-	r.replicas[db.Name] = ps
-	return ps, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // All returns every open replica, grouped by database.
 func (r *Router) All() map[string][]*partition.Replica {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make(map[string][]*partition.Replica, len(r.replicas))
-	for k, v := range r.replicas {
-		out[k] = v
+	dbs := make([]string, 0, len(r.replicas))
+	for db := range r.replicas {
+		dbs = append(dbs, db)
+	}
+	r.mu.RUnlock()
+	out := make(map[string][]*partition.Replica, len(dbs))
+	for _, db := range dbs {
+		out[db] = r.Partitions(db)
 	}
 	return out
 }

@@ -1,0 +1,381 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// clusterNode is one `doppio start` process with fixed addresses, so that
+// it can be killed and started again as the same node.
+type clusterNode struct {
+	*devNode
+	id   string
+	args []string
+}
+
+// startClusterNode starts node id against the etcd at endpoint.
+func startClusterNode(t *testing.T, id, data, endpoint string) *clusterNode {
+	t.Helper()
+	args := []string{"start", "--id", id, "--data", filepath.Join(data, id),
+		"--http", freePort(t), "--grpc", freePort(t), "--etcd", endpoint}
+	n := &clusterNode{id: id, args: args}
+	n.devNode = runNode(t, args)
+	return n
+}
+
+// restart starts the (killed) node again with the same flags.
+func (n *clusterNode) restart(t *testing.T) {
+	t.Helper()
+	n.devNode = runNode(t, n.args)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// runNode starts the binary with args and waits for its ready line.
+func runNode(t *testing.T, args []string) *devNode {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n := &devNode{t: t, cmd: cmd, logs: &bytes.Buffer{}}
+	var mu sync.Mutex
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			mu.Lock()
+			n.logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+	}()
+	select {
+	case addr, ok := <-found:
+		if !ok {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("doppio %v exited before it was ready:\n%s", args, n.logs)
+		}
+		n.addr = "http://" + addr
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("doppio %v not ready after 30s", args)
+	}
+	t.Cleanup(func() { n.kill() })
+	return n
+}
+
+// startCluster starts an etcd in the test process and three nodes.
+func startCluster(t *testing.T) []*clusterNode {
+	t.Helper()
+	data := t.TempDir()
+	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	ep := etcd.Endpoints()[0]
+	nodes := make([]*clusterNode, 3)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i] = startClusterNode(t, fmt.Sprintf("n%d", i+1), data, ep)
+		}()
+	}
+	wg.Wait()
+	return nodes
+}
+
+func clusterInfo(t *testing.T, n *clusterNode) node.ClusterInfo {
+	t.Helper()
+	var info node.ClusterInfo
+	if err := json.Unmarshal(n.must(200, "GET", "/_cluster", nil), &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v; last state:\n%s", what, d, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// settled reports whether every partition has its replicas members, one
+// leader and every member caught up with it.
+func settled(info node.ClusterInfo, partitions, replicas int) (bool, string) {
+	js, _ := json.MarshalIndent(info.Partitions, "", " ")
+	if len(info.Partitions) != partitions {
+		return false, string(js)
+	}
+	for _, p := range info.Partitions {
+		leaders := 0
+		for _, m := range p.Members {
+			if m.Role == "leader" {
+				leaders++
+			}
+			if m.SCN != p.SCN {
+				return false, string(js)
+			}
+		}
+		if len(p.Replicas) != replicas || len(p.Members) != replicas || leaders != 1 || p.Leader == "" {
+			return false, string(js)
+		}
+	}
+	return true, ""
+}
+
+// groupsByPartition finds a partition key (document group) for each
+// partition of a database of n partitions.
+func groupsByPartition(n int) []string {
+	out := make([]string, n)
+	db := schema.Database{Partitions: n}
+	for i, left := 0, n; left > 0; i++ {
+		g := fmt.Sprint("g", i)
+		enc, _ := keys.EncodeTuple(keys.Tuple{g})
+		if p := router.PartitionOf(db, enc); out[p] == "" {
+			out[p] = g
+			left--
+		}
+	}
+	return out
+}
+
+// TestClusterFailoverLosesNoAcknowledgedWrite runs three node processes,
+// writes through all of them, kills -9 a node that leads partitions while
+// eight clients write through the others, measures for each partition how
+// long until a write succeeds again, checks every acknowledged write is
+// there, and restarts the node, which catches up and serves again.
+func TestClusterFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	const partitions = 8
+	nodes := startCluster(t)
+	nodes[0].must(201, "PUT", "/_schemas/e2e", map[string]any{"partitions": partitions, "replicas": 3})
+	nodes[0].must(201, "PUT", "/_schemas/e2e/Counter", counterSchema)
+	groups := groupsByPartition(partitions)
+
+	// Writes through every node: forwarding reaches each leader.
+	for i, n := range nodes {
+		for p, g := range groups {
+			st, _, b := n.do("PUT", fmt.Sprintf("/e2e/Counter/%s/%d", g, i), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+			if st != 201 {
+				t.Fatalf("write through %s to partition %d: %d %s", n.id, p, st, b)
+			}
+		}
+	}
+	waitFor(t, 10*time.Second, "3 caught-up replicas and one leader per partition", func() (bool, string) {
+		return settled(clusterInfo(t, nodes[1]), partitions, 3)
+	})
+
+	// The victim: the node leading the most partitions.
+	info := clusterInfo(t, nodes[0])
+	led := map[string][]int{}
+	for _, p := range info.Partitions {
+		led[p.Leader] = append(led[p.Leader], p.Partition)
+	}
+	victim := nodes[0]
+	for _, n := range nodes {
+		if len(led[n.id]) > len(led[victim.id]) {
+			victim = n
+		}
+	}
+	var survivors []*clusterNode
+	for _, n := range nodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	t.Logf("killing %s, leader of partitions %v", victim.id, led[victim.id])
+
+	type ack struct {
+		path string
+		n    int64
+	}
+	var (
+		mu        sync.Mutex
+		acked     []ack
+		killedAt  time.Time
+		recovered = map[int]time.Duration{}
+		wg        sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int64(0); ctx.Err() == nil; i++ {
+				p := int(i+int64(w)) % partitions
+				path := fmt.Sprintf("/e2e/Counter/%s/%d", groups[p], 1_000_000*int64(w+1)+i)
+				through := survivors[(int(i)+w)%len(survivors)]
+				// Retry until acknowledged: every attempt may or may not
+				// have been applied, only a 201 is an acknowledgement.
+				for ctx.Err() == nil {
+					rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+					st, _, _, err := through.try(rctx, "PUT", path, map[string]any{"n": i, "writer": fmt.Sprint("w", w)}, "X-Doppio-Timeout", "1s")
+					rcancel()
+					if err == nil && st == 201 {
+						mu.Lock()
+						acked = append(acked, ack{path, i})
+						if !killedAt.IsZero() {
+							if _, ok := recovered[p]; !ok {
+								recovered[p] = time.Since(killedAt)
+							}
+						}
+						mu.Unlock()
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	mu.Lock()
+	killedAt = time.Now()
+	mu.Unlock()
+	victim.kill()
+	time.Sleep(3 * time.Second)
+	cancel()
+	wg.Wait()
+
+	var worst time.Duration
+	for _, p := range led[victim.id] {
+		d, ok := recovered[p]
+		if !ok {
+			t.Fatalf("partition %d (led by the killed node) accepted no write within 3s", p)
+		}
+		t.Logf("partition %d: writable again %v after the kill", p, d.Round(time.Millisecond))
+		worst = max(worst, d)
+	}
+	t.Logf("failover: worst partition writable again after %v (target < 1s); %d writes acknowledged", worst.Round(time.Millisecond), len(acked))
+	if worst > 2*time.Second {
+		t.Errorf("failover took %v, far above the 1s target", worst)
+	}
+
+	// Every acknowledged write is there, read linearizably through a survivor.
+	for _, a := range acked {
+		st, _, b := survivors[0].do("GET", a.path, nil)
+		if st != 200 {
+			t.Fatalf("acknowledged write %s: status %d %s", a.path, st, b)
+		}
+		var doc struct{ N int64 }
+		if err := json.Unmarshal(b, &doc); err != nil || doc.N != a.n {
+			t.Fatalf("acknowledged write %s: got %s, want n=%d", a.path, b, a.n)
+		}
+	}
+
+	// The killed node comes back, catches up and serves.
+	victim.restart(t)
+	waitFor(t, 15*time.Second, "restarted node caught up", func() (bool, string) {
+		return settled(clusterInfo(t, victim), partitions, 3)
+	})
+	for p, g := range groups {
+		victim.must(201, "PUT", fmt.Sprintf("/e2e/Counter/%s/%d", g, 42), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+		b := victim.must(200, "GET", fmt.Sprintf("/e2e/Counter/%s/%d", g, 42), nil)
+		if !bytes.Contains(b, []byte(fmt.Sprintf(`"n":%d`, p))) {
+			t.Fatalf("read back through the restarted node: %s", b)
+		}
+	}
+	// Stale reads are answered by the restarted node's own replicas.
+	for _, a := range acked[:min(len(acked), 50)] {
+		victim.must(200, "GET", a.path, nil, "X-Doppio-Staleness", "10s")
+	}
+	info = clusterInfo(t, victim)
+	var leads []string
+	for _, n := range info.Nodes {
+		leads = append(leads, fmt.Sprintf("%s:%d/%d", n.ID, n.Leads, n.Follows))
+	}
+	sort.Strings(leads)
+	t.Logf("after restart, leads/follows: %v", leads)
+}
+
+// TestPartitionWithoutQuorumAnswers503 kills two of three nodes: requests
+// to the partitions answer 503 with Retry-After within the request's
+// deadline instead of hanging.
+func TestPartitionWithoutQuorumAnswers503(t *testing.T) {
+	nodes := startCluster(t)
+	nodes[0].must(201, "PUT", "/_schemas/e2e", map[string]any{"partitions": 2, "replicas": 3})
+	nodes[0].must(201, "PUT", "/_schemas/e2e/Counter", counterSchema)
+	groups := groupsByPartition(2)
+	for p, g := range groups {
+		nodes[0].must(201, "PUT", "/e2e/Counter/"+g+"/1", map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+	}
+	waitFor(t, 10*time.Second, "settled", func() (bool, string) { return settled(clusterInfo(t, nodes[0]), 2, 3) })
+	nodes[1].kill()
+	nodes[2].kill()
+	for _, c := range []struct {
+		header []string
+		limit  time.Duration
+	}{
+		{[]string{"X-Doppio-Timeout", "1s"}, 2 * time.Second},
+		{nil, 6 * time.Second}, // the server's default deadline, 5s
+	} {
+		for _, g := range groups {
+			for _, method := range []string{"PUT", "GET"} {
+				var body any
+				if method == "PUT" {
+					body = map[string]any{"n": 7}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				start := time.Now()
+				st, h, b, err := nodes[0].try(ctx, method, "/e2e/Counter/"+g+"/2", body, c.header...)
+				took := time.Since(start)
+				cancel()
+				if err != nil {
+					t.Fatalf("%s %s: %v after %v", method, g, err, took)
+				}
+				if st != 503 || h.Get("Retry-After") == "" || took > c.limit {
+					t.Fatalf("%s %s with %v: status %d, Retry-After %q after %v (limit %v): %s", method, g, c.header, st, h.Get("Retry-After"), took, c.limit, b)
+				}
+				t.Logf("%s partition of %s without quorum: 503 after %v", method, g, took.Round(time.Millisecond))
+			}
+		}
+	}
+}

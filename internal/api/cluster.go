@@ -1,0 +1,196 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/router"
+)
+
+const (
+	// headerForwardedBy marks a request one node forwarded to another; a
+	// node never forwards such a request again, so routing tables that
+	// disagree cannot bounce a request around.
+	headerForwardedBy = "X-Doppio-Forwarded-By"
+	// headerStaleness on a read allows an answer that old from any replica.
+	headerStaleness = "X-Doppio-Staleness"
+	// headerTimeout shortens the server's deadline for a request (a Go
+	// duration or seconds), so an answer — at worst a 503 — comes before
+	// the client gives up.
+	headerTimeout = "X-Doppio-Timeout"
+)
+
+// Cluster is what the API asks the node about the cluster.
+type Cluster interface {
+	// Info is the body of GET /_cluster.
+	Info(ctx context.Context) (any, error)
+	// Local is the body of GET /_internal/replicas: this node's replicas
+	// and their Raft status.
+	Local() any
+}
+
+// hopHeaders are not forwarded (RFC 9110 7.6.1).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// forward replays r, with body, on the leader's node and copies its answer.
+func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, to *router.ElsewhereError) error {
+	if by := r.Header.Get(headerForwardedBy); by != "" {
+		return &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+to.HTTP+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, vs := range r.Header {
+		if !hopHeaders[k] {
+			req.Header[k] = vs
+		}
+	}
+	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		return &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
+	}
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if !hopHeaders[k] {
+			h[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// withDeadline bounds a data request by the server's request timeout, or
+// the shorter X-Doppio-Timeout, so that no request waits forever for a
+// quorum.
+func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFunc, error) {
+	d := s.cfg.RequestTimeout
+	if v := r.Header.Get(headerTimeout); v != "" {
+		t, err := parseDuration(v)
+		if err != nil || t <= 0 {
+			return r, func() {}, problem.Field(problem.Malformed, headerTimeout, "%s %q is not a positive duration (e.g. 2s, 500ms)", headerTimeout, v)
+		}
+		d = min(d, t)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return r.WithContext(ctx), cancel, nil
+}
+
+// access is what a read asks of the replica: linearizable, unless
+// X-Doppio-Staleness allows an older answer.
+func access(r *http.Request) (router.Access, error) {
+	a := router.Access{Read: true}
+	if v := r.Header.Get(headerStaleness); v != "" {
+		d, err := parseDuration(v)
+		if err != nil || d < 0 {
+			return a, problem.Field(problem.Malformed, headerStaleness, "%s %q is not a duration (e.g. 5s, 250ms)", headerStaleness, v)
+		}
+		a.Staleness = d
+	}
+	return a, nil
+}
+
+// parseDuration takes a Go duration or a number of seconds.
+func parseDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ params) error {
+	if s.clusterInfo == nil {
+		return writeJSON(w, http.StatusOK, map[string]any{})
+	}
+	info, err := s.clusterInfo.Info(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, info)
+}
+
+// internalReplicas answers this node's replicas, for another node's
+// /_cluster.
+func (s *Server) internalReplicas(w http.ResponseWriter, r *http.Request, _ params) error {
+	if s.clusterInfo == nil {
+		return writeJSON(w, http.StatusOK, map[string]any{})
+	}
+	return writeJSON(w, http.StatusOK, s.clusterInfo.Local())
+}
+
+// partitionPage is one partition's answer to a query over all its
+// document groups: the page with its sort values (for merging) and the
+// rendered documents of its keys (null where a document vanished).
+type partitionPage struct {
+	Keys       [][]byte          `json:"keys"`
+	SortValues [][]byte          `json:"sortValues,omitempty"`
+	Count      int               `json:"count"`
+	Next       string            `json:"next,omitempty"`
+	Documents  []json.RawMessage `json:"documents"`
+}
+
+// fetchPage asks the leader's node for one partition's page of a query.
+func (s *Server) fetchPage(r *http.Request, to *router.ElsewhereError, table string) (partitionPage, error) {
+	var page partitionPage
+	u := fmt.Sprintf("http://%s/_internal/query/%s/%s/%d?%s", to.HTTP, url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery)
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)
+	if err != nil {
+		return page, err
+	}
+	for _, h := range []string{headerSchemaVersion, headerStaleness, headerTimeout} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		return page, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("%s, but asking it failed: %v", to.Error(), err)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return page, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var pb problemBody
+		_ = json.Unmarshal(b, &pb)
+		kind := problem.Unavailable
+		if resp.StatusCode == http.StatusConflict {
+			kind = problem.Conflict
+		}
+		e := &problem.Error{Kind: kind, Operation: -1, Field: pb.Field, RetryAfter: pb.RetryAfter,
+			Detail: fmt.Sprintf("partition %s/%d on node %s: %s", to.DB, to.Partition, to.Node, pb.Detail)}
+		if kind == problem.Unavailable && e.RetryAfter == 0 {
+			e.RetryAfter = 1
+		}
+		return page, e
+	}
+	if err := json.Unmarshal(b, &page); err != nil {
+		return page, fmt.Errorf("partition %s/%d on node %s: %w", to.DB, to.Partition, to.Node, err)
+	}
+	if len(page.Documents) != len(page.Keys) {
+		return page, errors.New("partition page: documents do not match keys")
+	}
+	return page, nil
+}

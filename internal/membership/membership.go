@@ -1,0 +1,72 @@
+// Package membership is the cluster's shared state in etcd that is not
+// schema: which nodes are alive and where they listen, where each
+// partition's replicas are placed, and which node leads each partition.
+//
+// Layout under the prefix (next to the catalog's db/ and table/):
+//
+//	{prefix}/nodes/{id}       JSON Node, under a lease: the node is alive while the key exists
+//	{prefix}/placement/{db}   JSON Placement, written by the active controller
+//	{prefix}/leaders/{id}     JSON Leaderships: the partitions node id leads, rewritten in batches
+//
+// A View caches all three and keeps them current with watches, so routing
+// decisions never wait for etcd.
+package membership
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Key directories under the prefix.
+const (
+	NodesDir     = "/nodes/"
+	PlacementDir = "/placement/"
+	LeadersDir   = "/leaders/"
+)
+
+// Node is a node's registration.
+type Node struct {
+	ID      string    `json:"id"`
+	HTTP    string    `json:"http"` // host:port of the REST API
+	GRPC    string    `json:"grpc"` // host:port of node-to-node traffic (Raft)
+	Zone    string    `json:"zone"`
+	Started time.Time `json:"started"`
+}
+
+// Placement is where a database's partitions live: Partitions[i] is
+// partition i.
+type Placement struct {
+	Version    int64                `json:"version"`
+	Partitions []PartitionPlacement `json:"partitions"`
+}
+
+// PartitionPlacement lists a partition's replicas (node ids) and its
+// preferred leader.
+type PartitionPlacement struct {
+	Replicas []string `json:"replicas"`
+	Leader   string   `json:"leader"`
+}
+
+// Leaderships maps database → partition → Raft term: the partitions a node
+// leads.
+type Leaderships map[string]map[int]uint64
+
+// RaftID is the Raft member id of the node named id: a hash of the name,
+// so every node derives the same id for a peer without coordination.
+// (Collisions among a cluster's few node names are astronomically unlikely;
+// 0 is reserved by Raft.)
+func RaftID(id string) uint64 {
+	h := xxhash.Sum64String(id)
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func decode[T any](b []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}

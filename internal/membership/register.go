@@ -1,0 +1,198 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultTTL is how long a node's registration outlives its last
+// keep-alive: the failure detector's delay for routing tables.
+const DefaultTTL = 3 * time.Second
+
+// leadershipBatch is how long leadership changes are collected before one
+// etcd write publishes them all (the paper's Figure 4: a failover changes
+// the leaders of many partitions at once; one write per partition would
+// make etcd the bottleneck).
+const leadershipBatch = 50 * time.Millisecond
+
+// Registration keeps a node's key alive under a lease and publishes the
+// partitions it leads under the same lease, so both disappear when the node
+// dies. If the lease is lost (etcd unreachable past the TTL), a new one is
+// granted and both keys are written again.
+type Registration struct {
+	cli    *clientv3.Client
+	prefix string
+	node   Node
+	ttl    time.Duration
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	leads   Leaderships
+	dirty   chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+	leaseMu sync.Mutex
+	lease   clientv3.LeaseID
+}
+
+// Register writes node's key and keeps it alive until Close. It returns
+// once the key is written.
+func Register(ctx context.Context, cli *clientv3.Client, prefix string, node Node, ttl time.Duration, log *slog.Logger) (*Registration, error) {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	r := &Registration{
+		cli: cli, prefix: prefix, node: node, ttl: ttl, log: log.With("component", "membership"),
+		leads: Leaderships{}, dirty: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	ka, err := r.grant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.run(bg, ka)
+	return r, nil
+}
+
+// grant takes a new lease, writes the node key and the leaderships under
+// it and starts keeping it alive.
+func (r *Registration) grant(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	secs := int64((r.ttl + time.Second - 1) / time.Second)
+	lg, err := r.cli.Grant(ctx, secs)
+	if err != nil {
+		return nil, err
+	}
+	val, _ := json.Marshal(r.node)
+	if _, err := r.cli.Put(ctx, r.prefix+NodesDir+r.node.ID, string(val), clientv3.WithLease(lg.ID)); err != nil {
+		return nil, err
+	}
+	r.leaseMu.Lock()
+	r.lease = lg.ID
+	r.leaseMu.Unlock()
+	if err := r.publish(ctx); err != nil {
+		return nil, err
+	}
+	// The keep-alive stream lives as long as the registration, not ctx.
+	return r.cli.KeepAlive(context.WithoutCancel(ctx), lg.ID)
+}
+
+func (r *Registration) run(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(r.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ka:
+			if ok {
+				continue
+			}
+			r.log.Warn("node lease lost; registering again")
+			for ctx.Err() == nil {
+				var err error
+				if ka, err = r.grant(ctx); err == nil {
+					break
+				}
+				r.log.Warn("register node", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		case <-r.dirty:
+			// Coalesce: everything that changes within the batch window
+			// goes out in one write.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(leadershipBatch):
+			}
+			if err := r.publish(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("publish leaderships", "err", err)
+				r.markDirty()
+			}
+		}
+	}
+}
+
+func (r *Registration) markDirty() {
+	select {
+	case r.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// publish writes the current leaderships under the current lease.
+func (r *Registration) publish(ctx context.Context) error {
+	r.mu.Lock()
+	val, _ := json.Marshal(r.leads)
+	r.mu.Unlock()
+	r.leaseMu.Lock()
+	lease := r.lease
+	r.leaseMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := r.cli.Put(ctx, r.prefix+LeadersDir+r.node.ID, string(val), clientv3.WithLease(lease))
+	return err
+}
+
+// SetLeader records that this node leads (term > 0) or no longer leads
+// (term 0) partition p of db. It never blocks: changes are written in
+// batches.
+func (r *Registration) SetLeader(db string, p int, term uint64) {
+	r.mu.Lock()
+	ps := r.leads[db]
+	if term == 0 {
+		if _, ok := ps[p]; !ok {
+			r.mu.Unlock()
+			return
+		}
+		delete(ps, p)
+		if len(ps) == 0 {
+			delete(r.leads, db)
+		}
+	} else {
+		if ps == nil {
+			ps = map[int]uint64{}
+			r.leads[db] = ps
+		}
+		if ps[p] == term {
+			r.mu.Unlock()
+			return
+		}
+		ps[p] = term
+	}
+	r.mu.Unlock()
+	r.markDirty()
+}
+
+// Leaderships returns what this node publishes.
+func (r *Registration) Leaderships() Leaderships {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(Leaderships, len(r.leads))
+	for db, ps := range r.leads {
+		out[db] = maps.Clone(ps)
+	}
+	return out
+}
+
+// Close stops keeping the registration alive and revokes the lease, so the
+// node is seen gone at once rather than after the TTL.
+func (r *Registration) Close() error {
+	r.cancel()
+	<-r.done
+	r.leaseMu.Lock()
+	lease := r.lease
+	r.leaseMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := r.cli.Revoke(ctx, lease)
+	return err
+}

@@ -1,0 +1,318 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// View is a watched, cached copy of the nodes, placements and leaderships
+// in etcd. Safe for concurrent use.
+type View struct {
+	cli    *clientv3.Client
+	prefix string
+	log    *slog.Logger
+
+	mu         sync.RWMutex
+	nodes      map[string]Node
+	byRaft     map[uint64]string
+	placements map[string]PlacementRecord
+	leaders    map[string]Leaderships // by node id
+
+	subMu sync.Mutex
+	subs  map[int]chan struct{}
+	next  int
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// PlacementRecord is a placement with the etcd revisions of its key.
+type PlacementRecord struct {
+	Placement
+	// CreateRevision is the revision that first wrote the key: the
+	// placement as of that revision is the database's initial placement.
+	CreateRevision int64
+	ModRevision    int64
+}
+
+// Open loads the current state and watches it until Close.
+func Open(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Logger) (*View, error) {
+	v := &View{
+		cli: cli, prefix: prefix, log: log.With("component", "membership"),
+		nodes: map[string]Node{}, byRaft: map[uint64]string{},
+		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{},
+		subs: map[int]chan struct{}{},
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	v.cancel = cancel
+	for _, dir := range []string{NodesDir, PlacementDir, LeadersDir} {
+		rev, err := v.load(ctx, dir)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("membership: load %s: %w", dir, err)
+		}
+		v.wg.Add(1)
+		go v.watch(bg, dir, rev)
+	}
+	return v, nil
+}
+
+// Close stops the watches.
+func (v *View) Close() {
+	v.cancel()
+	v.wg.Wait()
+}
+
+// Subscribe returns a channel that receives a value (coalesced) after any
+// change, and a function that ends the subscription.
+func (v *View) Subscribe() (<-chan struct{}, func()) {
+	v.subMu.Lock()
+	defer v.subMu.Unlock()
+	ch := make(chan struct{}, 1)
+	id := v.next
+	v.next++
+	v.subs[id] = ch
+	return ch, func() {
+		v.subMu.Lock()
+		delete(v.subs, id)
+		v.subMu.Unlock()
+	}
+}
+
+func (v *View) notify() {
+	v.subMu.Lock()
+	defer v.subMu.Unlock()
+	for _, ch := range v.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// load replaces the cache of dir with what etcd holds and returns the
+// revision read.
+func (v *View) load(ctx context.Context, dir string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := v.cli.Get(ctx, v.prefix+dir, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	v.mu.Lock()
+	switch dir {
+	case NodesDir:
+		clear(v.nodes)
+		clear(v.byRaft)
+	case PlacementDir:
+		clear(v.placements)
+	case LeadersDir:
+		clear(v.leaders)
+	}
+	for _, kv := range resp.Kvs {
+		v.applyLocked(dir, mvccpb.PUT, kv)
+	}
+	v.mu.Unlock()
+	v.notify()
+	return resp.Header.Revision, nil
+}
+
+func (v *View) watch(ctx context.Context, dir string, rev int64) {
+	defer v.wg.Done()
+	for ctx.Err() == nil {
+		wch := v.cli.Watch(clientv3.WithRequireLeader(ctx), v.prefix+dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range wch {
+			if err := resp.Err(); err != nil {
+				break
+			}
+			v.mu.Lock()
+			for _, ev := range resp.Events {
+				v.applyLocked(dir, ev.Type, ev.Kv)
+			}
+			v.mu.Unlock()
+			rev = resp.Header.Revision
+			v.notify()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// Compacted or broken: reload, then watch again from there.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if r, err := v.load(ctx, dir); err == nil {
+			rev = r
+		} else if ctx.Err() == nil {
+			v.log.Warn("reload after watch failure", "dir", dir, "err", err)
+		}
+	}
+}
+
+func (v *View) applyLocked(dir string, typ mvccpb.Event_EventType, kv *mvccpb.KeyValue) {
+	name := strings.TrimPrefix(string(kv.Key), v.prefix+dir)
+	del := typ == mvccpb.DELETE
+	switch dir {
+	case NodesDir:
+		if old, ok := v.nodes[name]; ok {
+			delete(v.byRaft, RaftID(old.ID))
+		}
+		delete(v.nodes, name)
+		if del {
+			return
+		}
+		n, err := decode[Node](kv.Value)
+		if err != nil || n.ID != name {
+			v.log.Warn("ignoring malformed node key", "key", string(kv.Key), "err", err)
+			return
+		}
+		v.nodes[name] = n
+		v.byRaft[RaftID(name)] = name
+	case PlacementDir:
+		delete(v.placements, name)
+		if del {
+			return
+		}
+		p, err := decode[Placement](kv.Value)
+		if err != nil {
+			v.log.Warn("ignoring malformed placement", "key", string(kv.Key), "err", err)
+			return
+		}
+		v.placements[name] = PlacementRecord{Placement: p, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision}
+	case LeadersDir:
+		delete(v.leaders, name)
+		if del {
+			return
+		}
+		l, err := decode[Leaderships](kv.Value)
+		if err != nil {
+			v.log.Warn("ignoring malformed leaderships", "key", string(kv.Key), "err", err)
+			return
+		}
+		v.leaders[name] = l
+	}
+}
+
+// Nodes returns the live nodes, sorted by id.
+func (v *View) Nodes() []Node {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]Node, 0, len(v.nodes))
+	for _, n := range v.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Node returns the registration of the live node id.
+func (v *View) Node(id string) (Node, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n, ok := v.nodes[id]
+	return n, ok
+}
+
+// NodeByRaft returns the live node whose Raft id is raft.
+func (v *View) NodeByRaft(raft uint64) (Node, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n, ok := v.nodes[v.byRaft[raft]]
+	return n, ok
+}
+
+// Placement returns the placement of db.
+func (v *View) Placement(db string) (PlacementRecord, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	p, ok := v.placements[db]
+	return p, ok
+}
+
+// Placements returns every database's placement.
+func (v *View) Placements() map[string]PlacementRecord {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make(map[string]PlacementRecord, len(v.placements))
+	for k, p := range v.placements {
+		out[k] = p
+	}
+	return out
+}
+
+// Leader returns the live node that publishes the highest term as leader
+// of partition p of db.
+func (v *View) Leader(db string, p int) (node string, term uint64, ok bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for id, l := range v.leaders {
+		if _, alive := v.nodes[id]; !alive {
+			continue
+		}
+		if t, has := l[db][p]; has && (t > term || (t == term && id < node)) {
+			node, term, ok = id, t, true
+		}
+	}
+	return node, term, ok
+}
+
+// Leaderships returns what each live node publishes.
+func (v *View) Leaderships() map[string]Leaderships {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make(map[string]Leaderships, len(v.leaders))
+	for id, l := range v.leaders {
+		out[id] = l
+	}
+	return out
+}
+
+// InitialPlacement returns the first version of db's placement (the one
+// its Raft groups were bootstrapped with), or false when etcd no longer
+// holds that revision.
+func (v *View) InitialPlacement(ctx context.Context, db string) (Placement, bool, error) {
+	rec, ok := v.Placement(db)
+	if !ok {
+		return Placement{}, false, nil
+	}
+	if rec.CreateRevision == rec.ModRevision {
+		return rec.Placement, true, nil
+	}
+	resp, err := v.cli.Get(ctx, v.prefix+PlacementDir+db, clientv3.WithRev(rec.CreateRevision))
+	if err != nil {
+		if strings.Contains(err.Error(), "compacted") {
+			return Placement{}, false, nil
+		}
+		return Placement{}, false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return Placement{}, false, nil
+	}
+	p, err := decode[Placement](resp.Kvs[0].Value)
+	return p, err == nil, err
+}
+
+// CreatePlacement writes db's placement if it has none and reports whether
+// it did.
+func CreatePlacement(ctx context.Context, cli *clientv3.Client, prefix, db string, p Placement) (bool, error) {
+	val, err := json.Marshal(p)
+	if err != nil {
+		return false, err
+	}
+	key := prefix + PlacementDir + db
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, string(val))).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}

@@ -28,3 +28,10 @@ fuzz:
 # HTTP benchmarks of the document API next to a no-op handler (the ceiling).
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./bench
+
+# The MailboxDB benchmark of the Espresso paper's Figure 7: Doppio, Bleve and
+# PostgreSQL under the same mailbox workload; writes docs/benchmarks/mailbox.{md,png,json}.
+# MAILBOX_FLAGS=-quick for a smoke run; `go run ./bench/mailbox -h` lists the sizes.
+.PHONY: bench-mailbox
+bench-mailbox:
+	$(GO) run ./bench/mailbox $(MAILBOX_FLAGS)

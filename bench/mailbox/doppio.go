@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/node"
+)
+
+// doppioSystem is a real in-process node (embedded etcd, Pebble with synced
+// writes) driven through its REST API over loopback HTTP, as users run it.
+type doppioSystem struct {
+	dir  string
+	node *node.Node
+	base string
+	hc   *http.Client
+}
+
+const doppioDB = "MailboxDB"
+
+func openDoppio(ctx context.Context, dir string, clients, partitions int) (*doppioSystem, error) {
+	n, err := node.Start(ctx, node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		return nil, fmt.Errorf("start doppio node: %w", err)
+	}
+	s := &doppioSystem{
+		dir:  dir,
+		node: n,
+		base: "http://" + n.Addr(),
+		hc: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+			MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 4 * clients, IdleConnTimeout: time.Minute,
+		}},
+	}
+	if err := s.waitReady(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	db := fmt.Sprintf(`{"partitions":%d,"replicas":1}`, partitions)
+	if _, err := s.do(ctx, "PUT", "/_schemas/"+doppioDB, []byte(db), 200, 201); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if _, err := s.do(ctx, "PUT", "/_schemas/"+doppioDB+"/Message", []byte(messageSchema), 200, 201); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *doppioSystem) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := s.do(ctx, "GET", "/readyz", nil, 200); err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("doppio node at %s not ready after a minute", s.base)
+}
+
+func (s *doppioSystem) Name() string { return "Doppio" }
+
+// do sends one request and returns the body, or an error naming the status
+// and the problem document when the status is not one of ok.
+func (s *doppioSystem) do(ctx context.Context, method, path string, body []byte, ok ...int) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range ok {
+		if resp.StatusCode == st {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+}
+
+type doppioOp struct {
+	Op       string  `json:"op"`
+	Table    string  `json:"table"`
+	Key      []any   `json:"key"`
+	Document Message `json:"document"`
+}
+
+// Load writes a mailbox in transactions of at most 500 puts.
+func (s *doppioSystem) Load(ctx context.Context, mailbox string, msgs []Message) error {
+	for start := 0; start < len(msgs); start += 500 {
+		end := min(start+500, len(msgs))
+		ops := make([]doppioOp, 0, end-start)
+		for i := start; i < end; i++ {
+			ops = append(ops, doppioOp{Op: "put", Table: "Message", Key: []any{mailbox, i + 1}, Document: msgs[i]})
+		}
+		body, err := json.Marshal(map[string]any{"partitionKey": mailbox, "ops": ops})
+		if err != nil {
+			return err
+		}
+		if _, err := s.do(ctx, "POST", "/"+doppioDB+"/_txn", body, 200, 201); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *doppioSystem) Ready(ctx context.Context) error { return nil }
+
+func (s *doppioSystem) Insert(ctx context.Context, mailbox string, id int64, m Message) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = s.do(ctx, "PUT", "/"+doppioDB+"/Message/"+url.PathEscape(mailbox)+"/"+strconv.FormatInt(id, 10), body, 201)
+	return err
+}
+
+func (s *doppioSystem) Inbox(ctx context.Context, mailbox string, limit int) ([]Hit, error) {
+	return s.query(ctx, mailbox, "isInbox:true", limit)
+}
+
+func (s *doppioSystem) Search(ctx context.Context, mailbox, word string, limit int) ([]Hit, error) {
+	return s.query(ctx, mailbox, "body:"+word, limit)
+}
+
+func (s *doppioSystem) query(ctx context.Context, mailbox, q string, limit int) ([]Hit, error) {
+	v := url.Values{"query": {q}, "sort": {"-createdOn"}, "limit": {strconv.Itoa(limit)}}
+	b, err := s.do(ctx, "GET", "/"+doppioDB+"/Message/"+url.PathEscape(mailbox)+"?"+v.Encode(), nil, 200)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Documents []struct {
+			Key      []json.RawMessage `json:"key"`
+			Document json.RawMessage   `json:"document"`
+		} `json:"documents"`
+	}
+	if err := json.Unmarshal(b, &page); err != nil {
+		return nil, fmt.Errorf("query answer: %w", err)
+	}
+	hits := make([]Hit, len(page.Documents))
+	for i, d := range page.Documents {
+		if len(d.Key) != 2 {
+			return nil, fmt.Errorf("query answer: key %s has %d parts", d.Key, len(d.Key))
+		}
+		id, err := parseID(string(bytes.Trim(d.Key[1], `"`)))
+		if err != nil {
+			return nil, err
+		}
+		hits[i] = Hit{ID: id, Doc: d.Document}
+	}
+	return hits, nil
+}
+
+func (s *doppioSystem) DiskBytes() int64 { return dirBytes(s.dir) }
+
+func (s *doppioSystem) Close() error {
+	s.hc.CloseIdleConnections()
+	return s.node.Close()
+}

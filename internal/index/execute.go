@@ -162,6 +162,12 @@ func (e *executor) reset(group []byte) {
 // matches (every one if limit <= 0) from st on, or just their number when
 // o.Count is set.
 func (e *executor) run(q Op, o Options, st start, limit int) (page, error) {
+	if !o.Count && o.Sort.Field != "" && !o.Sort.Multi && limit > 0 && e.cut == nil && !st.missing && probeable(q) {
+		p, ok, err := e.probeSorted(q, o.Sort, st, page{limit: limit})
+		if err != nil || ok {
+			return p, err
+		}
+	}
 	set, err := e.eval(q, true)
 	if err != nil {
 		return page{}, err

@@ -1,0 +1,139 @@
+package index
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/doppio-db/doppio/internal/keys"
+)
+
+// Probing: a sorted query with a small limit, whose predicate is made of
+// equalities (attribute values, text terms) under AND, OR and NOT, does not
+// need the set of every match. It walks the sort field's list in order and
+// decides each document by point lookups of its entries, stopping when the
+// page is full: the cost follows the page, not the size of the matches (the
+// inbox of a 50,000-message mailbox sorted by date). A walk that examines
+// too many documents without filling the page gives up, and the query runs
+// the general way.
+
+// probeable reports whether q can be decided for one document by lookups.
+func probeable(q Op) bool {
+	switch q := q.(type) {
+	case All, Equal:
+		return true
+	case And:
+		return !slices.ContainsFunc(q, func(o Op) bool { return !probeable(o) })
+	case Or:
+		return !slices.ContainsFunc(q, func(o Op) bool { return !probeable(o) })
+	case Not:
+		return probeable(q.Op)
+	}
+	return false
+}
+
+// A probing walk may examine probeBudget documents per result asked for,
+// plus probeSlack, before it gives up; lists shorter than that are not
+// probed. (Variables so tests can make every query probe.)
+var probeBudget, probeSlack = 64, 256
+
+// probeSorted fills p by walking the sort list from st. ok is false when
+// the walk gave up or reached the list's end before the page was full (the
+// matches without a sort value, which come last, are not known here); the
+// caller then runs the query the general way.
+func (e *executor) probeSorted(q Op, s Sort, st start, p page) (_ page, ok bool, err error) {
+	probe, err := e.it.Clone(pebble.CloneOptions{}) // same point in time
+	if err != nil {
+		return p, false, err
+	}
+	defer func() {
+		if cerr := probe.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	list := e.list(s.Field)
+	lower, upper := list, keys.PrefixEnd(list)
+	if st.bound != nil {
+		at := append(slices.Clip(list), st.bound...)
+		if s.Desc {
+			upper = at
+		} else {
+			lower = at
+		}
+	}
+	budget := probeBudget*p.limit + probeSlack
+	// A small list is cheaper to intersect with bitmaps than to probe (and
+	// a walk that reaches its end falls back anyway): count it first, keys
+	// only, up to the budget.
+	e.it.SetBounds(lower, upper)
+	n := 0
+	for more := e.it.First(); more && n < budget; more = e.it.Next() {
+		n++
+	}
+	if n < budget {
+		return p, false, e.it.Error()
+	}
+	more := e.it.First()
+	if s.Desc {
+		more = e.it.Last()
+	}
+	var key []byte
+	for ; more; more = step(e.it, s.Desc) {
+		if budget--; budget < 0 {
+			return p, false, nil
+		}
+		v := e.it.Key()[len(list):]
+		n, err := valueLen(v)
+		if err != nil {
+			return p, false, err
+		}
+		rest := v[n:]
+		if !bytes.HasPrefix(rest, e.restPrefix) {
+			continue
+		}
+		match, err := e.decide(probe, q, rest, &key)
+		if err != nil {
+			return p, false, err
+		}
+		if match && !p.add(cursor{phase: phaseSorted, value: slices.Clone(v[:n]), rest: slices.Clone(rest)}) {
+			return p, true, nil
+		}
+	}
+	return p, false, e.it.Error()
+}
+
+// decide reports whether the document rest matches q, by looking up its
+// entries through it. key is scratch space.
+func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (bool, error) {
+	switch q := q.(type) {
+	case All:
+		return true, nil
+	case Equal:
+		k, ok := AppendValue(append((*key)[:0], e.list(q.Field)...), q.Value)
+		if !ok {
+			return false, nil
+		}
+		k = append(k, rest...)
+		*key = k
+		found := it.SeekGE(k) && bytes.Equal(it.Key(), k)
+		return found, it.Error()
+	case And:
+		for _, o := range q {
+			if m, err := e.decide(it, o, rest, key); err != nil || !m {
+				return false, err
+			}
+		}
+		return true, nil
+	case Or:
+		for _, o := range q {
+			if m, err := e.decide(it, o, rest, key); err != nil || m {
+				return m, err
+			}
+		}
+		return false, nil
+	case Not:
+		m, err := e.decide(it, q.Op, rest, key)
+		return !m, err
+	}
+	return false, nil
+}

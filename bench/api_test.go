@@ -87,6 +87,7 @@ func setup() error {
 		{"PUT", "/_schemas/bench", `{"partitions":8,"replicas":1}`},
 		{"PUT", "/_schemas/bench/Mailbox", `{"key":[{"name":"mailboxId","type":"string"}],"schema":{"type":"record","name":"Mailbox","fields":[{"name":"unread","type":"long","default":0},{"name":"total","type":"long","default":0}]}}`},
 		{"PUT", "/_schemas/bench/Message", `{"key":[{"name":"mailboxId","type":"string"},{"name":"messageId","type":"long"}],"schema":{"type":"record","name":"Message","fields":[{"name":"subject","type":"string"},{"name":"body","type":"string"}]}}`},
+		{"PUT", "/_schemas/bench/Inbox", `{"key":[{"name":"mailboxId","type":"string"},{"name":"messageId","type":"long"}],"schema":{"type":"record","name":"Inbox","fields":[{"name":"subject","type":"string","index":"text"},{"name":"isInbox","type":"boolean","index":"attribute"},{"name":"createdOn","type":"long","index":"attribute"}]}}`},
 	}
 	for _, s := range steps {
 		if code, err := send(s.method, target+s.path, s.body); err != nil || code >= 300 {
@@ -95,6 +96,12 @@ func setup() error {
 	}
 	for i := range 1000 {
 		if code, err := send("PUT", fmt.Sprintf("%s/bench/Message/m%d/%d", target, i%100, i), `{"subject":"hello","body":"world"}`); err != nil || code >= 300 {
+			return fmt.Errorf("seed: %d %v", code, err)
+		}
+	}
+	for i := range 1000 {
+		body := fmt.Sprintf(`{"subject":"hello world %d","isInbox":%v,"createdOn":%d}`, i, i%4 != 0, i)
+		if code, err := send("PUT", fmt.Sprintf("%s/bench/Inbox/m%d/%d", target, i%10, i), body); err != nil || code >= 300 {
 			return fmt.Errorf("seed: %d %v", code, err)
 		}
 	}
@@ -181,5 +188,13 @@ func BenchmarkTxn5(b *testing.B) {
 			{"op":"patch","table":"Mailbox","key":[%q],"patch":{"$inc":{"unread":4,"total":4}}}]}`,
 			box, box, base+4*i, box, base+4*i+1, box, base+4*i+2, box, base+4*i+3, box)
 		return "POST", target + "/bench/_txn", body
+	})
+}
+
+// BenchmarkQueryInbox is the paper's inbox query on a 100-message mailbox:
+// isInbox:true, newest first, a page of 20.
+func BenchmarkQueryInbox(b *testing.B) {
+	run(b, 200, func(i int64) (string, string, string) {
+		return "GET", fmt.Sprintf("%s/bench/Inbox/m%d?query=isInbox:true&sort=-createdOn&limit=20", target, i%10), ""
 	})
 }

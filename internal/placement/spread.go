@@ -1,0 +1,356 @@
+package placement
+
+import "slices"
+
+// spreadReplicas computes the target replicas of Spread mode, in steps
+// that each move as little as they can:
+//
+//  1. repair: keep every current replica on a node that is not gone or
+//     draining, add replicas up to the replication factor (on the zone with
+//     the fewest replicas of the partition, then the least loaded node);
+//  2. zones: move replicas of partitions whose zones are not spread as
+//     evenly as the zones allow;
+//  3. balance: while two eligible nodes differ by two or more replicas of a
+//     database, move one from the fuller to the emptier; then the same for
+//     replica totals, moving within a database where it keeps that
+//     database balanced;
+//  4. drop the extra replicas of partitions caught in the middle of a move
+//     (its add is complete), fix their zones, and balance again. The
+//     replica to drop is the one the last plan (Input.Previous) did not
+//     keep; that drop happens before step 2, so balancing sees true loads.
+//
+// Every step only moves what violates a constraint, so a placement that
+// meets them all is its own target. Balancing prefers replicas that do not
+// exist yet (new partitions, adds of this plan), then replicas that do not
+// lead, and never undoes a move of the last plan still under way.
+func (s *state) spreadReplicas() {
+	s.keepCurrent()
+	// All adds before any drop, so that drops see the loads they leave.
+	for _, p := range s.parts {
+		for !p.fixed && len(p.members) < p.rf {
+			n := s.bestTarget(p, -1)
+			if n < 0 {
+				n = s.fallback(p)
+			}
+			if n < 0 {
+				break
+			}
+			s.add(p, n)
+		}
+	}
+	// A partition whose move's add completed drops the replica the last
+	// plan meant to replace, before balancing sees it.
+	for _, p := range s.parts {
+		for !p.fixed && len(p.members) > p.rf && p.previous != nil {
+			n := s.bestVictim(p, -1)
+			if n < 0 || slices.Contains(p.previous, n) {
+				break
+			}
+			s.drop(p, n)
+		}
+	}
+	for _, p := range s.parts {
+		if !p.fixed && len(p.members) <= p.rf {
+			s.fixZones(p)
+		}
+	}
+	s.balance()
+	// Without the last plan, drop the remaining extras only now, from the
+	// nodes the balanced loads say are fullest: a replica that just moved
+	// to an emptier node then stays there.
+	for _, p := range s.parts {
+		for !p.fixed && len(p.members) > p.rf {
+			n := s.bestVictim(p, -1)
+			if n < 0 {
+				break
+			}
+			s.drop(p, n)
+		}
+		if !p.fixed {
+			s.fixZones(p)
+		}
+	}
+	s.balance()
+}
+
+func (s *state) balance() {
+	for d := range s.dbs {
+		s.balanceDatabase(d)
+	}
+	s.balanceTotals()
+}
+
+// keepCurrent starts the target from the current replicas that may stay.
+func (s *state) keepCurrent() {
+	for _, p := range s.parts {
+		for _, n := range p.voters {
+			if p.fixed || s.status[n] != Gone && !s.draining[n] {
+				s.add(p, n)
+			}
+		}
+		// Learners are adds in flight: keep them unless their node left.
+		for _, n := range p.learners {
+			if p.fixed || s.status[n] == Alive && !s.draining[n] {
+				s.add(p, n)
+			}
+		}
+	}
+}
+
+// fallback returns a voter of p that the target dropped (on a draining
+// node, else on a gone one), to keep it while no other node can take its
+// place: the replica count never drops.
+func (s *state) fallback(p *part) int {
+	for _, n := range p.voters {
+		if s.draining[n] && s.status[n] != Gone && !p.has(n) {
+			return n
+		}
+	}
+	for _, n := range p.voters {
+		if !p.has(n) {
+			return n
+		}
+	}
+	return -1
+}
+
+// bestTarget returns the node that should receive a new replica of p: an
+// eligible node not holding p, in the zone with the fewest replicas of p,
+// then the least loaded (in p's database, then in total), then the one
+// sharing the fewest partitions with p's replicas. It returns -1
+// if there is none. Only nodes of zone only (if >= 0) are considered.
+func (s *state) bestTarget(p *part, only int) int {
+	count, _ := s.zoneCounts(p)
+	best := -1
+	for n := range s.ids {
+		if !s.eligible[n] || p.has(n) || only >= 0 && s.zone[n] != only {
+			continue
+		}
+		if best < 0 || s.lessLoaded(p, n, best, count) {
+			best = n
+		}
+	}
+	return best
+}
+
+func (s *state) lessLoaded(p *part, a, b int, zoneCount []int) bool {
+	d := p.db
+	if zoneCount[s.zone[a]] != zoneCount[s.zone[b]] {
+		return zoneCount[s.zone[a]] < zoneCount[s.zone[b]]
+	}
+	if s.cnt[d][a] != s.cnt[d][b] {
+		return s.cnt[d][a] < s.cnt[d][b]
+	}
+	if s.tot[a] != s.tot[b] {
+		return s.tot[a] < s.tot[b]
+	}
+	if pa, pb := s.shared(p, a), s.shared(p, b); pa != pb {
+		return pa < pb
+	}
+	return a < b
+}
+
+// shared counts the partitions n already shares with p's replicas.
+func (s *state) shared(p *part, n int) int {
+	k := 0
+	for _, m := range p.members {
+		k += s.pairs[m][n]
+	}
+	return k
+}
+
+// bestVictim returns the replica of p to give up: one the last plan did not
+// keep, in the zone with the most replicas of p, on the most loaded node, preferring not to remove the
+// leader or a learner in flight; -1 if none may go (down nodes keep theirs).
+// Only nodes of zone only (if >= 0) are considered.
+func (s *state) bestVictim(p *part, only int) int {
+	count, _ := s.zoneCounts(p)
+	best := -1
+	for _, n := range p.members {
+		if s.status[n] == Down || p.isLearner(n) || only >= 0 && s.zone[n] != only {
+			continue
+		}
+		if best < 0 || s.moreLoaded(p, n, best, count) {
+			best = n
+		}
+	}
+	return best
+}
+
+func (s *state) moreLoaded(p *part, a, b int, zoneCount []int) bool {
+	if s.eligible[a] != s.eligible[b] {
+		return !s.eligible[a]
+	}
+	if pa, pb := slices.Contains(p.previous, a), slices.Contains(p.previous, b); pa != pb {
+		return pb // the last plan meant a to go
+	}
+	if zoneCount[s.zone[a]] != zoneCount[s.zone[b]] {
+		return zoneCount[s.zone[a]] > zoneCount[s.zone[b]]
+	}
+	if s.cnt[p.db][a] != s.cnt[p.db][b] {
+		return s.cnt[p.db][a] > s.cnt[p.db][b]
+	}
+	if s.tot[a] != s.tot[b] {
+		return s.tot[a] > s.tot[b]
+	}
+	if (a == p.leader) != (b == p.leader) {
+		return b == p.leader
+	}
+	return a > b
+}
+
+// fixZones moves replicas of p from its fullest zone to its emptiest zone
+// with room until its zones are valid or no replica can move.
+func (s *state) fixZones(p *part) {
+	for {
+		count, capacity := s.zoneCounts(p)
+		if zonesValid(count, capacity) {
+			return
+		}
+		moved := false
+		// Fullest source zone first, emptiest destination first.
+		for _, x := range zoneOrder(count, true) {
+			for _, y := range zoneOrder(count, false) {
+				if count[x] < count[y]+2 || count[y] >= capacity[y] {
+					continue
+				}
+				from, to := s.bestVictim(p, x), s.bestTarget(p, y)
+				if from < 0 || to < 0 {
+					continue
+				}
+				s.drop(p, from)
+				s.add(p, to)
+				moved = true
+				break
+			}
+			if moved {
+				break
+			}
+		}
+		if !moved {
+			return // only down nodes' replicas are misplaced: wait for them
+		}
+	}
+}
+
+func zoneOrder(count []int, fullestFirst bool) []int {
+	zs := make([]int, len(count))
+	for i := range zs {
+		zs[i] = i
+	}
+	slices.SortStableFunc(zs, func(a, b int) int {
+		if fullestFirst {
+			return count[b] - count[a]
+		}
+		return count[a] - count[b]
+	})
+	return zs
+}
+
+// eligibleBy returns the eligible nodes sorted by descending load.
+func (s *state) eligibleBy(load func(n int) int) []int {
+	var ns []int
+	for n := range s.ids {
+		if s.eligible[n] {
+			ns = append(ns, n)
+		}
+	}
+	slices.SortStableFunc(ns, func(a, b int) int {
+		if la, lb := load(a), load(b); la != lb {
+			return lb - la
+		}
+		return a - b
+	})
+	return ns
+}
+
+// balanceDatabase evens out database d's replicas over the eligible nodes.
+func (s *state) balanceDatabase(d int) {
+	load := func(n int) int { return s.cnt[d][n]*(len(s.ids)*len(s.parts)+1) + s.tot[n] }
+	for s.balanceStep(func(n int) int { return s.cnt[d][n] }, load, []int{d}) {
+	}
+}
+
+// balanceTotals evens out replica totals, moving a replica of a database in
+// which the fuller node holds more than the emptier one: that swaps their
+// counts in the database, so it stays balanced.
+func (s *state) balanceTotals() {
+	dbs := make([]int, len(s.dbs))
+	for i := range dbs {
+		dbs[i] = i
+	}
+	for s.balanceStep(func(n int) int { return s.tot[n] }, func(n int) int { return s.tot[n] }, dbs) {
+	}
+}
+
+// balanceStep moves one replica from a node to another whose count
+// differs by two or more, if some replica can move; it reports whether one
+// did.
+func (s *state) balanceStep(count, order func(n int) int, dbs []int) bool {
+	ns := s.eligibleBy(order)
+	for _, a := range ns {
+		for i := len(ns) - 1; i >= 0; i-- {
+			b := ns[i]
+			if count(a)-count(b) < 2 {
+				break
+			}
+			for _, d := range dbs {
+				if len(dbs) > 1 && s.cnt[d][a] <= s.cnt[d][b] {
+					continue
+				}
+				if p := s.movable(d, a, b); p != nil {
+					s.drop(p, a)
+					s.add(p, b)
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// movable returns the partition of database d whose replica on a should
+// move to b (never one the last plan just placed there, while its move is
+// under way): one whose replica on a does not exist yet (free to retarget),
+// else one a does not lead, else any; nil if none can move without breaking
+// a constraint.
+func (s *state) movable(d, a, b int) *part {
+	var notLed, led *part
+	for _, p := range s.byDB(d) {
+		if p.fixed || !p.has(a) || p.has(b) || p.isLearner(a) {
+			continue
+		}
+		if p.moving && slices.Contains(p.previous, a) {
+			continue // let the last plan's move finish rather than undo it
+		}
+		fresh := !p.current(a)
+		if !fresh && (notLed != nil || led != nil && p.leader == a) {
+			continue // cannot beat the candidate found
+		}
+		if !s.swapKeepsZones(p, a, b) {
+			continue
+		}
+		switch {
+		case fresh:
+			return p
+		case p.leader != a && notLed == nil:
+			if s.fresh[d][a] == 0 {
+				return p // nothing fresh on a can beat it
+			}
+			notLed = p
+		case led == nil:
+			led = p
+		}
+	}
+	if notLed != nil {
+		return notLed
+	}
+	return led
+}
+
+// byDB returns database d's partitions.
+func (s *state) byDB(d int) []*part {
+	lo, _ := slices.BinarySearchFunc(s.parts, d, func(p *part, d int) int { return p.db - d })
+	hi, _ := slices.BinarySearchFunc(s.parts, d+1, func(p *part, d int) int { return p.db - d })
+	return s.parts[lo:hi]
+}

@@ -66,7 +66,8 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		id := fmt.Sprintf("n%d", i)
 		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
 			"--http", freeAddr(), "--grpc", freeAddr(), "--etcd", endpoints,
-			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--raft-tick", f.tick.String()}
+			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--raft-tick", f.tick.String(),
+			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves)}
 		c := exec.Command(self, args...)
 		stdout, _ := c.StdoutPipe()
 		stderr, _ := c.StderrPipe()

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/placement"
 	"github.com/spf13/cobra"
 )
 
@@ -27,6 +29,9 @@ type nodeFlags struct {
 	logEntries                            uint64
 	logAge                                time.Duration
 	tick                                  time.Duration
+	deadNodeDelay                         time.Duration
+	placementMode                         string
+	maxMoves                              int
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -38,6 +43,9 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.Uint64Var(&f.logEntries, "changelog-max-entries", 1_000_000, "change-log entries kept per partition (0 = unbounded)")
 	fl.DurationVar(&f.logAge, "changelog-max-age", 7*24*time.Hour, "age after which change-log entries are trimmed (0 = never)")
 	fl.DurationVar(&f.tick, "raft-tick", 50*time.Millisecond, "Raft clock: elections take about 10 ticks, failure detection about 5")
+	fl.DurationVar(&f.deadNodeDelay, "dead-node-delay", controller.DefaultDeadNodeDelay, "how long a node may stay dead before the controller recreates its replicas on other nodes")
+	fl.StringVar(&f.placementMode, "placement-mode", "spread", "placement strategy: spread (leaders and replicas spread evenly) or sharded-mysql (a node leads all or none of its partitions; for failover benchmarks)")
+	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -60,6 +68,11 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		Retention: partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
 		Logger:    logger,
 	}
+	mode, err := controller.ParseMode(f.placementMode)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Controller = controller.Options{DeadNodeDelay: f.deadNodeDelay, MaxMoves: f.maxMoves, Mode: mode}
 	if f.embedEtcd {
 		if len(f.etcd) > 0 {
 			return cfg, fmt.Errorf("--etcd and --embed-etcd exclude each other")

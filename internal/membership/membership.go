@@ -7,13 +7,16 @@
 //	{prefix}/nodes/{id}       JSON Node, under a lease: the node is alive while the key exists
 //	{prefix}/placement/{db}   JSON Placement, written by the active controller
 //	{prefix}/leaders/{id}     JSON Leaderships: the partitions node id leads, rewritten in batches
+//	{prefix}/groups/{id}      JSON Groups: the Raft configuration of each partition node id leads,
+//	                          under the node's lease, written in the same batches
 //
-// A View caches all three and keeps them current with watches, so routing
+// A View caches all four and keeps them current with watches, so routing
 // decisions never wait for etcd.
 package membership
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -24,6 +27,7 @@ const (
 	NodesDir     = "/nodes/"
 	PlacementDir = "/placement/"
 	LeadersDir   = "/leaders/"
+	GroupsDir    = "/groups/"
 )
 
 // Node is a node's registration.
@@ -52,6 +56,27 @@ type PartitionPlacement struct {
 // Leaderships maps database → partition → Raft term: the partitions a node
 // leads.
 type Leaderships map[string]map[int]uint64
+
+// GroupReport is a partition's Raft configuration as its leader applied
+// it: the placement driver's view of where the partition's replicas are.
+type GroupReport struct {
+	Term     uint64   `json:"term"`
+	Voters   []string `json:"voters"`             // node ids
+	Learners []string `json:"learners,omitempty"` // replicas being added
+}
+
+// Has reports whether node is a voter or a learner of the group.
+func (g GroupReport) Has(node string) bool {
+	return slices.Contains(g.Voters, node) || slices.Contains(g.Learners, node)
+}
+
+func (g GroupReport) equal(o GroupReport) bool {
+	return g.Term == o.Term && slices.Equal(g.Voters, o.Voters) && slices.Equal(g.Learners, o.Learners)
+}
+
+// Groups maps database → partition → the configuration of the partitions
+// a node leads.
+type Groups map[string]map[int]GroupReport
 
 // RaftID is the Raft member id of the node named id: a hash of the name,
 // so every node derives the same id for a peer without coordination.

@@ -108,3 +108,55 @@ func TestPlacementIsCreatedOnceAndItsFirstVersionKept(t *testing.T) {
 		t.Fatalf("initial placement = %+v %v %v", init, ok, err)
 	}
 }
+
+// TestGroupReportsAreBatchedAndVanishWithTheNode: a leader's reports of
+// many partitions reach the view together, the highest term wins, and
+// they vanish with the node.
+func TestGroupReportsAreBatchedAndVanishWithTheNode(t *testing.T) {
+	cli := etcdClient(t)
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	v, err := Open(ctx, cli, "/t", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	a, err := Register(ctx, cli, "/t", Node{ID: "a"}, time.Second, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Register(ctx, cli, "/t", Node{ID: "b"}, time.Second, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	start, err := cli.Get(ctx, "/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range 100 {
+		a.SetGroup("db", p, &GroupReport{Term: 2, Voters: []string{"a", "b", "c"}})
+	}
+	b.SetGroup("db", 7, &GroupReport{Term: 3, Voters: []string{"a", "b"}, Learners: []string{"d"}})
+	eventually(t, "reports seen", func() bool {
+		g, leader, ok := v.Group("db", 99)
+		g7, l7, ok7 := v.Group("db", 7)
+		return ok && leader == "a" && g.Has("c") && ok7 && l7 == "b" && g7.Has("d") && !g7.Has("c")
+	})
+	end, err := cli.Get(ctx, "/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each node's batch is one transaction: at most a few revisions for
+	// 101 reports.
+	if writes := end.Header.Revision - start.Header.Revision; writes > 4 {
+		t.Fatalf("%d etcd writes for 101 reports", writes)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's reports gone", func() bool {
+		_, _, ok := v.Group("db", 99)
+		return !ok
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,8 +23,8 @@ const DefaultTTL = 3 * time.Second
 const leadershipBatch = 50 * time.Millisecond
 
 // Registration keeps a node's key alive under a lease and publishes the
-// partitions it leads under the same lease, so both disappear when the node
-// dies. If the lease is lost (etcd unreachable past the TTL), a new one is
+// partitions it leads, and their Raft configurations, under the same lease,
+// so all disappear when the node dies. If the lease is lost (etcd unreachable past the TTL), a new one is
 // granted and both keys are written again.
 type Registration struct {
 	cli    *clientv3.Client
@@ -34,6 +35,7 @@ type Registration struct {
 
 	mu      sync.Mutex
 	leads   Leaderships
+	groups  Groups
 	dirty   chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -49,7 +51,7 @@ func Register(ctx context.Context, cli *clientv3.Client, prefix string, node Nod
 	}
 	r := &Registration{
 		cli: cli, prefix: prefix, node: node, ttl: ttl, log: log.With("component", "membership"),
-		leads: Leaderships{}, dirty: make(chan struct{}, 1), done: make(chan struct{}),
+		leads: Leaderships{}, groups: Groups{}, dirty: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	ka, err := r.grant(ctx)
 	if err != nil {
@@ -128,18 +130,53 @@ func (r *Registration) markDirty() {
 	}
 }
 
-// publish writes the current leaderships under the current lease.
+// publish writes the current leaderships and group reports under the
+// current lease, in one transaction.
 func (r *Registration) publish(ctx context.Context) error {
 	r.mu.Lock()
-	val, _ := json.Marshal(r.leads)
+	leads, _ := json.Marshal(r.leads)
+	groups, _ := json.Marshal(r.groups)
 	r.mu.Unlock()
 	r.leaseMu.Lock()
 	lease := r.lease
 	r.leaseMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := r.cli.Put(ctx, r.prefix+LeadersDir+r.node.ID, string(val), clientv3.WithLease(lease))
+	_, err := r.cli.Txn(ctx).Then(
+		clientv3.OpPut(r.prefix+LeadersDir+r.node.ID, string(leads), clientv3.WithLease(lease)),
+		clientv3.OpPut(r.prefix+GroupsDir+r.node.ID, string(groups), clientv3.WithLease(lease)),
+	).Commit()
 	return err
+}
+
+// SetGroup records the Raft configuration of partition p of db, which this
+// node leads, or forgets it (nil) when this node no longer leads it. It
+// never blocks: changes are written in batches, with the leaderships.
+func (r *Registration) SetGroup(db string, p int, g *GroupReport) {
+	r.mu.Lock()
+	ps := r.groups[db]
+	if g == nil {
+		if _, ok := ps[p]; !ok {
+			r.mu.Unlock()
+			return
+		}
+		delete(ps, p)
+		if len(ps) == 0 {
+			delete(r.groups, db)
+		}
+	} else {
+		if old, ok := ps[p]; ok && old.equal(*g) {
+			r.mu.Unlock()
+			return
+		}
+		if ps == nil {
+			ps = map[int]GroupReport{}
+			r.groups[db] = ps
+		}
+		ps[p] = GroupReport{Term: g.Term, Voters: slices.Clone(g.Voters), Learners: slices.Clone(g.Learners)}
+	}
+	r.mu.Unlock()
+	r.markDirty()
 }
 
 // SetLeader records that this node leads (term > 0) or no longer leads

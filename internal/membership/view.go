@@ -14,8 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// View is a watched, cached copy of the nodes, placements and leaderships
-// in etcd. Safe for concurrent use.
+// View is a watched, cached copy of the nodes, placements, leaderships and
+// group reports in etcd. Safe for concurrent use.
 type View struct {
 	cli    *clientv3.Client
 	prefix string
@@ -26,6 +26,7 @@ type View struct {
 	byRaft     map[uint64]string
 	placements map[string]PlacementRecord
 	leaders    map[string]Leaderships // by node id
+	groups     map[string]Groups      // by node id
 
 	subMu sync.Mutex
 	subs  map[int]chan struct{}
@@ -49,12 +50,12 @@ func Open(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Lo
 	v := &View{
 		cli: cli, prefix: prefix, log: log.With("component", "membership"),
 		nodes: map[string]Node{}, byRaft: map[uint64]string{},
-		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{},
+		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{}, groups: map[string]Groups{},
 		subs: map[int]chan struct{}{},
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
-	for _, dir := range []string{NodesDir, PlacementDir, LeadersDir} {
+	for _, dir := range []string{NodesDir, PlacementDir, LeadersDir, GroupsDir} {
 		rev, err := v.load(ctx, dir)
 		if err != nil {
 			cancel()
@@ -117,6 +118,8 @@ func (v *View) load(ctx context.Context, dir string) (int64, error) {
 		clear(v.placements)
 	case LeadersDir:
 		clear(v.leaders)
+	case GroupsDir:
+		clear(v.groups)
 	}
 	for _, kv := range resp.Kvs {
 		v.applyLocked(dir, mvccpb.PUT, kv)
@@ -200,6 +203,17 @@ func (v *View) applyLocked(dir string, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 			return
 		}
 		v.leaders[name] = l
+	case GroupsDir:
+		delete(v.groups, name)
+		if del {
+			return
+		}
+		g, err := decode[Groups](kv.Value)
+		if err != nil {
+			v.log.Warn("ignoring malformed group reports", "key", string(kv.Key), "err", err)
+			return
+		}
+		v.groups[name] = g
 	}
 }
 
@@ -273,6 +287,36 @@ func (v *View) Leaderships() map[string]Leaderships {
 	out := make(map[string]Leaderships, len(v.leaders))
 	for id, l := range v.leaders {
 		out[id] = l
+	}
+	return out
+}
+
+// Group returns the Raft configuration of partition p of db as the live
+// node publishing it with the highest term (its leader) reports it.
+func (v *View) Group(db string, p int) (g GroupReport, leader string, ok bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for id, gs := range v.groups {
+		if _, alive := v.nodes[id]; !alive {
+			continue
+		}
+		if r, has := gs[db][p]; has && (!ok || r.Term > g.Term || (r.Term == g.Term && id < leader)) {
+			g, leader, ok = r, id, true
+		}
+	}
+	return g, leader, ok
+}
+
+// Groups returns the group reports of every live node, by node id. The
+// maps are shared: do not modify them.
+func (v *View) Groups() map[string]Groups {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make(map[string]Groups, len(v.groups))
+	for id, g := range v.groups {
+		if _, alive := v.nodes[id]; alive {
+			out[id] = g
+		}
 	}
 	return out
 }

@@ -54,6 +54,9 @@ type PartitionInfo struct {
 
 // ClusterInfo is the body of GET /_cluster.
 type ClusterInfo struct {
+	// Controller is the node id of the active placement controller, ""
+	// while none is elected.
+	Controller string          `json:"controller"`
 	Nodes      []NodeInfo      `json:"nodes"`
 	Partitions []PartitionInfo `json:"partitions"`
 }
@@ -161,6 +164,9 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 		info.Nodes = append(info.Nodes, NodeInfo{ID: n.cfg.ID, HTTP: n.Addr(), State: "starting"})
 		return info
 	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	info.Controller, _ = n.ActiveController(cctx)
+	cancel()
 	nodes := n.view.Nodes()
 	reports := make([]LocalInfo, len(nodes))
 	var wg sync.WaitGroup

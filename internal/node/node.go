@@ -17,6 +17,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
@@ -57,7 +58,11 @@ type Config struct {
 	API api.Config
 	// Retention of each partition's change log.
 	Retention partition.Retention
-	Logger    *slog.Logger
+	// Controller tunes the placement controller every node runs (one is
+	// active at a time): dead-node delay, moves in flight, placement mode.
+	// Prefix and Logger are the node's.
+	Controller controller.Options
+	Logger     *slog.Logger
 }
 
 // Node is a running Doppio process.
@@ -85,6 +90,13 @@ type Node struct {
 	// changing; moves limits how many run at once.
 	changing sync.Map // partRef -> struct{}
 	moves    chan struct{}
+	// orphans are replicas with state on disk that no placement puts here
+	// (the node was dead while they moved away): deleted once their group
+	// no longer lists this node. stale records since when a replica has
+	// looked removed, so that a lagging watch cannot delete a member.
+	// Both are used by the reconcile pass only.
+	orphans map[partRef]uint64 // -> the replica's last Raft term
+	stale   map[partRef]time.Time
 
 	stop chan struct{}
 	// led signals followCatalog that this node became leader of some
@@ -106,7 +118,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID), moves: make(chan struct{}, maxMoves)}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID),
+		moves: make(chan struct{}, maxMoves), orphans: map[partRef]uint64{}, stale: map[partRef]time.Time{},
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -136,11 +151,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// Open the replicas placed here before answering requests, so a
 	// restarted node serves its partitions at once.
 	n.reconcile(ctx)
+	n.findOrphans()
 	n.api.SetReady(true)
-	n.wg.Add(3)
+	n.wg.Add(5)
 	go n.trimLoop()
 	go n.followCatalog()
 	go n.reconcileLoop()
+	go n.reportLoop()
+	go n.runController()
 	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "grpc", n.host.Addr(), "zone", cfg.Zone, "data", cfg.DataDir, "etcd", n.etcdEndpoints())
 	return n, nil
 }
@@ -305,6 +323,27 @@ func (n *Node) Close() error {
 		errs = append(errs, n.etcd.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// runController takes part in the placement controller's election until
+// the node closes (resigning then, so another node takes over at once).
+func (n *Node) runController() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-n.stop
+		cancel()
+	}()
+	opts := n.cfg.Controller
+	opts.Prefix, opts.Logger = etcdPrefix, n.log
+	_ = controller.Run(ctx, n.client, n.cfg.ID, opts)
+}
+
+// ActiveController returns the node id of the active placement
+// controller ("" while none is elected).
+func (n *Node) ActiveController(ctx context.Context) (string, error) {
+	return controller.Active(ctx, n.client, etcdPrefix)
 }
 
 // trimLoop applies the change-log retention to every partition.

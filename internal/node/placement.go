@@ -1,56 +1,77 @@
 package node
 
 import (
-	"context"
+	"slices"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/membership"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
-// placeNewDatabases writes an initial placement for every database that
-// has none.
-//
-// This is a stand-in until the placement controller (internal/controller)
-// is wired in: it only creates placements, never moves replicas, and
-// ignores zones. Every node runs it; the write is a create-if-absent, so
-// exactly one placement per database wins.
-func (n *Node) placeNewDatabases(ctx context.Context) {
-	nodes := n.view.Nodes()
-	if len(nodes) == 0 {
-		return
-	}
-	for _, d := range n.catalog.Databases() {
-		if _, ok := n.view.Placement(d.Name); ok {
-			continue
+// reportEvery is how often this node re-reads the configuration of the
+// groups it leads for the placement controller (only changes are written,
+// in the registration's batches).
+const reportEvery = 250 * time.Millisecond
+
+// reportLoop publishes the Raft configuration of every partition this node
+// leads (membership.GroupReport): the placement controller's view of where
+// replicas are, and how its moves progress. The controller itself runs in
+// runController; placements of new databases are its job (Plan.Create).
+func (n *Node) reportLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(reportEvery)
+	defer t.Stop()
+	// names remembers every node id seen, so that a member whose node is
+	// dead and no longer placed is still reported by name.
+	names := map[uint64]string{n.self: n.cfg.ID}
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
 		}
-		pl := initialPlacement(d, nodes)
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		created, err := membership.CreatePlacement(wctx, n.client, etcdPrefix, d.Name, pl)
-		cancel()
-		if err != nil {
-			n.log.Warn("initial placement", "db", d.Name, "err", err)
-			continue
-		}
-		if created {
-			n.log.Info("initial placement written", "db", d.Name, "partitions", d.Partitions, "replicas", len(pl.Partitions[0].Replicas), "nodes", len(nodes))
-		}
+		n.reportGroups(names)
 	}
 }
 
-// initialPlacement spreads a database's replicas and leaders round-robin
-// over the live nodes (sorted by id): partition i's replicas are nodes
-// i, i+1, … (mod the node count), the first leads. A database asking for
-// more replicas than there are nodes gets one per node.
-func initialPlacement(d schema.Database, nodes []membership.Node) membership.Placement {
-	r := min(max(d.Replicas, 1), len(nodes))
-	pl := membership.Placement{Version: 1, Partitions: make([]membership.PartitionPlacement, d.Partitions)}
-	for i := range pl.Partitions {
-		reps := make([]string, r)
-		for j := range reps {
-			reps[j] = nodes[(i+j)%len(nodes)].ID
-		}
-		pl.Partitions[i] = membership.PartitionPlacement{Replicas: reps, Leader: reps[0]}
+func (n *Node) reportGroups(names map[uint64]string) {
+	for _, nd := range n.view.Nodes() {
+		names[membership.RaftID(nd.ID)] = nd.ID
 	}
-	return pl
+	for _, rec := range n.view.Placements() {
+		for _, pp := range rec.Partitions {
+			for _, r := range pp.Replicas {
+				names[membership.RaftID(r)] = r
+			}
+		}
+	}
+	name := func(ids []uint64) []string {
+		out := make([]string, 0, len(ids))
+		for _, id := range ids {
+			if s, ok := names[id]; ok {
+				out = append(out, s)
+			} else {
+				out = append(out, "raft:"+uintString(id))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for db, ps := range n.router.All() {
+		for _, rep := range ps {
+			_, g, ok := n.router.Hosted(db, rep.ID)
+			if !ok {
+				continue
+			}
+			if _, leading := g.Leader(); !leading {
+				n.reg.SetGroup(db, rep.ID, nil)
+				continue
+			}
+			st, err := g.Status()
+			if err != nil || st.Role != "leader" {
+				n.reg.SetGroup(db, rep.ID, nil)
+				continue
+			}
+			n.reg.SetGroup(db, rep.ID, &membership.GroupReport{Term: st.Term, Voters: name(st.Voters), Learners: name(st.Learners)})
+		}
+	}
 }

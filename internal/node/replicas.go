@@ -9,6 +9,8 @@ import (
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/schema"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -65,11 +67,11 @@ func (n *Node) reconcileLoop() {
 //   - on the leader of a partition, the group's membership moves one step
 //     towards the placement (see changeMembership);
 //   - a replica not placed here that its group no longer counts is removed
-//     with its data.
+//     with its data, hosted or left on disk from before a restart.
 //
-// Without a controller, databases without a placement get one here.
+// Placements (of new databases too) are the controller's (internal/controller).
 func (n *Node) reconcile(ctx context.Context) {
-	n.placeNewDatabases(ctx)
+	n.removeOrphans()
 	for db, rec := range n.view.Placements() {
 		d, ok := n.catalog.Database(db)
 		if !ok {
@@ -109,6 +111,7 @@ func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int,
 		return
 	}
 	if placed {
+		delete(n.stale, ref)
 		return
 	}
 	// Not placed here and not leading: once the group no longer counts
@@ -119,14 +122,94 @@ func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int,
 	if err != nil {
 		return
 	}
-	if st.Role == "removed" || (!slices.Contains(st.Voters, n.self) && !slices.Contains(st.Learners, n.self) && st.AppliedIndex > 0) {
-		n.log.Info("removing replica moved away", "db", d.Name, "partition", p)
-		n.router.Drop(d.Name, p)
-		if err := n.host.Remove(keys.PartitionPrefix(d.Name, p)); err != nil {
-			n.log.Error("remove replica", "db", d.Name, "partition", p, "err", err)
+	// A replica removed while it was down or cut off never applies its
+	// removal: its own configuration still lists it. Its leader's report
+	// (a term at least as recent) then tells.
+	removed := st.Role == "removed" || (!slices.Contains(st.Voters, n.self) && !slices.Contains(st.Learners, n.self) && st.AppliedIndex > 0)
+	if !removed && !n.removedByLeader(ref, st.Term) {
+		return
+	}
+	n.log.Info("removing replica moved away", "db", d.Name, "partition", p)
+	delete(n.stale, ref)
+	n.router.Drop(d.Name, p)
+	if err := n.host.Remove(keys.PartitionPrefix(d.Name, p)); err != nil {
+		n.log.Error("remove replica", "db", d.Name, "partition", p, "err", err)
+	}
+	n.parts.Delete(string(keys.PartitionPrefix(d.Name, p)))
+	n.reg.SetLeader(d.Name, p, 0)
+	n.reg.SetGroup(d.Name, p, nil)
+}
+
+// staleAfter is how long a replica must look removed in its leader's
+// report before it is deleted: the report and the placement arrive on
+// different watches, and a replica placed here again must not be deleted
+// on a report older than the placement.
+const staleAfter = 2 * time.Second
+
+// removedByLeader reports whether the leader of ref, in a term at least
+// term, has published a configuration without this node, continuously for
+// staleAfter.
+func (n *Node) removedByLeader(ref partRef, term uint64) bool {
+	g, _, ok := n.view.Group(ref.db, ref.p)
+	if !ok || g.Term < term || g.Has(n.cfg.ID) {
+		delete(n.stale, ref)
+		return false
+	}
+	since, seen := n.stale[ref]
+	if !seen {
+		n.stale[ref] = time.Now()
+		return false
+	}
+	return time.Since(since) >= staleAfter
+}
+
+// findOrphans records the replicas with Raft state on disk that the first
+// reconcile pass did not start: placed elsewhere while this node was down.
+func (n *Node) findOrphans() {
+	for _, d := range n.catalog.Databases() {
+		for p := range d.Partitions {
+			if _, _, hosted := n.router.Hosted(d.Name, p); hosted {
+				continue
+			}
+			v, err := n.engine.Get(keys.PartitionPrefix(d.Name, p).RaftHardState())
+			if err != nil {
+				continue // no state (or unreadable: left alone)
+			}
+			var hs raftpb.HardState
+			if err := proto.Unmarshal(v, &hs); err != nil {
+				continue
+			}
+			n.orphans[partRef{d.Name, p}] = hs.GetTerm()
 		}
-		n.parts.Delete(string(keys.PartitionPrefix(d.Name, p)))
-		n.reg.SetLeader(d.Name, p, 0)
+	}
+	if len(n.orphans) > 0 {
+		n.log.Info("replicas on disk not placed here; deleted once their groups no longer list this node", "count", len(n.orphans))
+	}
+}
+
+// removeOrphans deletes the data of orphans whose group no longer lists
+// this node. An orphan placed here again is started as usual (it resumes
+// from its state, and the leader brings it up to date).
+func (n *Node) removeOrphans() {
+	for ref, term := range n.orphans {
+		if rec, ok := n.view.Placement(ref.db); ok && ref.p < len(rec.Partitions) && slices.Contains(rec.Partitions[ref.p].Replicas, n.cfg.ID) {
+			delete(n.orphans, ref)
+			delete(n.stale, ref)
+			continue
+		}
+		if !n.removedByLeader(ref, term) {
+			continue
+		}
+		prefix := keys.PartitionPrefix(ref.db, ref.p)
+		b := n.engine.NewBatch()
+		b.DeleteRange(prefix, prefix.End())
+		if err := n.engine.Commit(b); err != nil {
+			n.log.Error("remove stale replica", "db", ref.db, "partition", ref.p, "err", err)
+			continue
+		}
+		n.log.Info("removed stale replica", "db", ref.db, "partition", ref.p)
+		delete(n.orphans, ref)
+		delete(n.stale, ref)
 	}
 }
 

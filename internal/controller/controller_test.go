@@ -1,0 +1,481 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+const prefix = "/t"
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type cluster struct {
+	t         *testing.T
+	endpoints []string
+	cli       *clientv3.Client
+	cat       *catalog.Catalog
+
+	mu    sync.Mutex
+	nodes map[string]*membership.Registration
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	srv, err := embedetcd.Start(context.Background(), filepath.Join(t.TempDir(), "etcd"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() }) // last: every client is closed by then
+	c := &cluster{t: t, endpoints: srv.Endpoints(), nodes: map[string]*membership.Registration{}}
+	c.cli = c.client()
+	if c.cat, err = catalog.Open(context.Background(), c.cli, prefix); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		for _, r := range c.nodes {
+			r.Close()
+		}
+		c.mu.Unlock()
+		c.cat.Close()
+	})
+	return c
+}
+
+// client returns a new etcd client, closed at the end of the test.
+func (c *cluster) client() *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// register adds a fake storage node: a registration and nothing else.
+func (c *cluster) register(id, zone string) {
+	c.t.Helper()
+	r, err := membership.Register(context.Background(), c.cli, prefix, membership.Node{ID: id, Zone: zone, HTTP: id + ":1", GRPC: id + ":2"}, time.Second, quiet)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[id] = r
+	c.mu.Unlock()
+}
+
+// kill takes a fake node away (its lease revoked: dead at once).
+func (c *cluster) kill(id string) {
+	c.mu.Lock()
+	r := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	r.Close()
+}
+
+func (c *cluster) createDB(name string, partitions, replicas int) {
+	c.t.Helper()
+	if _, _, err := c.cat.PutDatabase(context.Background(), schema.Database{Name: name, Partitions: partitions, Replicas: replicas}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// run starts a controller as node id on its own client; stop ends it the
+// way a process would (resign) and kill the way kill -9 would (the client
+// goes away, the election lease expires).
+func (c *cluster) run(id string, opts Options) (stop, kill func()) {
+	cli := c.client()
+	ctx, cancel := context.WithCancel(context.Background())
+	opts.Prefix, opts.Logger = prefix, quiet
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, cli, id, opts)
+	}()
+	stop = func() { cancel(); <-done }
+	kill = func() { cli.Close() } // its Run ends at the test's end
+	c.t.Cleanup(stop)
+	return stop, kill
+}
+
+func (c *cluster) active() string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	id, err := Active(ctx, c.cli, prefix)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ok, state := cond()
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %v; last state: %s", what, d, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// write is one write of placements: every key it changed, at one revision.
+type write struct {
+	rev        int64
+	at         time.Time
+	placements map[string]membership.Placement
+}
+
+// recorder records every write under the placement directory.
+type recorder struct {
+	mu     sync.Mutex
+	writes []write
+}
+
+func record(t *testing.T, cli *clientv3.Client) *recorder {
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	wch := cli.Watch(ctx, prefix+membership.PlacementDir, clientv3.WithPrefix())
+	go func() {
+		for resp := range wch {
+			r.mu.Lock()
+			for _, ev := range resp.Events {
+				var p membership.Placement
+				if err := json.Unmarshal(ev.Kv.Value, &p); err != nil {
+					continue
+				}
+				db := strings.TrimPrefix(string(ev.Kv.Key), prefix+membership.PlacementDir)
+				if n := len(r.writes); n == 0 || r.writes[n-1].rev != ev.Kv.ModRevision {
+					r.writes = append(r.writes, write{rev: ev.Kv.ModRevision, at: time.Now(), placements: map[string]membership.Placement{}})
+				}
+				r.writes[len(r.writes)-1].placements[db] = p
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *recorder) all() []write {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.writes)
+}
+
+// TestOneControllerIsActiveAndAnotherTakesOver runs two controllers: one
+// is active; when its process dies (no resignation) the other takes over
+// once the election lease expires, and when that one stops cleanly the
+// first one's replacement takes over at once.
+func TestOneControllerIsActiveAndAnotherTakesOver(t *testing.T) {
+	c := newCluster(t)
+	_, killA := c.run("a", Options{})
+	eventually(t, 5*time.Second, "a active", func() (bool, string) { return c.active() == "a", c.active() })
+	stopB, _ := c.run("b", Options{})
+	time.Sleep(500 * time.Millisecond)
+	if got := c.active(); got != "a" {
+		t.Fatalf("active = %q after b joined, want a", got)
+	}
+	killed := time.Now()
+	killA()
+	eventually(t, 6*time.Second, "b takes over", func() (bool, string) { return c.active() == "b", c.active() })
+	took := time.Since(killed)
+	t.Logf("b active %v after a's process died (session TTL %v)", took.Round(10*time.Millisecond), DefaultSessionTTL)
+	if took > 4*time.Second {
+		t.Fatalf("takeover took %v", took)
+	}
+
+	c.run("c", Options{})
+	time.Sleep(200 * time.Millisecond)
+	stopB() // resigns: c takes over without waiting for the lease
+	took = eventually(t, 2*time.Second, "c takes over", func() (bool, string) { return c.active() == "c", c.active() })
+	t.Logf("c active %v after b resigned", took.Round(10*time.Millisecond))
+}
+
+// TestNewDatabasesArePlacedInOneWrite creates two databases before any
+// controller runs: the controller places both whole in one etcd write, and
+// a database created later in one more.
+func TestNewDatabasesArePlacedInOneWrite(t *testing.T) {
+	c := newCluster(t)
+	for i := range 4 {
+		c.register(fmt.Sprint("n", i), fmt.Sprint("z", i%2))
+	}
+	c.createDB("a", 64, 3)
+	c.createDB("b", 8, 2)
+	rec := record(t, c.cli)
+	start := time.Now()
+	c.run("n0", Options{})
+	defer func() { t.Logf("placed in %v", time.Since(start)) }()
+	eventually(t, 5*time.Second, "first write", func() (bool, string) { return len(rec.all()) >= 1, "" })
+	c.createDB("c", 16, 1)
+	eventually(t, 5*time.Second, "second write", func() (bool, string) { return len(rec.all()) >= 2, "" })
+	time.Sleep(300 * time.Millisecond)
+	writes := rec.all()
+	if len(writes) != 2 || len(writes[0].placements) != 2 || len(writes[1].placements) != 1 {
+		t.Fatalf("writes = %+v, want a and b in one, then c", writes)
+	}
+	for db, want := range map[string][2]int{"a": {64, 3}, "b": {8, 2}, "c": {16, 1}} {
+		var p membership.Placement
+		for _, w := range writes {
+			if wp, ok := w.placements[db]; ok {
+				p = wp
+			}
+		}
+		if p.Version != 1 || len(p.Partitions) != want[0] {
+			t.Fatalf("%s: version %d, %d partitions", db, p.Version, len(p.Partitions))
+		}
+		leaders := map[string]int{}
+		for i, pp := range p.Partitions {
+			zones := map[byte]bool{}
+			for _, r := range pp.Replicas {
+				zones[r[1]%2] = true
+			}
+			if len(pp.Replicas) != want[1] || !slices.Contains(pp.Replicas, pp.Leader) || len(zones) != min(want[1], 2) {
+				t.Fatalf("%s/%d: %+v", db, i, pp)
+			}
+			leaders[pp.Leader]++
+		}
+		lo, hi := want[0], 0
+		for i := range 4 {
+			lo, hi = min(lo, leaders[fmt.Sprint("n", i)]), max(hi, leaders[fmt.Sprint("n", i)])
+		}
+		if hi-lo > 1 {
+			t.Fatalf("%s: leaders not spread: %v", db, leaders)
+		}
+	}
+}
+
+// groups plays the storage nodes' part: for every placed partition, the
+// preferred leader (or the first live replica) reports the placed replicas
+// as its voters at once, as if every move completed instantly.
+func (c *cluster) groups(t *testing.T) {
+	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; view.Close() })
+	changes, unsubscribe := view.Subscribe()
+	go func() {
+		defer close(done)
+		defer unsubscribe()
+		type part struct {
+			db string
+			p  int
+		}
+		leaders, terms := map[part]string{}, map[part]uint64{}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+			case <-time.After(100 * time.Millisecond):
+			}
+			c.mu.Lock()
+			for db, rec := range view.Placements() {
+				for i, pp := range rec.Partitions {
+					k := part{db, i}
+					lead := ""
+					for _, r := range append([]string{pp.Leader}, pp.Replicas...) {
+						if c.nodes[r] != nil && slices.Contains(pp.Replicas, r) {
+							lead = r
+							break
+						}
+					}
+					if old := leaders[k]; old != lead {
+						if r := c.nodes[old]; r != nil {
+							r.SetGroup(db, i, nil)
+						}
+						leaders[k] = lead
+						terms[k]++
+					}
+					if lead != "" {
+						voters := slices.Clone(pp.Replicas)
+						slices.Sort(voters)
+						c.nodes[lead].SetGroup(db, i, &membership.GroupReport{Term: terms[k], Voters: voters})
+					}
+				}
+			}
+			c.mu.Unlock()
+		}
+	}()
+}
+
+// TestDeadNodeIsReplacedWithOneWritePerRound kills one of four nodes
+// holding a 256-partition database: leaderships move first (one write),
+// then, past the dead-node delay, its replicas are recreated on the others
+// in throttled rounds, each round one etcd write for all its partitions.
+func TestDeadNodeIsReplacedWithOneWritePerRound(t *testing.T) {
+	const partitions, maxMoves, delay = 256, 32, time.Second
+	c := newCluster(t)
+	for i := range 4 {
+		c.register(fmt.Sprint("n", i), "")
+	}
+	c.groups(t)
+	c.createDB("db", partitions, 3)
+	rec := record(t, c.cli)
+	var roundsMu sync.Mutex
+	var rounds []int // etcd writes of each round that wrote
+	c.run("n0", Options{DeadNodeDelay: delay, MaxMoves: maxMoves, onRound: func(writes int) {
+		roundsMu.Lock()
+		defer roundsMu.Unlock()
+		if writes > 0 {
+			rounds = append(rounds, writes)
+		}
+	}})
+
+	// Settled: placed, and every group reports its placement.
+	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	settled := func(live []string) (bool, string) {
+		rec, ok := view.Placement("db")
+		if !ok {
+			return false, "no placement"
+		}
+		for i, pp := range rec.Partitions {
+			g, leader, ok := view.Group("db", i)
+			if !ok || len(pp.Replicas) != 3 || !slices.Contains(live, pp.Leader) || leader != pp.Leader {
+				return false, fmt.Sprintf("partition %d: %+v, report %+v by %s", i, pp, g, leader)
+			}
+			for _, r := range pp.Replicas {
+				if !slices.Contains(live, r) || !slices.Contains(g.Voters, r) {
+					return false, fmt.Sprintf("partition %d: %+v, report %+v", i, pp, g)
+				}
+			}
+		}
+		return true, ""
+	}
+	eventually(t, 10*time.Second, "placed", func() (bool, string) { return settled([]string{"n0", "n1", "n2", "n3"}) })
+	time.Sleep(300 * time.Millisecond)
+	before := rec.all()
+	if len(before) != 1 {
+		t.Fatalf("%d writes before the kill, want 1 (the creation)", len(before))
+	}
+	last := before[0].placements["db"]
+	onDead, ledByDead := 0, 0
+	for _, pp := range last.Partitions {
+		if slices.Contains(pp.Replicas, "n3") {
+			onDead++
+		}
+		if pp.Leader == "n3" {
+			ledByDead++
+		}
+	}
+
+	killed := time.Now()
+	c.kill("n3")
+	took := eventually(t, 20*time.Second, "replicas recreated", func() (bool, string) { return settled([]string{"n0", "n1", "n2"}) })
+	time.Sleep(300 * time.Millisecond)
+	writes := rec.all()[1:]
+	t.Logf("n3 held %d replicas and led %d partitions; replaced %v after the kill (delay %v, %d moves in flight) in %d writes",
+		onDead, ledByDead, took.Round(10*time.Millisecond), delay, maxMoves, len(writes))
+
+	// Each write changes many partitions; the first, before the delay,
+	// only leaderships.
+	prev := last
+	for i, w := range writes {
+		p := w.placements["db"]
+		leadersMoved, replicasMoved := 0, 0
+		for j, pp := range p.Partitions {
+			if pp.Leader != prev.Partitions[j].Leader {
+				leadersMoved++
+			}
+			if !slices.Equal(pp.Replicas, prev.Partitions[j].Replicas) {
+				replicasMoved++
+			}
+		}
+		t.Logf("write %d (version %d, +%v): %d partitions' replicas, %d leaders", i+1, p.Version, w.at.Sub(killed).Round(time.Millisecond), replicasMoved, leadersMoved)
+		if w.at.Sub(killed) < delay-100*time.Millisecond && replicasMoved != 0 {
+			t.Fatalf("write %d, %v after the kill, before the delay, moved replicas", i+1, w.at.Sub(killed))
+		}
+		// The dead node's preferred leaderships all go at once (to the
+		// leaders the groups elected); other transfers are throttled.
+		if i == 0 && (leadersMoved < ledByDead || leadersMoved > ledByDead+maxMoves) {
+			t.Fatalf("first write after the kill moved %d leaders, want the dead node's %d and at most %d more", leadersMoved, ledByDead, maxMoves)
+		}
+		if p.Version != prev.Version+1 {
+			t.Fatalf("write %d: version %d after %d", i+1, p.Version, prev.Version)
+		}
+		prev = p
+	}
+	// Adds then removals, MaxMoves at a time, and leader moves: one write
+	// per planning round, never one per partition.
+	roundsMu.Lock()
+	defer roundsMu.Unlock()
+	for i, n := range rounds {
+		if n != 1 {
+			t.Fatalf("round %d wrote %d times, want once", i+1, n)
+		}
+	}
+	if len(rounds) != len(writes)+1 {
+		t.Fatalf("%d rounds wrote, etcd saw %d writes", len(rounds), len(writes)+1)
+	}
+	if min := 2 * onDead / maxMoves; len(writes) < min || len(writes) > 4*min {
+		t.Fatalf("%d writes to move %d replicas %d at a time", len(writes), onDead, maxMoves)
+	}
+	if took < delay {
+		t.Fatalf("replaced after %v, before the dead-node delay %v", took, delay)
+	}
+}
+
+// TestShardedMySQLModeLeadsAllOrNothing: in sharded-mysql mode every node
+// leads all of its partitions or none, as the paper's comparison needs.
+func TestShardedMySQLModeLeadsAllOrNothing(t *testing.T) {
+	c := newCluster(t)
+	for i := range 6 {
+		c.register(fmt.Sprint("n", i), "")
+	}
+	c.createDB("db", 24, 3)
+	rec := record(t, c.cli)
+	mode, err := ParseMode("sharded-mysql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.run("n0", Options{Mode: mode})
+	eventually(t, 5*time.Second, "placed", func() (bool, string) { return len(rec.all()) == 1, "" })
+	p := rec.all()[0].placements["db"]
+	leads, follows := map[string]int{}, map[string]int{}
+	for _, pp := range p.Partitions {
+		for _, r := range pp.Replicas {
+			if r == pp.Leader {
+				leads[r]++
+			} else {
+				follows[r]++
+			}
+		}
+	}
+	for i := range 6 {
+		n := fmt.Sprint("n", i)
+		if leads[n] > 0 && follows[n] > 0 || leads[n]+follows[n] == 0 {
+			t.Fatalf("%s leads %d and follows %d partitions: %+v", n, leads[n], follows[n], p.Partitions)
+		}
+	}
+	if len(leads) != 2 {
+		t.Fatalf("leaders %v, want one per replica set of 3", leads)
+	}
+}

@@ -1,0 +1,518 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/placement"
+)
+
+const (
+	// settle coalesces the changes that arrive together (a failover
+	// changes many reports at once) into one planning round.
+	settle = 50 * time.Millisecond
+	// resync plans again without a change: dead-node delays expire, and a
+	// missed notification costs at most this long.
+	resync = time.Second
+	// A transaction holds at most txnOps puts and about txnBytes of
+	// placements, below etcd's defaults (128 operations, 1.5 MiB requests).
+	txnOps   = 100
+	txnBytes = 1 << 20
+)
+
+// errDeposed: another controller was elected; this one must stop writing.
+var errDeposed = errors.New("controller: no longer the elected controller")
+
+// driver is the active controller's state for one term.
+type driver struct {
+	cli   *clientv3.Client
+	e     *concurrency.Election
+	opts  Options
+	log   *slog.Logger
+	cat   *catalog.Catalog
+	view  *membership.View
+	nodes map[placement.NodeID]*nodeRecord
+	// written is every placement as etcd holds it, with the revision that
+	// wrote it (this controller's writes are known before the watch
+	// brings them).
+	written map[string]writtenPlacement
+	// reports keeps each partition's last group report, for the time
+	// between its leader's death and the next leader's report.
+	reports  map[placement.PartitionID]report
+	previous placement.Placement
+	// unavailable is the last round's count of partitions without quorum.
+	unavailable int
+}
+
+type nodeRecord struct {
+	zone      string
+	alive     bool
+	deadSince time.Time
+}
+
+type writtenPlacement struct {
+	membership.Placement
+	rev int64 // ModRevision of the key; 0 if absent
+}
+
+type report struct {
+	membership.GroupReport
+	leader placement.NodeID
+}
+
+func newDriver(ctx context.Context, cli *clientv3.Client, e *concurrency.Election, opts Options, log *slog.Logger) (*driver, error) {
+	d := &driver{
+		cli: cli, e: e, opts: opts, log: log,
+		nodes:   map[placement.NodeID]*nodeRecord{},
+		written: map[string]writtenPlacement{},
+		reports: map[placement.PartitionID]report{},
+	}
+	var err error
+	if d.cat, err = catalog.Open(ctx, cli, opts.Prefix); err != nil {
+		return nil, err
+	}
+	if d.view, err = membership.Open(ctx, cli, opts.Prefix, log); err != nil {
+		d.cat.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *driver) close() {
+	d.view.Close()
+	d.cat.Close()
+}
+
+// run plans a round after every change (coalesced) and every resync,
+// until ctx ends or another controller is elected.
+func (d *driver) run(ctx context.Context) error {
+	changes, cancelView := d.view.Subscribe()
+	defer cancelView()
+	schemas, cancelCatalog := d.cat.Subscribe()
+	defer cancelCatalog()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changes:
+		case <-schemas:
+		case <-timer.C:
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settle):
+		}
+		next, err := d.round(ctx, time.Now())
+		switch {
+		case errors.Is(err, errDeposed) || ctx.Err() != nil:
+			return err
+		case err != nil:
+			d.log.Warn("placement round failed", "err", err)
+			next = min(next, 200*time.Millisecond)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// round is one planning round: observe, compute, write. It returns when
+// the next round is due without a change.
+func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error) {
+	d.syncWritten()
+	dbs := d.databases()
+	current := d.current(dbs)
+	nodes, next := d.judgeNodes(now, current)
+	plan, err := placement.Compute(placement.Input{
+		Nodes: nodes, Databases: dbs, Current: current, Previous: d.previous,
+		Options: placement.Options{MaxMoves: d.opts.MaxMoves, Mode: d.opts.Mode},
+	})
+	if err != nil {
+		return next, err
+	}
+	if len(plan.Unavailable) != d.unavailable {
+		d.unavailable = len(plan.Unavailable)
+		if d.unavailable > 0 {
+			d.log.Warn("partitions without a live majority: placement leaves them alone", "count", d.unavailable, "first", plan.Unavailable[0].String())
+		}
+	}
+	alive := map[placement.NodeID]bool{}
+	for _, n := range nodes {
+		alive[n.ID] = n.State == placement.Alive
+	}
+	changed := d.apply(dbs, current, plan, alive)
+	writes, err := d.write(ctx, changed)
+	if d.opts.onRound != nil {
+		d.opts.onRound(writes)
+	}
+	if err != nil {
+		return next, err
+	}
+	d.previous = plan.Target
+	if len(changed) > 0 {
+		d.log.Info("placement written", "databases", len(changed), "created", len(plan.Create), "moves", len(plan.Moves), "pending", plan.Pending)
+	}
+	return next, nil
+}
+
+// syncWritten takes the placements the watch brings that are newer than
+// what this controller knows (written by someone else, or its own writes
+// seen back).
+func (d *driver) syncWritten() {
+	for db, rec := range d.view.Placements() {
+		if rec.ModRevision > d.written[db].rev {
+			d.written[db] = writtenPlacement{Placement: rec.Placement, rev: rec.ModRevision}
+		}
+	}
+}
+
+func (d *driver) databases() []placement.Database {
+	var out []placement.Database
+	for _, db := range d.cat.Databases() {
+		out = append(out, placement.Database{
+			Name: db.Name, Partitions: max(db.Partitions, 1), Replicas: min(max(db.Replicas, 1), 5),
+		})
+	}
+	return out
+}
+
+// current is the placement as the groups report it. A partition without a
+// report (its leader just died, or its group never reported yet) is taken
+// from its last report or from the written placement. Replicas the
+// written placement holds and the group does not list yet are adds in
+// flight: they count as learners.
+func (d *driver) current(dbs []placement.Database) placement.Placement {
+	cur := placement.Placement{}
+	for _, db := range dbs {
+		w, ok := d.written[db.Name]
+		if !ok {
+			continue // new: Plan.Create places it
+		}
+		for p := range db.Partitions {
+			pid := placement.PartitionID{Database: db.Name, Index: p}
+			var placed membership.PartitionPlacement
+			if p < len(w.Partitions) {
+				placed = w.Partitions[p]
+			}
+			r, ok := d.report(pid)
+			if !ok {
+				r = report{GroupReport: membership.GroupReport{Voters: placed.Replicas}}
+			}
+			a := placement.Assignment{Replicas: ids(r.Voters), Learners: ids(r.Learners)}
+			if _, alive := d.view.Node(string(r.leader)); alive && slices.Contains(r.Voters, string(r.leader)) {
+				a.Leader = r.leader
+			}
+			for _, n := range placed.Replicas {
+				if !r.Has(n) {
+					a.Learners = append(a.Learners, placement.NodeID(n))
+				}
+			}
+			if len(a.Replicas) > 0 || len(a.Learners) > 0 {
+				cur[pid] = a
+			}
+		}
+	}
+	return cur
+}
+
+func (d *driver) report(pid placement.PartitionID) (report, bool) {
+	g, leader, ok := d.view.Group(pid.Database, pid.Index)
+	if ok {
+		r := report{GroupReport: g, leader: placement.NodeID(leader)}
+		d.reports[pid] = r
+		return r, true
+	}
+	r, ok := d.reports[pid]
+	return r, ok
+}
+
+// judgeNodes applies the dead-node delay to every node registered or
+// named by the current placement, and returns when the next node's delay
+// expires (at most resync).
+func (d *driver) judgeNodes(now time.Time, cur placement.Placement) ([]placement.Node, time.Duration) {
+	live := map[placement.NodeID]bool{}
+	for _, n := range d.view.Nodes() {
+		id := placement.NodeID(n.ID)
+		live[id] = true
+		rec := d.nodes[id]
+		if rec == nil {
+			rec = &nodeRecord{}
+			d.nodes[id] = rec
+		}
+		rec.zone, rec.alive, rec.deadSince = n.Zone, true, time.Time{}
+	}
+	for id, rec := range d.nodes {
+		if rec.alive && !live[id] {
+			rec.alive, rec.deadSince = false, now
+			d.log.Info("node dead", "id", id, "replaced_after", d.opts.DeadNodeDelay)
+		}
+	}
+	// A node dead before this controller took over (or never seen alive)
+	// starts its delay now.
+	for _, a := range cur {
+		for _, id := range slices.Concat(a.Replicas, a.Learners) {
+			if d.nodes[id] == nil {
+				d.nodes[id] = &nodeRecord{deadSince: now}
+			}
+		}
+	}
+	next := resync
+	out := make([]placement.Node, 0, len(d.nodes))
+	for id, rec := range d.nodes {
+		dead := now.Sub(rec.deadSince)
+		st := placement.StateOf(rec.alive, dead, d.opts.DeadNodeDelay)
+		if st == placement.Down {
+			next = min(next, d.opts.DeadNodeDelay-dead)
+		}
+		out = append(out, placement.Node{ID: id, Zone: rec.zone, State: st})
+	}
+	slices.SortFunc(out, func(a, b placement.Node) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out, max(next, 10*time.Millisecond)
+}
+
+// apply turns a plan into new placements and returns those that changed.
+func (d *driver) apply(dbs []placement.Database, cur placement.Placement, plan placement.Plan, alive map[placement.NodeID]bool) map[string]membership.Placement {
+	changed := map[string]membership.Placement{}
+	edit := func(db string) *membership.Placement {
+		p, ok := changed[db]
+		if !ok {
+			w := d.written[db]
+			p = membership.Placement{Version: w.Version, Partitions: make([]membership.PartitionPlacement, len(w.Partitions))}
+			for i, pp := range w.Partitions {
+				p.Partitions[i] = membership.PartitionPlacement{Replicas: slices.Clone(pp.Replicas), Leader: pp.Leader}
+			}
+			changed[db] = p
+		}
+		p = changed[db]
+		return &p
+	}
+	set := func(db string, p *membership.Placement) { changed[db] = *p }
+
+	// New databases, whole: the nodes bootstrap their groups from the
+	// first version of the key.
+	for _, db := range dbs {
+		if _, ok := d.written[db.Name]; ok {
+			continue
+		}
+		p := membership.Placement{Version: 1, Partitions: make([]membership.PartitionPlacement, db.Partitions)}
+		complete := true
+		for i := range p.Partitions {
+			a, ok := plan.Create[placement.PartitionID{Database: db.Name, Index: i}]
+			if !ok || len(a.Replicas) == 0 {
+				complete = false
+				break
+			}
+			p.Partitions[i] = membership.PartitionPlacement{Replicas: names(a.Replicas), Leader: string(a.Leader)}
+		}
+		if complete {
+			changed[db.Name] = p
+		}
+	}
+
+	for _, m := range plan.Moves {
+		w, ok := d.written[m.Partition.Database]
+		if !ok || m.Partition.Index >= len(w.Partitions) {
+			continue
+		}
+		p := edit(m.Partition.Database)
+		pp := &p.Partitions[m.Partition.Index]
+		switch m.Kind {
+		case placement.AddReplica:
+			if !slices.Contains(pp.Replicas, string(m.To)) {
+				pp.Replicas = append(pp.Replicas, string(m.To))
+			}
+		case placement.RemoveReplica:
+			pp.Replicas = slices.DeleteFunc(pp.Replicas, func(r string) bool { return r == string(m.From) })
+			if pp.Leader == string(m.From) {
+				pp.Leader = string(plan.Target[m.Partition].Leader)
+			}
+		case placement.TransferLeader:
+			pp.Leader = string(m.To)
+		}
+		set(m.Partition.Database, p)
+	}
+
+	// A replica whose removal was written, that still exists and that the
+	// target keeps after all (a later plan changed its mind), is placed
+	// again, or its group would remove it. A preferred leader that is dead
+	// gives way to the target's leader (usually the one Raft elected, so
+	// nothing moves): when it comes back, leader balancing decides what it
+	// leads, instead of its group handing its old leaderships back at once.
+	for _, db := range dbs {
+		w, ok := d.written[db.Name]
+		if !ok {
+			continue
+		}
+		for i := range min(db.Partitions, len(w.Partitions)) {
+			pid := placement.PartitionID{Database: db.Name, Index: i}
+			lead := w.Partitions[i].Leader
+			if p, edited := changed[db.Name]; edited {
+				lead = p.Partitions[i].Leader
+			}
+			if to := plan.Target[pid].Leader; !alive[placement.NodeID(lead)] && to != "" && string(to) != lead {
+				p := edit(db.Name)
+				p.Partitions[i].Leader = string(to)
+				set(db.Name, p)
+			}
+			a := cur[pid]
+			for _, r := range plan.Target[pid].Replicas {
+				if !slices.Contains(a.Replicas, r) && !slices.Contains(a.Learners, r) {
+					continue
+				}
+				reps := w.Partitions[i].Replicas
+				if p, edited := changed[db.Name]; edited {
+					reps = p.Partitions[i].Replicas
+				}
+				if slices.Contains(reps, string(r)) {
+					continue
+				}
+				p := edit(db.Name)
+				p.Partitions[i].Replicas = append(p.Partitions[i].Replicas, string(r))
+				set(db.Name, p)
+			}
+		}
+	}
+
+	for db, p := range changed {
+		w, ok := d.written[db]
+		if ok && samePartitions(w.Partitions, p.Partitions) {
+			delete(changed, db)
+			continue
+		}
+		if ok {
+			p.Version = w.Version + 1
+			changed[db] = p
+		}
+	}
+	return changed
+}
+
+// write stores the changed placements: one transaction for all of them
+// (several only past etcd's limits), fenced by the election and by each
+// key's revision.
+func (d *driver) write(ctx context.Context, changed map[string]membership.Placement) (writes int, err error) {
+	dbs := make([]string, 0, len(changed))
+	for db := range changed {
+		dbs = append(dbs, db)
+	}
+	sort.Strings(dbs)
+	for len(dbs) > 0 {
+		var batch []string
+		var vals []string
+		size := 0
+		for len(dbs) > 0 && len(batch) < txnOps {
+			val, err := json.Marshal(changed[dbs[0]])
+			if err != nil {
+				return writes, err
+			}
+			if len(batch) > 0 && size+len(val) > txnBytes {
+				break
+			}
+			size += len(val)
+			batch, vals, dbs = append(batch, dbs[0]), append(vals, string(val)), dbs[1:]
+		}
+		writes++
+		if err := d.commit(ctx, batch, vals, changed); err != nil {
+			return writes, err
+		}
+	}
+	return writes, nil
+}
+
+func (d *driver) commit(ctx context.Context, batch, vals []string, changed map[string]membership.Placement) error {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(d.e.Key()), "=", d.e.Rev())}
+	ops := make([]clientv3.Op, 0, len(batch))
+	for i, db := range batch {
+		key := d.opts.Prefix + membership.PlacementDir + db
+		if rev := d.written[db].rev; rev == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+		}
+		ops = append(ops, clientv3.OpPut(key, vals[i]))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := d.cli.Txn(wctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(d.e.Key())).Commit()
+	if err != nil {
+		return fmt.Errorf("write placements: %w", err)
+	}
+	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 0 || kvs[0].CreateRevision != d.e.Rev() {
+			return errDeposed
+		}
+		// Someone else wrote a placement: read it and plan again.
+		return d.reload(ctx, batch)
+	}
+	for _, db := range batch {
+		d.written[db] = writtenPlacement{Placement: changed[db], rev: resp.Header.Revision}
+	}
+	return nil
+}
+
+func (d *driver) reload(ctx context.Context, dbs []string) error {
+	for _, db := range dbs {
+		resp, err := d.cli.Get(ctx, d.opts.Prefix+membership.PlacementDir+db)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			delete(d.written, db)
+			continue
+		}
+		var p membership.Placement
+		if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
+			return fmt.Errorf("placement of %s: %w", db, err)
+		}
+		d.written[db] = writtenPlacement{Placement: p, rev: resp.Kvs[0].ModRevision}
+	}
+	return fmt.Errorf("placements of %v changed concurrently; planning again", dbs)
+}
+
+func samePartitions(a, b []membership.PartitionPlacement) bool {
+	return slices.EqualFunc(a, b, func(x, y membership.PartitionPlacement) bool {
+		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
+	})
+}
+
+func ids(ns []string) []placement.NodeID {
+	out := make([]placement.NodeID, len(ns))
+	for i, n := range ns {
+		out[i] = placement.NodeID(n)
+	}
+	return out
+}
+
+func names(ns []placement.NodeID) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = string(n)
+	}
+	return out
+}

@@ -45,6 +45,7 @@ func clusterCommand(f *clientFlags) *cobra.Command {
 }
 
 func printCluster(out io.Writer, info node.ClusterInfo) {
+	fmt.Fprintf(out, "active controller: %s\n\n", dash(info.Controller))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tZONE\tHTTP\tGRPC\tLEADS\tFOLLOWS")
 	for _, n := range info.Nodes {

@@ -19,9 +19,10 @@ const DefaultRetry = 10 * time.Second
 
 // Client talks to one Doppio server (or a load balancer in front of many).
 type Client struct {
-	base  string
-	hc    *http.Client
-	retry time.Duration
+	base   string
+	hc     *http.Client
+	retry  time.Duration
+	routes *routing // nil unless WithSmartRouting
 }
 
 // Option configures a Client.
@@ -65,6 +66,10 @@ type request struct {
 	query  map[string]string
 	header http.Header
 	body   []byte
+	// route names the document group, for smart routing; unrouted is set
+	// once the routed leader failed, so retries go through the seed server.
+	route    *routeKey
+	unrouted bool
 }
 
 func newRequest(method, path string) *request {
@@ -113,6 +118,16 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 	const maxBackoff = time.Second
 	for {
 		resp, err := c.once(ctx, r)
+		// Only failures that prove the request was not applied (a refused
+		// connection, a 503) may be sent again.
+		if c.routes != nil && r.route != nil && !r.unrouted && ((err != nil && errors.Is(err, syscall.ECONNREFUSED)) || (err == nil && resp.status == http.StatusServiceUnavailable)) {
+			// The routed leader could not serve: retry at once through
+			// the seed server, which forwards.
+			c.missed(r)
+			if ctx.Err() == nil && time.Since(start) < c.retry {
+				continue
+			}
+		}
 		var wait time.Duration
 		switch {
 		case err == nil && resp.status == http.StatusServiceUnavailable:
@@ -152,7 +167,7 @@ func (c *Client) once(ctx context.Context, r *request) (*response, error) {
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, r.url(c.base), body)
+	req, err := http.NewRequestWithContext(ctx, r.method, r.url(c.baseFor(ctx, r)), body)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -93,7 +93,7 @@ func (c *Client) Get(ctx context.Context, db, table string, key Key, opts ...Rea
 	if err != nil {
 		return nil, err
 	}
-	r := newRequest(http.MethodGet, path)
+	r := newRequest(http.MethodGet, path).routed(db, key)
 	for _, o := range opts {
 		o.applyRead(r)
 	}
@@ -165,7 +165,7 @@ func (c *Client) List(ctx context.Context, db, table string, prefix Key, o ListO
 	if err != nil {
 		return nil, err
 	}
-	r := newRequest(http.MethodGet, path)
+	r := newRequest(http.MethodGet, path).routed(db, prefix)
 	if o.Limit > 0 {
 		r.query["limit"] = strconv.Itoa(o.Limit)
 	}
@@ -229,7 +229,7 @@ func (c *Client) MultiGet(ctx context.Context, db, table string, leading Key, la
 	if err != nil {
 		return nil, err
 	}
-	r := newRequest(http.MethodGet, path+"/("+strings.Join(items, ",")+")")
+	r := newRequest(http.MethodGet, path+"/("+strings.Join(items, ",")+")").routed(db, leading)
 	for _, o := range opts {
 		o.applyRead(r)
 	}
@@ -255,8 +255,9 @@ type WriteResult struct {
 	Created bool `json:"created"`
 }
 
-func (c *Client) write(ctx context.Context, method, path string, body any, opts []WriteOption) (*WriteResult, error) {
+func (c *Client) write(ctx context.Context, route *request, method, path string, body any, opts []WriteOption) (*WriteResult, error) {
 	r := newRequest(method, path)
+	r.route = route.route
 	if err := r.jsonBody(body); err != nil {
 		return nil, err
 	}
@@ -282,7 +283,7 @@ func (c *Client) Put(ctx context.Context, db, table string, key Key, doc any, op
 	if err != nil {
 		return nil, err
 	}
-	return c.write(ctx, http.MethodPut, path, doc, opts)
+	return c.write(ctx, (&request{}).routed(db, key), http.MethodPut, path, doc, opts)
 }
 
 // Patch is a partial update. Paths are field names, dotted to reach into
@@ -300,7 +301,7 @@ func (c *Client) Patch(ctx context.Context, db, table string, key Key, p Patch, 
 	if err != nil {
 		return nil, err
 	}
-	return c.write(ctx, http.MethodPatch, path, p, opts)
+	return c.write(ctx, (&request{}).routed(db, key), http.MethodPatch, path, p, opts)
 }
 
 // Insert adds doc under leading, all key parts but the last, which the
@@ -311,7 +312,7 @@ func (c *Client) Insert(ctx context.Context, db, table string, leading Key, doc 
 	if err != nil {
 		return nil, err
 	}
-	return c.write(ctx, http.MethodPost, path, doc, nil)
+	return c.write(ctx, (&request{}).routed(db, leading), http.MethodPost, path, doc, nil)
 }
 
 // Delete removes the document at the full key; a missing document is a 404.
@@ -320,7 +321,7 @@ func (c *Client) Delete(ctx context.Context, db, table string, key Key, opts ...
 	if err != nil {
 		return err
 	}
-	r := newRequest(http.MethodDelete, path)
+	r := newRequest(http.MethodDelete, path).routed(db, key)
 	for _, o := range opts {
 		o.applyWrite(r)
 	}
@@ -335,7 +336,7 @@ func (c *Client) DeleteCollection(ctx context.Context, db, table string, leading
 	if err != nil {
 		return 0, err
 	}
-	res, err := c.do(ctx, newRequest(http.MethodDelete, path))
+	res, err := c.do(ctx, newRequest(http.MethodDelete, path).routed(db, leading))
 	if err != nil {
 		return 0, err
 	}
@@ -350,7 +351,7 @@ func (c *Client) Count(ctx context.Context, db, table string, prefix Key, q stri
 	if err != nil {
 		return 0, err
 	}
-	r := newRequest(http.MethodGet, path)
+	r := newRequest(http.MethodGet, path).routed(db, prefix)
 	r.query["query"] = q
 	r.query["count"] = "true"
 	res, err := c.do(ctx, r)

@@ -92,6 +92,12 @@ type OpResult struct {
 // whose Operation names the operation; nothing is applied then.
 func (c *Client) Txn(ctx context.Context, db string, t Txn) (*TxnResult, error) {
 	r := newRequest(http.MethodPost, "/"+url.PathEscape(db)+"/_txn")
+	switch {
+	case t.PartitionKey != nil:
+		r.routed(db, Key{t.PartitionKey})
+	case len(t.Ops) > 0:
+		r.routed(db, t.Ops[0].Key)
+	}
 	if err := r.jsonBody(t); err != nil {
 		return nil, err
 	}

@@ -141,18 +141,19 @@ func (s *Server) readOptions(r *http.Request, t *schema.Table) (readOptions, err
 
 // render returns the JSON of a stored record as the reader asked for it.
 func (o readOptions) render(t *schema.Table, rec partition.Record) ([]byte, int, error) {
-	doc, err := t.Decode(rec.Avro, int(rec.Version), o.version)
-	if err != nil {
-		return nil, 0, err
-	}
-	if o.fields != nil {
-		doc = schema.Project(doc, o.fields)
-	}
 	version := o.version
 	if version == 0 {
 		version = int(rec.Version)
 	}
-	return t.AppendJSON(nil, doc, version), version, nil
+	if o.fields == nil {
+		b, err := t.AppendAvroAsJSON(nil, rec.Avro, int(rec.Version), version)
+		return b, version, err
+	}
+	doc, err := t.Decode(rec.Avro, int(rec.Version), o.version)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t.AppendJSON(nil, schema.Project(doc, o.fields), version), version, nil
 }
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {

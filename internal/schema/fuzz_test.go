@@ -22,6 +22,10 @@ func roundTrip(t *testing.T, tb *Table, doc Document) {
 	if !reflect.DeepEqual(back, doc) {
 		t.Fatalf("round trip changed the doc:\n got %#v\nwant %#v", back, doc)
 	}
+	direct, err := tb.AppendAvroAsJSON(nil, bin, tb.Latest(), 0)
+	if want := tb.AppendJSON(nil, doc, 0); err != nil || string(direct) != string(want) {
+		t.Fatalf("AppendAvroAsJSON = %s (%v)\nwant AppendJSON  %s", direct, err, want)
+	}
 	js, err := MarshalDocument(doc)
 	if err != nil {
 		t.Fatalf("MarshalDocument: %v", err)

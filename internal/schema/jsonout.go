@@ -57,7 +57,7 @@ func appendJSONRecord(dst []byte, n *node, m map[string]any) []byte {
 // appendJSONValue renders v; n guides record field order and may be nil.
 func appendJSONValue(dst []byte, n *node, v any) []byte {
 	if n != nil && n.kind == kUnion {
-		n = n.nullable // general unions render by the value's own type
+		n = unionBranchOf(n, v)
 	}
 	switch x := v.(type) {
 	case nil:
@@ -185,4 +185,34 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// unionBranchOf is the branch of union n a normalized value renders by: the
+// non-null branch of a nullable union; for a record value, the first record
+// branch that has all its fields (so fields keep their schema order); nil
+// otherwise (the value renders by its own type).
+func unionBranchOf(n *node, v any) *node {
+	if n.nullable != nil {
+		return n.nullable
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	for _, b := range n.branches {
+		if b.kind != kRecord || len(b.fields) != len(m) {
+			continue
+		}
+		all := true
+		for k := range m {
+			if _, ok := b.fieldIndex[k]; !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			return b
+		}
+	}
+	return nil
 }

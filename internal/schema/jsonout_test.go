@@ -36,3 +36,33 @@ func TestAppendJSONKeepsSchemaOrderAndRoundTrips(t *testing.T) {
 		t.Fatalf("projection rendered %s", got)
 	}
 }
+
+func TestRecordsInUnionsRenderInSchemaOrderBothWays(t *testing.T) {
+	tb := mustTable(t, `{"type":"record","name":"R","fields":[
+		{"name":"u","type":["string",{"type":"record","name":"P","fields":[{"name":"z","type":"int"},{"name":"a","type":"int"}]},
+		  {"type":"map","values":"int"}]},
+		{"name":"m","type":{"type":"map","values":"long"}}]}`)
+	for _, in := range []string{
+		`{"u":{"P":{"z":1,"a":2}},"m":{"b":1,"a":2}}`,
+		`{"u":"s","m":{}}`,
+		`{"u":{"map":{"y":1,"x":2}},"m":{"k":3}}`,
+	} {
+		doc, err := tb.DecodeJSON([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin, err := tb.Encode(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(tb.AppendJSON(nil, doc, 0))
+		got, err := tb.AppendAvroAsJSON(nil, bin, 1, 0)
+		if err != nil || string(got) != want {
+			t.Fatalf("%s: AppendAvroAsJSON %s (%v), AppendJSON %s", in, got, err, want)
+		}
+	}
+	doc, _ := tb.DecodeJSON([]byte(`{"u":{"P":{"z":1,"a":2}},"m":{}}`))
+	if got := string(tb.AppendJSON(nil, doc, 0)); got != `{"u":{"z":1,"a":2},"m":{}}` {
+		t.Fatalf("record in a union rendered %s", got)
+	}
+}

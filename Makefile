@@ -35,3 +35,12 @@ bench:
 .PHONY: bench-mailbox
 bench-mailbox:
 	$(GO) run ./bench/mailbox $(MAILBOX_FLAGS)
+
+# The failover benchmark of the Espresso paper's Figures 4 and 5: kill -9 of
+# a node leading partitions, per-partition time until writes are accepted
+# again, spread placement against sharded-MySQL placement, 64 to 1024
+# partitions; writes docs/benchmarks/failover.{md,png}.
+# FAILOVER_FLAGS=-quick for a smoke run; `go run ./bench/failover -h` lists the flags.
+.PHONY: bench-failover
+bench-failover:
+	$(GO) run ./bench/failover $(FAILOVER_FLAGS)

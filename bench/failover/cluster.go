@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/node"
+)
+
+// httpClient keeps many idle connections per node: up to one prober per
+// partition writes at once, and new connections per attempt would only
+// measure the kernel.
+var httpClient = &http.Client{Transport: &http.Transport{
+	MaxIdleConns:        8192,
+	MaxIdleConnsPerHost: 4096,
+	IdleConnTimeout:     30 * time.Second,
+	DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+}}
+
+var readyLine = regexp.MustCompile(`doppio node ready.* http=(\S+)`)
+
+// proc is one `doppio start` process.
+type proc struct {
+	id   string
+	cmd  *exec.Cmd
+	addr string // http://host:port
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+}
+
+func (p *proc) tail(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(p.logs.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// kill sends SIGKILL (kill -9) and reaps the process.
+func (p *proc) kill() {
+	if p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// cluster is an etcd in this process and N node processes.
+type cluster struct {
+	dir   string
+	etcd  *embedetcd.Server
+	nodes []*proc
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startCluster starts etcd and n nodes in placement mode, data under dir.
+func startCluster(ctx context.Context, binary, dir string, n int, mode string, extra []string) (*cluster, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	etcd, err := embedetcd.Start(ctx, filepath.Join(dir, "etcd"), quiet)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{dir: dir, etcd: etcd}
+	errs := make([]error, n)
+	c.nodes = make([]*proc, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("n%d", i+1)
+			c.nodes[i], errs[i] = startNode(binary, id, filepath.Join(dir, id), etcd.Endpoints()[0], mode, extra)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func startNode(binary, id, data, etcd, mode string, extra []string) (*proc, error) {
+	httpAddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"start", "--id", id, "--data", data, "--http", httpAddr, "--grpc", grpcAddr,
+		"--etcd", etcd, "--placement-mode", mode}, extra...)
+	cmd := exec.Command(binary, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{id: id, cmd: cmd, done: make(chan struct{})}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			p.mu.Lock()
+			if p.logs.Len() > 4<<20 { // keep the tail only
+				b := append([]byte(nil), p.logs.Bytes()[p.logs.Len()-(1<<20):]...)
+				p.logs.Reset()
+				p.logs.Write(b)
+			}
+			p.logs.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	select {
+	case addr, ok := <-found:
+		if !ok {
+			return nil, fmt.Errorf("doppio %v exited before it was ready:\n%s", args, p.tail(30))
+		}
+		p.addr = "http://" + addr
+	case <-time.After(60 * time.Second):
+		p.kill()
+		return nil, fmt.Errorf("doppio %v not ready after 60s:\n%s", args, p.tail(30))
+	}
+	return p, nil
+}
+
+// stop kills every node, closes etcd and removes the data.
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		if n != nil {
+			n.kill()
+		}
+	}
+	if c.etcd != nil {
+		c.etcd.Close()
+	}
+	os.RemoveAll(c.dir)
+}
+
+// do sends a request with a JSON body (nil for none) and returns the
+// status and body.
+func do(ctx context.Context, base, method, path string, body any, headers ...string) (int, []byte, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(js)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func clusterInfo(ctx context.Context, base string) (node.ClusterInfo, error) {
+	var info node.ClusterInfo
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, b, err := do(ctx, base, "GET", "/_cluster", nil)
+	if err != nil {
+		return info, err
+	}
+	if st != 200 {
+		return info, fmt.Errorf("GET /_cluster: %d %s", st, b)
+	}
+	return info, json.Unmarshal(b, &info)
+}

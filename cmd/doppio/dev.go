@@ -64,8 +64,14 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 	fmt.Fprintf(out, "etcd: %s\n", endpoints)
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("n%d", i)
+		// n1 listens on --http, so the CLI's default server reaches the
+		// cluster; the others on free ports.
+		httpAddr := f.httpAddr
+		if i > 1 || strings.HasSuffix(httpAddr, ":0") {
+			httpAddr = freeAddr()
+		}
 		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
-			"--http", freeAddr(), "--grpc", freeAddr(), "--etcd", endpoints,
+			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints,
 			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--raft-tick", f.tick.String(),
 			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves)}
 		c := exec.Command(self, args...)

@@ -24,7 +24,7 @@ const (
 	settle = 50 * time.Millisecond
 	// resync plans again without a change: dead-node delays expire, and a
 	// missed notification costs at most this long.
-	resync = time.Second
+	resync = 5 * time.Second
 	// A transaction holds at most txnOps puts and about txnBytes of
 	// placements, below etcd's defaults (128 operations, 1.5 MiB requests).
 	txnOps   = 100

@@ -10,7 +10,7 @@ import (
 // reportEvery is how often this node re-reads the configuration of the
 // groups it leads for the placement controller (only changes are written,
 // in the registration's batches).
-const reportEvery = 250 * time.Millisecond
+const reportEvery = time.Second
 
 // reportLoop publishes the Raft configuration of every partition this node
 // leads (membership.GroupReport): the placement controller's view of where

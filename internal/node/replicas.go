@@ -19,7 +19,7 @@ const (
 	maxMoves = 4
 	// reconcileEvery re-checks placement even without a change in etcd:
 	// learners catching up and leaders becoming ready are not etcd events.
-	reconcileEvery = 250 * time.Millisecond
+	reconcileEvery = time.Second
 	// caughtUp is how far behind the leader's log a learner may be when it
 	// is promoted, or a voter when it is handed leadership.
 	caughtUp = 64

@@ -424,8 +424,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 // when it cannot parse the request line (for example a bad %-escape in the
 // path): it comes before the handler, so it cannot be problem+json.
 func isStdlibBadRequest(a answer) bool {
+	// net/http answers a request line it cannot parse itself, in plain
+	// text (this server answers nothing in text/plain); the answer to a
+	// HEAD has no body.
 	return a.status == 400 && strings.HasPrefix(a.header.Get("Content-Type"), "text/plain") &&
-		strings.HasPrefix(string(a.body), "400 Bad Request")
+		(strings.HasPrefix(string(a.body), "400 Bad Request") || len(a.body) == 0)
 }
 
 func diffLines(a, b string) string {

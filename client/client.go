@@ -118,9 +118,9 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 	const maxBackoff = time.Second
 	for {
 		resp, err := c.once(ctx, r)
-		// Only failures that prove the request was not applied (a refused
-		// connection, a 503) may be sent again.
-		if c.routes != nil && r.route != nil && !r.unrouted && ((err != nil && errors.Is(err, syscall.ECONNREFUSED)) || (err == nil && resp.status == http.StatusServiceUnavailable)) {
+		// A read may always be sent again; a write only after a failure
+		// that proves it was not applied (a refused connection, a 503).
+		if c.routes != nil && r.route != nil && !r.unrouted && ((err != nil && (r.method == http.MethodGet || errors.Is(err, syscall.ECONNREFUSED))) || (err == nil && resp.status == http.StatusServiceUnavailable)) {
 			// The routed leader could not serve: retry at once through
 			// the seed server, which forwards.
 			c.missed(r)

@@ -36,8 +36,8 @@ func (h *hostRecorder) take() []string {
 // TestSmartClientSendsEachRequestToItsLeader gives a client one node of a
 // three-node cluster and checks that, with smart routing, every document
 // request goes straight to its partition's leader; and that when a leader
-// dies the client still succeeds (through the seed node) and then learns the
-// new leader.
+// dies a read still succeeds (through the seed node) and the client then
+// learns the new leader.
 func TestSmartClientSendsEachRequestToItsLeader(t *testing.T) {
 	const partitions = 6
 	nodes := startCluster(t)
@@ -97,8 +97,12 @@ func TestSmartClientSendsEachRequestToItsLeader(t *testing.T) {
 	}
 	victim.kill()
 	g := groups[victimPart]
-	if _, err := c.Patch(ctx, "smart", "Counter", client.Key{g, int64(1)}, client.Patch{Inc: map[string]any{"n": 1}}); err != nil {
-		t.Fatalf("write after the leader's death: %v", err)
+	// A read is safe to send again: its first attempt, to the dead leader
+	// (a reset keep-alive connection or a refused one), falls back to the
+	// seed node. (A write meeting a reset connection has an unknown outcome
+	// and is returned as an error, as it must be.)
+	if _, err := c.Get(ctx, "smart", "Counter", client.Key{g, int64(1)}); err != nil {
+		t.Fatalf("read after the leader's death: %v", err)
 	}
 	waitFor(t, 10*time.Second, "a new leader of the partition", func() (bool, string) {
 		l := leaderOf()[victimPart]

@@ -154,7 +154,9 @@ func TestDeadNodesAreReplacedAndTheControllerFailsOver(t *testing.T) {
 	nodes[0].must(201, "PUT", "/_schemas/e2e/Counter", counterSchema)
 	groups := groupsByPartition(partitions)
 	for p, g := range groups {
-		nodes[p%4].must(201, "PUT", fmt.Sprintf("/e2e/Counter/%s/0", g), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+		// Leaders move toward the preferred ones right after placement: a
+		// request meeting a transfer answers 503, and is retried.
+		mustRetrying503(t, nodes[p%4].devNode, 201, "PUT", fmt.Sprintf("/e2e/Counter/%s/0", g), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
 	}
 	waitFor(t, 15*time.Second, "placed and settled", func() (bool, string) { return restored(nodes[0].info(t), partitions, rf) })
 	info := nodes[0].info(t)
@@ -309,7 +311,7 @@ func TestDeadNodesAreReplacedAndTheControllerFailsOver(t *testing.T) {
 	})
 	t.Logf("%s's replicas recreated by %s %v after the kill", controller.id, next, time.Since(killed).Round(100*time.Millisecond))
 	for p, g := range groups {
-		others[p%3].must(201, "PUT", fmt.Sprintf("/e2e/Counter/%s/7", g), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+		mustRetrying503(t, others[p%3].devNode, 201, "PUT", fmt.Sprintf("/e2e/Counter/%s/7", g), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
 	}
 }
 

@@ -464,16 +464,23 @@ func (s *Server) fullKeyTarget(p params, verb string) (target, error) {
 	return tg, nil
 }
 
-func (s *Server) put(w http.ResponseWriter, r *http.Request, p params) error {
-	tg, err := s.fullKeyTarget(p, "PUT")
+// documentWrite parses what every single-document write starts with: the
+// full key, the conditional headers and the body.
+func (s *Server) documentWrite(r *http.Request, p params, verb string) (target, partition.Condition, []byte, error) {
+	tg, err := s.fullKeyTarget(p, verb)
 	if err != nil {
-		return err
+		return tg, partition.Condition{}, nil, err
 	}
 	cond, err := conditions(r)
 	if err != nil {
-		return err
+		return tg, cond, nil, err
 	}
 	body, err := readBody(r, s.cfg.MaxDocumentBytes)
+	return tg, cond, body, err
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, p params) error {
+	tg, cond, body, err := s.documentWrite(r, p, "PUT")
 	if err != nil {
 		return err
 	}
@@ -493,15 +500,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p params) error {
 }
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, p params) error {
-	tg, err := s.fullKeyTarget(p, "PATCH")
-	if err != nil {
-		return err
-	}
-	cond, err := conditions(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r, s.cfg.MaxDocumentBytes)
+	tg, cond, body, err := s.documentWrite(r, p, "PATCH")
 	if err != nil {
 		return err
 	}

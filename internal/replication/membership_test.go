@@ -95,7 +95,14 @@ func TestMoveReplicaWhileWriting(t *testing.T) {
 	<-done
 
 	final := []uint64{2, 3, 4}
+	// A write whose caller gave up (its context ended at stop) may still
+	// commit afterwards: wait until the leader's timeline stops moving.
 	applied := leader().Applied()
+	for quiet := time.Now(); time.Since(quiet) < 300*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if a := leader().Applied(); a != applied {
+			applied, quiet = a, time.Now()
+		}
+	}
 	c.waitApplied(p, applied.Sequence, 5*time.Second, final...)
 	state := c.sameState(p, final...)
 	mu.Lock()

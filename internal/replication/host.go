@@ -378,6 +378,11 @@ func (h *Host) tick() {
 		h.dirty[g] = struct{}{}
 		g.retryReads()
 		if g.isLeader {
+			if g.transferring && g.rn.BasicStatus().LeadTransferee == 0 {
+				// Raft abandoned the transfer on a tick, with no Ready.
+				g.transferring = false
+				g.publish()
+			}
 			g.maybeQuiesce()
 		}
 	}

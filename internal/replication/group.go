@@ -274,6 +274,19 @@ func (g *Group) maybeQuiesce() {
 	if !ok {
 		return
 	}
+	// A leader that cannot see a quorum keeps ticking, so that CheckQuorum
+	// makes it step down rather than lead, quiesced, a group that has
+	// elected another leader.
+	voters := g.st.applied.conf().GetVoters()
+	seen := 0
+	for _, id := range voters {
+		if id == self || g.host.transport.alive(id) {
+			seen++
+		}
+	}
+	if seen <= len(voters)/2 {
+		return
+	}
 	term := bs.HardState.GetTerm()
 	for _, id := range followers {
 		if !g.host.transport.alive(id) {

@@ -401,3 +401,113 @@ func mustRetrying503(t *testing.T, n *devNode, want int, method, path string, bo
 		return b
 	}
 }
+
+// TestLeadershipTransfersAreInvisibleToClients restarts a node so that the
+// controller hands leaderships back to it (Raft leadership transfers)
+// while clients write and read through the other nodes, without retrying:
+// every request meeting a transfer is waited out and routed again by the
+// server within its deadline, so every one answers 2xx, and every write is
+// there afterwards.
+func TestLeadershipTransfersAreInvisibleToClients(t *testing.T) {
+	const partitions = 8
+	nodes := startCluster(t)
+	nodes[0].must(201, "PUT", "/_schemas/e2e", map[string]any{"partitions": partitions, "replicas": 3})
+	nodes[0].must(201, "PUT", "/_schemas/e2e/Counter", counterSchema)
+	groups := groupsByPartition(partitions)
+	for p, g := range groups {
+		mustRetrying503(t, nodes[0].devNode, 201, "PUT", fmt.Sprintf("/e2e/Counter/%s/0", g), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+	}
+	waitFor(t, 15*time.Second, "settled", func() (bool, string) { return settled(clusterInfo(t, nodes[0]), partitions, 3) })
+
+	// n3 goes away; the others take its leaderships.
+	victim, through := nodes[2], nodes[:2]
+	victim.kill()
+	waitFor(t, 15*time.Second, "leaders on the survivors", func() (bool, string) {
+		info := clusterInfo(t, through[0])
+		js, _ := json.Marshal(info.Partitions)
+		for _, p := range info.Partitions {
+			if p.Leader == "" || p.Leader == victim.id {
+				return false, string(js)
+			}
+		}
+		return len(info.Partitions) == partitions, string(js)
+	})
+
+	// It comes back while clients write: it catches up, and the controller
+	// moves leaderships back to it by Raft leadership transfer.
+	type result struct {
+		path   string
+		n      int
+		status int
+		body   string
+	}
+	var (
+		mu      sync.Mutex
+		results []result
+		wg      sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; ctx.Err() == nil; i++ {
+				g := groups[(i+w)%partitions]
+				path := fmt.Sprintf("/e2e/Counter/%s/%d", g, 1_000_000*(w+1)+i)
+				n := through[(i+w)%2]
+				st, _, b, err := n.try(context.Background(), "PUT", path, map[string]any{"n": i}, "X-Doppio-Timeout", "5s")
+				if err != nil {
+					t.Errorf("PUT %s through %s: %v", path, n.id, err)
+					return
+				}
+				mu.Lock()
+				results = append(results, result{path, i, st, string(b)})
+				mu.Unlock()
+				if st == 201 {
+					st, _, b, err = n.try(context.Background(), "GET", path, nil, "X-Doppio-Timeout", "5s")
+					if err != nil || st != 200 {
+						t.Errorf("GET %s through %s right after its write: %d %v %s", path, n.id, st, err, b)
+						return
+					}
+				}
+			}
+		}()
+	}
+	victim.restart(t)
+	waitFor(t, 30*time.Second, "the restarted node leads again", func() (bool, string) {
+		info := clusterInfo(t, through[0])
+		ok, state := settled(info, partitions, 3)
+		for _, n := range info.Nodes {
+			if n.ID == victim.id && n.Leads == 0 {
+				ok = false
+			}
+		}
+		return ok, state
+	})
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	info := clusterInfo(t, through[0])
+	var leads []string
+	for _, n := range info.Nodes {
+		leads = append(leads, fmt.Sprintf("%s:%d", n.ID, n.Leads))
+	}
+	sort.Strings(leads)
+	failed := 0
+	for _, r := range results {
+		if r.status != 201 {
+			failed++
+			t.Errorf("PUT %s answered %d: %s", r.path, r.status, r.body)
+		}
+	}
+	t.Logf("%d writes while leaderships moved back (leads now %v), %d not acknowledged", len(results), leads, failed)
+	for _, r := range results {
+		if r.status == 201 {
+			b := victim.must(200, "GET", r.path, nil)
+			if !bytes.Contains(b, []byte(fmt.Sprintf(`"n":%d`, r.n))) {
+				t.Fatalf("acknowledged write %s reads %s", r.path, b)
+			}
+		}
+	}
+}

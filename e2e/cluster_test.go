@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"sync"
 	"testing"
@@ -56,7 +57,11 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// runNode starts the binary with args and waits for its ready line.
+// processReadyLine is what a node or a router logs once it serves.
+var processReadyLine = regexp.MustCompile(`doppio (?:node|router) ready.* http=(\S+)`)
+
+// runNode starts the binary with args (a node or a router) and waits for
+// its ready line.
 func runNode(t *testing.T, args []string) *devNode {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
@@ -77,7 +82,7 @@ func runNode(t *testing.T, args []string) *devNode {
 			mu.Lock()
 			n.logs.WriteString(sc.Text() + "\n")
 			mu.Unlock()
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+			if m := processReadyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
 				found <- m[1]
 				sent = true
 			}
@@ -105,6 +110,13 @@ func runNode(t *testing.T, args []string) *devNode {
 // startCluster starts an etcd in the test process and three nodes.
 func startCluster(t *testing.T) []*clusterNode {
 	t.Helper()
+	nodes, _ := startClusterAt(t)
+	return nodes
+}
+
+// startClusterAt is startCluster that also returns the etcd endpoint.
+func startClusterAt(t *testing.T) ([]*clusterNode, string) {
+	t.Helper()
 	data := t.TempDir()
 	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
 	if err != nil {
@@ -122,7 +134,7 @@ func startCluster(t *testing.T) []*clusterNode {
 		}()
 	}
 	wg.Wait()
-	return nodes
+	return nodes, ep
 }
 
 func clusterInfo(t *testing.T, n *clusterNode) node.ClusterInfo {

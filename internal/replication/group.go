@@ -3,6 +3,7 @@ package replication
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -311,7 +312,16 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 		if snap == nil || snap.applied.Index != idx {
 			panic("replication: raft installs a snapshot whose data is not staged")
 		}
-		g.st.installSnapshot(b, snap)
+		hs := g.st.hard
+		if !raft.IsEmptyHardState(rd.HardState) {
+			hs = rd.HardState
+		}
+		if err := g.st.installSnapshot(g.host.cfg.NodeID, snap, hs); err != nil {
+			// Raft believes the snapshot installed; it is not. Stop rather
+			// than diverge (a restart asks for it again).
+			panic(fmt.Sprintf("replication: partition %x: installing snapshot: %v", []byte(g.prefix), err))
+		}
+		snap.discard()
 		g.incoming = nil
 		wrote = true
 		// The snapshot covers the indexes of these proposals without telling

@@ -108,6 +108,7 @@ type Host struct {
 	readSeq      uint64
 	compactTicks uint64
 	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
+	staging      string              // where received snapshots are staged
 	later        []func()            // run once the current Readies are handled
 }
 
@@ -135,6 +136,12 @@ func NewHost(cfg Config) (*Host, error) {
 		snapshots:  map[*Group]struct{}{},
 	}
 	h.raftLog = raftLogger{h.log}
+	// Snapshots a crash interrupted are discarded: raft asks again.
+	staging, err := cfg.Engine.StagingDir("snapshots")
+	if err != nil {
+		return nil, err
+	}
+	h.staging = staging
 	h.compactTicks = uint64(cfg.CompactInterval / cfg.TickInterval)
 	if h.compactTicks == 0 {
 		h.compactTicks = 1
@@ -320,6 +327,8 @@ func (h *Host) Remove(p keys.Partition) error {
 		delete(h.dirty, g)
 		delete(h.readGroups, g)
 		delete(h.snapshots, g)
+		g.incoming.discard()
+		g.incoming = nil
 		g.removed = true
 		g.publish()
 	})
@@ -463,6 +472,8 @@ func (h *Host) processReady() {
 		}
 	}
 	for g := range h.snapshots {
+		// Not installed (raft found it stale): its files go.
+		g.incoming.discard()
 		g.incoming = nil
 	}
 	clear(h.snapshots)
@@ -584,6 +595,9 @@ func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSna
 			err = fmt.Errorf("partition %x not hosted on node %d", name, h.cfg.NodeID)
 			return
 		}
+		if g.incoming != nil {
+			g.incoming.discard()
+		}
 		g.incoming = snap
 		h.snapshots[g] = struct{}{}
 		g.wakeUp()
@@ -593,7 +607,11 @@ func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSna
 		h.dirty[g] = struct{}{}
 	})
 	if cerr != nil {
+		snap.discard()
 		return cerr
+	}
+	if err != nil {
+		snap.discard()
 	}
 	return err
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -37,9 +36,10 @@ func (t relayTarget) Error() string {
 	return fmt.Sprintf("node %s (%s) serves this request", t.ID, t.HTTP)
 }
 
-// relayAny forwards r to a live node, starting from a random one and
-// moving on while nodes refuse it without applying it, within r's
-// deadline.
+// relayAny forwards r to a live node, the first one peers lists while it
+// answers (so a schema read after a schema write through this router sees
+// it: both reach the same node's catalog), moving on while nodes refuse it
+// without applying it, within r's deadline.
 func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 	var body []byte
 	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -54,12 +54,7 @@ func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 	for {
 		peers := s.relay()
 		var err error = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: "no storage node is registered"}}
-		start := 0
-		if len(peers) > 0 {
-			start = rand.IntN(len(peers))
-		}
-		for i := range peers {
-			p := peers[(start+i)%len(peers)]
+		for _, p := range peers {
 			err = s.forward(w, r, body, p.HTTP, relayTarget(p))
 			if w.wrote || !notApplied(r, err) {
 				return err

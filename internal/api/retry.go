@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"syscall"
 	"time"
@@ -115,10 +116,13 @@ func retryMargin(deadline time.Time) time.Duration {
 func forwardError(r *http.Request, to error, err error) error {
 	pe := &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
 		Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
-	if errors.Is(err, syscall.ECONNREFUSED) || r.Method == http.MethodGet || r.Method == http.MethodHead {
+	var op *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") || r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return &notAppliedThere{pe}
 	}
-	return pe
+	// The write may have reached the leader before the exchange broke.
+	return &problem.Error{Kind: problem.Indeterminate, Operation: -1,
+		Detail: fmt.Sprintf("%s, but the exchange with it failed: %v; the write may or may not have been applied", to.Error(), err)}
 }
 
 // refusedThere reads a forwarded request's 503 answer that proves nothing

@@ -278,14 +278,7 @@ func (g *Group) maybeQuiesce() {
 	// A leader that cannot see a quorum keeps ticking, so that CheckQuorum
 	// makes it step down rather than lead, quiesced, a group that has
 	// elected another leader.
-	voters := g.st.applied.conf().GetVoters()
-	seen := 0
-	for _, id := range voters {
-		if id == self || g.host.transport.alive(id) {
-			seen++
-		}
-	}
-	if seen <= len(voters)/2 {
+	if !g.quorumVisible() {
 		return
 	}
 	term := bs.HardState.GetTerm()
@@ -299,6 +292,19 @@ func (g *Group) maybeQuiesce() {
 		})
 	}
 	g.quiesce()
+}
+
+// quorumVisible reports whether the transport sees a quorum of the
+// group's voters (this node included) alive.
+func (g *Group) quorumVisible() bool {
+	voters := g.st.applied.conf().GetVoters()
+	seen := 0
+	for _, id := range voters {
+		if id == g.host.cfg.NodeID || g.host.transport.alive(id) {
+			seen++
+		}
+	}
+	return seen > len(voters)/2
 }
 
 // persist writes a Ready's snapshot, entries and hard state to b, and

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,9 @@ type Group struct {
 
 	incoming *incomingSnapshot
 	notified [2]uint64 // leader and term last reported to OnLeadership
+	// campaignUntil: this replica was chosen to replace a leader seen dead
+	// and campaigns on every tick until then while no leader is known.
+	campaignUntil uint64
 }
 
 // groupInfo is a consistent view of a group for readers outside the loop.
@@ -292,6 +296,27 @@ func (g *Group) maybeQuiesce() {
 		})
 	}
 	g.quiesce()
+}
+
+// successor is the replica that campaigns at once when the leader's node
+// dead is seen down: among the other voters this node sees alive, the one
+// a hash of the partition picks, so that a dead node's leaderships spread
+// over the survivors and every survivor picks the same one (if views
+// differ, the others' election timeouts still elect someone).
+func (g *Group) successor(dead uint64) uint64 {
+	var alive []uint64
+	for _, id := range g.st.applied.conf().GetVoters() {
+		if id != dead && (id == g.host.cfg.NodeID || g.host.transport.alive(id)) {
+			alive = append(alive, id)
+		}
+	}
+	if len(alive) == 0 {
+		return 0
+	}
+	slices.Sort(alive)
+	h := fnv.New64a()
+	h.Write(g.prefix)
+	return alive[h.Sum64()%uint64(len(alive))]
 }
 
 // quorumVisible reports whether the transport sees a quorum of the

@@ -389,6 +389,9 @@ func (h *Host) tick() {
 	for g := range h.active {
 		g.rn.Tick()
 		h.dirty[g] = struct{}{}
+		if g.campaignUntil > h.ticks && g.lead == 0 && !g.removed && g.rn.BasicStatus().RaftState == raft.StateFollower {
+			_ = g.rn.Campaign()
+		}
 		g.retryReads()
 		if g.isLeader {
 			if g.transferring && g.rn.BasicStatus().LeadTransferee == 0 {
@@ -529,10 +532,19 @@ func (h *Host) peerDown(id uint64) {
 			}
 			_ = g.rn.ForgetLeader()
 			g.wakeUp()
-			// Spend most of the election timeout at once: the randomized
-			// remainder still separates the candidates.
-			for i := 0; i < h.cfg.ElectionTicks-1; i++ {
-				g.rn.Tick()
+			if g.successor(id) == h.cfg.NodeID {
+				// The chosen successor campaigns now (PreVote first, so a
+				// refusal, e.g. from a peer that has not yet seen the
+				// leader die, costs nothing) and again each tick for an
+				// election timeout while no leader is known.
+				_ = g.rn.Campaign()
+				g.campaignUntil = h.ticks + uint64(h.cfg.ElectionTicks)
+			} else {
+				// Spend most of the election timeout at once: the
+				// randomized remainder still separates the candidates.
+				for i := 0; i < h.cfg.ElectionTicks-1; i++ {
+					g.rn.Tick()
+				}
 			}
 			h.dirty[g] = struct{}{}
 			n++

@@ -41,9 +41,9 @@ type runResult struct {
 	// ProbeFailures counts the probes' failed attempts by answer (status
 	// and problem type, or "error: …"), to see where failover time goes.
 	ProbeFailures map[string]int
-	SettleTime time.Duration   // database creation until every partition led (and settled)
-	Settled    bool
-	Note       string
+	SettleTime    time.Duration // database creation until every partition led (and settled)
+	Settled       bool
+	Note          string
 }
 
 func (r runResult) quantile(q float64) time.Duration {

@@ -47,6 +47,7 @@ type config struct {
 	Out           string
 	Command       string
 	Quick         bool
+	LogDir        string // survivors' logs are written here after each run
 	Progress      func(format string, args ...any)
 }
 
@@ -64,6 +65,7 @@ func main() {
 		raftTick = flag.Duration("raft-tick", 0, "--raft-tick of the nodes (0: the nodes' default)")
 		out      = flag.String("out", "docs/benchmarks", "directory for failover.md and failover.png")
 		work     = flag.String("workdir", "", "directory for the nodes' data (default: the system's temporary directory)")
+		logDir   = flag.String("logs", "", "write each survivor's log tail here after each run (to see where failover time goes)")
 		quick    = flag.Bool("quick", false, "smoke run: 64 and 256 partitions, one pass of each mode (output defaults to a temporary directory)")
 	)
 	flag.Parse()
@@ -80,6 +82,7 @@ func main() {
 		Out:           *out,
 		Command:       commandLine(),
 		Quick:         *quick,
+		LogDir:        *logDir,
 		Progress:      func(format string, args ...any) { log.Printf(format, args...) },
 	}
 	if *raftTick > 0 {

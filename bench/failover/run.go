@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -299,6 +300,13 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 		}()
 	}
 	pwg.Wait()
+	if cfg.LogDir != "" {
+		for _, n := range survivors {
+			name := filepath.Join(cfg.LogDir, fmt.Sprintf("%s-%d-%s.log", mode, partitions, n.id))
+			tail := fmt.Sprintf("killed %s at %s\n%s\n", victim.id, killedAt.Format(time.RFC3339Nano), n.tail(400))
+			_ = os.WriteFile(name, []byte(tail), 0o644)
+		}
+	}
 	time.Sleep(500 * time.Millisecond) // the load goes on past the last partition's recovery
 	lcancel()
 	wg.Wait()

@@ -93,15 +93,30 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 		if time.Until(deadline) < backoff+retryMargin(deadline) {
 			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-r.Context().Done():
-			t.Stop()
+		if !s.pause(r, err, backoff) {
 			return err
-		case <-t.C:
 		}
 		backoff = min(2*backoff, retryMax)
 	}
+}
+
+// pause waits before a request runs again: backoff, or less if this
+// node's replica of the partition sees its leadership change first. It
+// reports false if the request's context ended.
+func (s *Server) pause(r *http.Request, err error, backoff time.Duration) bool {
+	var changed <-chan struct{}
+	if db, p, ok := router.Partition(err); ok && s.router != nil {
+		changed = s.router.Changed(db, p)
+	}
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+		return false
+	case <-changed:
+	case <-t.C:
+	}
+	return true
 }
 
 // retryMargin is the part of a request's remaining time kept for answering

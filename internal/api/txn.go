@@ -146,7 +146,8 @@ func opConditions(b opBody) (partition.Condition, error) {
 // withOperation labels a problem with the index of the operation it is about.
 func withOperation(err error, i int) error {
 	pe, ok := problem.As(err)
-	if !ok || pe.Operation >= 0 {
+	if !ok || pe.Operation >= 0 || router.NotApplied(err) {
+		// A routing failure stays what it is: forwarded or run again.
 		return err
 	}
 	cp := *pe
@@ -282,12 +283,8 @@ func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) 
 		if errors.As(err, &to) || time.Until(deadline) < backoff+retryMargin(deadline) {
 			return res, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-r.Context().Done():
-			t.Stop()
+		if !s.pause(r, err, backoff) {
 			return res, err
-		case <-t.C:
 		}
 		backoff = min(2*backoff, retryMax)
 	}

@@ -25,8 +25,9 @@ type View struct {
 	nodes      map[string]Node
 	byRaft     map[uint64]string
 	placements map[string]PlacementRecord
-	leaders    map[string]Leaderships // by node id
-	groups     map[string]Groups      // by node id
+	initial    map[initialKey]Placement // databases' first placements, read once
+	leaders    map[string]Leaderships   // by node id
+	groups     map[string]Groups        // by node id
 
 	subMu sync.Mutex
 	subs  map[int]chan struct{}
@@ -51,7 +52,8 @@ func Open(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Lo
 		cli: cli, prefix: prefix, log: log.With("component", "membership"),
 		nodes: map[string]Node{}, byRaft: map[uint64]string{},
 		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{}, groups: map[string]Groups{},
-		subs: map[int]chan struct{}{},
+		initial: map[initialKey]Placement{},
+		subs:    map[int]chan struct{}{},
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
@@ -332,7 +334,31 @@ func (v *View) InitialPlacement(ctx context.Context, db string) (Placement, bool
 	if rec.CreateRevision == rec.ModRevision {
 		return rec.Placement, true, nil
 	}
-	resp, err := v.cli.Get(ctx, v.prefix+PlacementDir+db, clientv3.WithRev(rec.CreateRevision))
+	// A revision's value never changes: one read per database (not per
+	// partition: a node starting thousands of replicas asks once).
+	key := initialKey{db, rec.CreateRevision}
+	v.mu.RLock()
+	p, cached := v.initial[key]
+	v.mu.RUnlock()
+	if cached {
+		return p, true, nil
+	}
+	p, ok, err := v.readInitial(ctx, db, rec.CreateRevision)
+	if ok {
+		v.mu.Lock()
+		v.initial[key] = p
+		v.mu.Unlock()
+	}
+	return p, ok, err
+}
+
+type initialKey struct {
+	db  string
+	rev int64
+}
+
+func (v *View) readInitial(ctx context.Context, db string, rev int64) (Placement, bool, error) {
+	resp, err := v.cli.Get(ctx, v.prefix+PlacementDir+db, clientv3.WithRev(rev))
 	if err != nil {
 		if strings.Contains(err.Error(), "compacted") {
 			return Placement{}, false, nil

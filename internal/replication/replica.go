@@ -65,6 +65,11 @@ func (g *Group) Partition() keys.Partition { return g.prefix }
 // applied on this replica.
 func (g *Group) Applied() partition.SCN { return g.info.Load().applied }
 
+// Changed returns a channel that is closed at the next change of the
+// replica's view of leadership (leader, term, readiness, a transfer, its
+// removal): a request waiting for a leader can wake then.
+func (g *Group) Changed() <-chan struct{} { return g.info.Load().changed }
+
 // Removed reports whether the replica no longer takes part in its group
 // (it applied its own removal, or the node stopped hosting it).
 func (g *Group) Removed() bool { return g.info.Load().removed }

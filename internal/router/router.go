@@ -272,12 +272,40 @@ func NotApplied(err error) bool {
 
 // Redirect turns an error that names another node as the partition's
 // leader (from Raft) into an *ElsewhereError, so the request can be
-// forwarded; other errors are returned unchanged.
+// forwarded, and one that names no reachable leader into a
+// *NoLeaderError; other errors are returned unchanged.
 func (r *Router) Redirect(db string, p int, err error) error {
 	if fw := r.redirect(db, p, err); fw != nil {
 		return fw
 	}
+	var nl *replication.NotLeaderError
+	if errors.As(err, &nl) {
+		return noLeader(db, p, err)
+	}
 	return err
+}
+
+// Changed returns a channel closed at the next leadership change of this
+// node's replica of partition p of db (nil if none is hosted here), for a
+// request to wait on before it is routed again.
+func (r *Router) Changed(db string, p int) <-chan struct{} {
+	if _, g, ok := r.Hosted(db, p); ok {
+		return g.Changed()
+	}
+	return nil
+}
+
+// Partition names the partition an error of routing is about.
+func Partition(err error) (db string, p int, ok bool) {
+	var el *ElsewhereError
+	var no *NoLeaderError
+	switch {
+	case errors.As(err, &el):
+		return el.DB, el.Partition, true
+	case errors.As(err, &no):
+		return no.DB, no.Partition, true
+	}
+	return "", 0, false
 }
 
 func (r *Router) redirect(db string, p int, err error) *ElsewhereError {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -62,8 +63,19 @@ func main() {
 		work      = flag.String("workdir", "", "directory for the systems' data (default: a new temporary directory, removed at the end)")
 		quick     = flag.Bool("quick", false, "a smoke run of about twenty seconds: tiny sets, few sessions (output defaults to a temporary directory)")
 		render    = flag.String("render", "", "only rewrite mailbox.md and mailbox.png in -out from this mailbox.json of an earlier run")
+		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the whole run (every system, load and mixes) to this file")
 	)
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *render != "" {
 		if err := rerender(*render, *out); err != nil {
 			log.Fatal(err)
@@ -104,6 +116,7 @@ func main() {
 	defer stop()
 	cfg.Progress = func(format string, args ...any) { log.Printf(format, args...) }
 	if err := runBenchmark(ctx, cfg); err != nil {
+		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
 	log.Printf("wrote %s", filepath.Join(cfg.Out, "mailbox.md"))

@@ -133,7 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			var body []byte
 			var cancel context.CancelFunc
-			if r, cancel, err = s.withDeadline(r); err == nil {
+			if rt.stream {
+				cancel = func() {}
+			} else {
+				r, cancel, err = s.withDeadline(r)
+			}
+			if err == nil {
 				body, err = s.call(rt, sw, r, p)
 				var to *router.ElsewhereError
 				if errors.As(err, &to) && !sw.wrote {

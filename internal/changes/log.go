@@ -42,31 +42,35 @@ func Start(l Log, p int) Position { return Position{Partition: p, SCN: l.Applied
 // waits for the replica to catch up.
 func NewReader(l Log, pos Position, f Filter) (*Reader, error) {
 	r := &Reader{log: l, filter: f, pos: pos, Batch: 256}
-	if pos.SCN.Sequence == 0 {
-		return r, nil
+	from := partition.SCN{}
+	if pos.SCN.Sequence > 0 {
+		from = partition.SCN{Generation: pos.SCN.Generation, Sequence: pos.SCN.Sequence - 1}
 	}
-	ents, err := l.ReadLog(partition.SCN{Generation: pos.SCN.Generation, Sequence: pos.SCN.Sequence - 1}, 1)
+	ents, err := l.ReadLog(from, 1)
 	if err != nil {
 		return nil, err
 	}
-	if len(ents) == 0 {
-		if applied := l.Applied(); applied.Sequence > pos.SCN.Sequence {
-			return nil, r.trimmed(applied.Sequence + 1)
-		}
-		return r, nil
-	}
-	e := ents[0]
+	applied := l.Applied()
 	switch {
-	case e.SCN.Sequence == pos.SCN.Sequence && e.SCN.Generation != pos.SCN.Generation:
-		return nil, problem.New(problem.Gone, "partition %d holds %s where the checkpoint has %s: the checkpoint is of another timeline (was the database recreated?); bootstrap", pos.Partition, e.SCN, pos.SCN)
-	case e.SCN.Sequence > pos.SCN.Sequence+1 || (pos.Part > 0 && e.SCN.Sequence != pos.SCN.Sequence):
-		return nil, r.trimmed(e.SCN.Sequence)
+	case len(ents) == 0 && applied.Sequence <= pos.SCN.Sequence:
+		return r, nil // this replica is behind the checkpoint: wait for it
+	case len(ents) == 0 && applied.Generation < pos.SCN.Generation,
+		len(ents) > 0 && ents[0].SCN.Sequence == pos.SCN.Sequence && ents[0].SCN.Generation != pos.SCN.Generation:
+		return nil, problem.New(problem.Gone, "partition %d has no transaction %s: the checkpoint is of another timeline (was the database recreated?); restart the stream with bootstrap=true", pos.Partition, pos.SCN)
+	case len(ents) == 0,
+		ents[0].SCN.Sequence > pos.SCN.Sequence+1,
+		pos.Part > 0 && ents[0].SCN.Sequence != pos.SCN.Sequence:
+		return nil, r.trimmed()
 	}
 	return r, nil
 }
 
-func (r *Reader) trimmed(oldest uint64) error {
-	return problem.New(problem.Gone, "partition %d: the change log no longer holds the transactions after %s (its oldest retained sequence is %d); restart the stream with bootstrap=true", r.pos.Partition, r.pos.SCN, oldest)
+func (r *Reader) trimmed() error {
+	oldest := "none"
+	if ents, err := r.log.ReadLog(partition.SCN{}, 1); err == nil && len(ents) > 0 {
+		oldest = ents[0].SCN.String()
+	}
+	return problem.New(problem.Gone, "partition %d: the change log no longer holds the transactions after %s (the oldest it retains is %s); restart the stream with bootstrap=true", r.pos.Partition, r.pos.SCN, oldest)
 }
 
 // Position is where the reader stands: after the last event returned.
@@ -115,11 +119,11 @@ func (r *Reader) events(ents []partition.LogEntry) ([]Event, error) {
 		switch {
 		case r.pos.Part > 0:
 			if e.SCN != r.pos.SCN {
-				return out, r.trimmed(e.SCN.Sequence)
+				return out, r.trimmed()
 			}
 			skip = int(r.pos.Part)
 		case e.SCN.Sequence != r.pos.SCN.Sequence+1:
-			return out, r.trimmed(e.SCN.Sequence)
+			return out, r.trimmed()
 		}
 		last := -1
 		for i := skip; i < len(e.Writes); i++ {

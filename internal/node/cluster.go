@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/membership"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -356,4 +357,26 @@ func quietZap() *zap.Logger {
 		return zap.NewNop()
 	}
 	return l
+}
+
+// Replicas answers the change stream where partition p of db lives: the
+// live nodes of its Raft configuration (and placement), leader flagged.
+func (c clusterView) Replicas(db string, p int) []api.ReplicaAddr {
+	v := c.n.view
+	if v == nil {
+		return nil
+	}
+	g, _, _ := v.Group(db, p)
+	ids := append(append([]string(nil), g.Voters...), g.Learners...)
+	if pl, ok := v.Placement(db); ok && p < len(pl.Partitions) {
+		ids = append(ids, pl.Partitions[p].Replicas...)
+	}
+	leader, _, _ := v.Leader(db, p)
+	var out []api.ReplicaAddr
+	for _, id := range ids {
+		if nd, ok := v.Node(id); ok && !slices.ContainsFunc(out, func(a api.ReplicaAddr) bool { return a.Node == id }) {
+			out = append(out, api.ReplicaAddr{Node: id, HTTP: nd.HTTP, Leader: id == leader})
+		}
+	}
+	return out
 }

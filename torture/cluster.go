@@ -226,9 +226,9 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited before it was ready; log %s:\n%s", n.ID, n.LogPath(), tail(n.LogPath(), 20))
+			return fmt.Errorf("%s exited before it was ready; log %s:\n%s", n.ID, n.LogPath(), tailFile(n.LogPath(), 20))
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w; log %s:\n%s", n.ID, ctx.Err(), n.LogPath(), tail(n.LogPath(), 20))
+			return fmt.Errorf("%s not ready: %w; log %s:\n%s", n.ID, ctx.Err(), n.LogPath(), tailFile(n.LogPath(), 20))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -499,8 +499,8 @@ func (c *Cluster) unsettled(ctx context.Context) string {
 	return ""
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// tailFile returns the last n lines of a file.
+func tailFile(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

@@ -217,7 +217,7 @@ func TestWorkloadsPassOnLocalClusterWithKill(t *testing.T) {
 	c := startLocalCluster(t, 3)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	ws := []Workload{&Register{}}
+	ws := []Workload{&Register{}, &Bank{}, &Counter{}, &Set{}}
 	results := runWorkloads(t, c, ws, seed, 8*time.Second, func() {
 		c.kill(2)
 		t.Logf("killed n3 (kill -9)")

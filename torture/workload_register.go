@@ -221,3 +221,6 @@ func describeOp(op Op) string {
 	}
 	return fmt.Sprintf("[%.3fs, %s] client %d %s %s %+v -> %s %+v %s", op.Invoke.Seconds(), end, op.Client, op.Kind, op.Key, op.Input, op.Outcome, op.Output, op.Error)
 }
+
+// History is the run's recorded history (nil before Run).
+func (w *Register) History() *History { return w.hist }

@@ -39,7 +39,7 @@ func TestRegisterCheckerAcceptsLinearizableHistoryWithIndeterminateOps(t *testin
 	s.cas(1, "a", 2, 3, Acked, 200, 25, 30)
 	s.cas(0, "a", 2, 4, Failed, 412, 31, 32) // holds 3, not 2
 	s.cas(2, "a", 3, 5, Indeterminate, 503, 33, 34)
-	s.read(1, "a", 3, 35, 36) // the indeterminate cas did not happen (yet)
+	s.read(1, "a", 3, 35, 36)          // the indeterminate cas did not happen (yet)
 	s.write(0, "a", 9, Failed, 37, 38) // refused connection: no effect
 	s.read(1, "a", 3, 39, 40)
 	s.write(3, "b", 7, Indeterminate, 0, 1) // never happened
@@ -152,5 +152,127 @@ func TestHistoryRecordsConcurrentOpsAndClosesPending(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"outcome":"info"`) {
 		t.Fatal("pending op not dumped as indeterminate")
+	}
+}
+
+func (s *synth) inc(client int, key string, d int64, o Outcome, from, to int) {
+	s.add(client, "inc", key, true, d, nil, o, from, to)
+}
+
+func (s *synth) count(client int, key string, v int64, from, to int) {
+	s.add(client, "read", key, false, nil, v, Acked, from, to)
+}
+
+func TestCounterCheckerBoundsReadsAndFinalValue(t *testing.T) {
+	var s synth
+	s.inc(0, "c", 2, Acked, 0, 10)
+	s.inc(1, "c", 3, Indeterminate, 5, 50)
+	s.inc(2, "c", 5, Failed, 6, 7) // refused: never counts
+	s.count(3, "c", 2, 11, 12)
+	s.count(3, "c", 5, 13, 14) // the indeterminate one landed
+	s.inc(0, "c", 1, Acked, 20, 30)
+	s.count(3, "c", 6, 100, 101) // final: 2+1 acknowledged, +3 indeterminate
+	if res := judgeCounters(Result{}, s.ops, ""); !res.OK() {
+		t.Fatalf("valid history judged %+v", res)
+	}
+
+	lost := append([]Op(nil), s.ops...)
+	lost[len(lost)-1].Output = int64(2) // the acknowledged +1 is gone
+	if res := judgeCounters(Result{}, lost, ""); res.Lost != 1 || res.OK() {
+		t.Fatalf("lost increment judged %+v", res)
+	}
+
+	tooMuch := append([]Op(nil), s.ops...)
+	tooMuch[len(tooMuch)-1].Output = int64(11) // the refused +5 counted
+	if res := judgeCounters(Result{}, tooMuch, ""); res.Violations != 1 {
+		t.Fatalf("refused increment counted judged %+v", res)
+	}
+
+	stale := append([]Op(nil), s.ops...)
+	stale[3].Output = int64(0) // a read after an acknowledged +2 saw 0
+	if res := judgeCounters(Result{}, stale, ""); res.Violations != 1 {
+		t.Fatalf("stale read judged %+v", res)
+	}
+}
+
+func (s *synth) insert(client int, group string, e int64, o Outcome) {
+	n := len(s.ops)
+	s.add(client, "insert", group, true, e, nil, o, n, n+1)
+}
+
+func TestSetCheckerFindsLostAndPhantomElements(t *testing.T) {
+	var s synth
+	s.insert(0, "g0", 1, Acked)
+	s.insert(1, "g0", 2, Indeterminate)
+	s.insert(1, "g1", 3, Indeterminate)
+	s.insert(2, "g1", 4, Failed)
+	s.insert(2, "g1", 5, Acked)
+	ok := map[string]map[int64]int64{"g0": {1: 1, 2: 2}, "g1": {5: 5}}
+	if res := judgeSet(Result{}, s.ops, ok, ""); !res.OK() {
+		t.Fatalf("valid set judged %+v", res)
+	}
+	lost := map[string]map[int64]int64{"g0": {2: 2}, "g1": {5: 5}}
+	if res := judgeSet(Result{}, s.ops, lost, ""); res.Lost != 1 || res.Violations != 0 {
+		t.Fatalf("lost element judged %+v", res)
+	}
+	phantom := map[string]map[int64]int64{"g0": {1: 1, 9: 9}, "g1": {4: 4, 5: 5}}
+	if res := judgeSet(Result{}, s.ops, phantom, ""); res.Lost != 0 || res.Violations != 2 {
+		t.Fatalf("never-attempted and refused elements judged %+v", res)
+	}
+	moved := map[string]map[int64]int64{"g0": {1: 1, 5: 5}, "g1": {}}
+	if res := judgeSet(Result{}, s.ops, moved, ""); res.Lost != 1 || res.Violations != 1 {
+		t.Fatalf("element in the wrong group judged %+v", res)
+	}
+}
+
+func bankSnap(bals ...int64) snapshot {
+	s := snapshot{}
+	for i, b := range bals {
+		s[account{bankTables[i%2], i / 2}] = balance{Balance: b, Ver: 0}
+	}
+	return s
+}
+
+func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
+	var s synth
+	s.add(0, "transfer", "bank", true, transferInput{}, nil, Acked, 0, 1)
+	s.add(1, "transfer", "bank", true, transferInput{}, nil, Indeterminate, 0, 2)
+	s.add(2, "transfer", "bank", true, transferInput{}, nil, Failed, 0, 3)
+	s.add(3, "read", "bank", false, nil, bankSnap(100, 90, 110, 100), Acked, 4, 5)
+	final := bankSnap(50, 150, 100, 100)
+	final[account{"Checking", 0}] = balance{Balance: 50, Ver: 1}
+	final[account{"Savings", 0}] = balance{Balance: 150, Ver: 1}
+	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); !res.OK() {
+		t.Fatalf("valid bank judged %+v", res)
+	}
+	// Both the acknowledged and the indeterminate transfer applied.
+	final[account{"Checking", 1}] = balance{Balance: 100, Ver: 1}
+	final[account{"Savings", 1}] = balance{Balance: 100, Ver: 1}
+	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); !res.OK() {
+		t.Fatalf("valid bank judged %+v", res)
+	}
+	// Three applied: one more than attempted and not refused.
+	final[account{"Checking", 0}] = balance{Balance: 50, Ver: 2}
+	final[account{"Savings", 0}] = balance{Balance: 150, Ver: 2}
+	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); res.Violations != 1 {
+		t.Fatalf("phantom transfer judged %+v", res)
+	}
+	// None applied: the acknowledged transfer is lost.
+	if res := judgeBank(Result{}, s.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Lost != 1 {
+		t.Fatalf("lost transfer judged %+v", res)
+	}
+	// A half-applied transfer: one version moved alone.
+	half := bankSnap(100, 100, 100, 100)
+	half[account{"Checking", 0}] = balance{Balance: 90, Ver: 1}
+	if res := judgeBank(Result{}, s.ops, half, 4, 400, ""); res.Violations < 1 {
+		t.Fatalf("half transfer judged %+v", res)
+	}
+	var bad synth
+	bad.add(3, "read", "bank", false, nil, bankSnap(100, 90, 100, 100), Acked, 4, 5)  // wrong total
+	bad.add(3, "read", "bank", false, nil, bankSnap(-10, 110, 200, 100), Acked, 6, 7) // negative
+	bad.add(3, "read", "bank", false, nil, bankSnap(100, 100, 200), Acked, 8, 9)      // an account missing
+	bad.add(3, "read", "bank", false, nil, bankSnap(1, 2, 3, 4), Failed, 10, 11)      // not a snapshot: ignored
+	if res := judgeBank(Result{}, bad.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Violations != 3 {
+		t.Fatalf("bad reads judged %+v", res)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -209,4 +210,45 @@ func WriteJSONL(path string, ops []Op) error {
 func (h *History) result(name string) Result {
 	a, k, i := h.Counts()
 	return Result{Workload: name, Attempted: a, Acknowledged: k, Indeterminate: i, LongestWriteGap: h.LongestWriteGap()}
+}
+
+// Summary counts operations by kind and outcome and names the commonest
+// reasons of failed and indeterminate ones: one paragraph for a report.
+func Summary(ops []Op) string {
+	type ko struct {
+		kind    string
+		outcome Outcome
+	}
+	counts := map[ko]int{}
+	reasons := map[string]int{}
+	for _, op := range ops {
+		counts[ko{op.Kind, op.Outcome}]++
+		if op.Error != "" {
+			r := op.Error
+			if len(r) > 70 {
+				r = r[:70]
+			}
+			reasons[op.Outcome.String()+": "+r]++
+		}
+	}
+	var lines []string
+	for k, n := range counts {
+		lines = append(lines, fmt.Sprintf("%s %s %d", k.kind, k.outcome, n))
+	}
+	sort.Strings(lines)
+	var rs []string
+	for r := range reasons {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		return reasons[rs[i]] > reasons[rs[j]] || reasons[rs[i]] == reasons[rs[j]] && rs[i] < rs[j]
+	})
+	out := strings.Join(lines, ", ")
+	for i, r := range rs {
+		if i == 5 {
+			break
+		}
+		out += fmt.Sprintf("\n  %d× %s", reasons[r], r)
+	}
+	return out
 }

@@ -222,7 +222,10 @@ func TestWorkloadsPassOnLocalClusterWithKill(t *testing.T) {
 		c.kill(2)
 		t.Logf("killed n3 (kill -9)")
 	})
-	for _, r := range results {
+	for i, r := range results {
+		if h, ok := ws[i].(interface{ History() *History }); ok && h.History() != nil {
+			t.Logf("%s: %s", r.Workload, Summary(h.History().Ops()))
+		}
 		t.Logf("%s: attempted %d, acknowledged %d, indeterminate %d, lost %d, violations %d, longest write gap %s",
 			r.Workload, r.Attempted, r.Acknowledged, r.Indeterminate, r.Lost, r.Violations, r.LongestWriteGap.Round(time.Millisecond))
 		if !r.OK() {

@@ -28,8 +28,8 @@ type Options struct {
 	Log io.Writer
 }
 
-// Outcome is what one run of a nemesis against a set of workloads found.
-type Outcome struct {
+// RunReport is what one run of a nemesis against a set of workloads found.
+type RunReport struct {
 	Nemesis  string
 	Seed     uint64
 	Nodes    int
@@ -47,7 +47,7 @@ type Outcome struct {
 
 // OK reports whether every workload's check passed and the run itself did
 // not fail.
-func (o Outcome) OK() bool {
+func (o RunReport) OK() bool {
 	if len(o.Errors) > 0 {
 		return false
 	}
@@ -62,8 +62,8 @@ func (o Outcome) OK() bool {
 // Run runs opt.Workloads against c for opt.Duration while opt.Nemesis
 // fires on its schedule, then heals the cluster, waits for it to settle
 // and checks every workload.
-func Run(ctx context.Context, c *Cluster, opt Options) Outcome {
-	out := Outcome{Nemesis: opt.Nemesis.Name, Seed: opt.Seed, Nodes: len(c.Nodes), Duration: opt.Duration}
+func Run(ctx context.Context, c *Cluster, opt Options) RunReport {
+	out := RunReport{Nemesis: opt.Nemesis.Name, Seed: opt.Seed, Nodes: len(c.Nodes), Duration: opt.Duration}
 	out.Plan = opt.Nemesis.Plan(opt.Seed, opt.Duration, len(c.Nodes))
 	logf := func(format string, args ...any) {
 		if opt.Log != nil {
@@ -173,7 +173,7 @@ func Run(ctx context.Context, c *Cluster, opt Options) Outcome {
 	return out
 }
 
-func printOutcome(w io.Writer, c *Cluster, o Outcome) {
+func printOutcome(w io.Writer, c *Cluster, o RunReport) {
 	if w == nil {
 		return
 	}

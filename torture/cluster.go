@@ -457,20 +457,42 @@ func (c *Cluster) EtcdLeader(ctx context.Context) (*Node, error) {
 func (c *Cluster) Settle(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var last string
+	// Settled means settled three times in a row, half a second apart: a
+	// healed node with a higher term may still depose a leader.
+	calm := 0
 	for {
 		last = c.unsettled(ctx)
-		if last == "" {
+		if last != "" {
+			calm = 0
+		} else if calm++; calm == 3 {
 			return time.Since(start), nil
 		}
 		select {
 		case <-ctx.Done():
 			return time.Since(start), fmt.Errorf("cluster not settled after %v: %s", time.Since(start).Round(time.Millisecond), last)
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
 func (c *Cluster) unsettled(ctx context.Context) string {
+	type replica struct {
+		Database  string `json:"database"`
+		Partition int    `json:"partition"`
+		Role      string `json:"role"`
+		Leader    string `json:"leader"`
+		Term      uint64 `json:"term"`
+		Followers map[string]struct {
+			Lag uint64 `json:"lag"`
+		} `json:"followers"`
+	}
+	type partition struct {
+		db string
+		p  int
+	}
+	// Every replica of every partition, as the node hosting it reports it.
+	seen := map[partition][]replica{}
+	hostedBy := map[partition][]string{}
 	for _, n := range c.Nodes {
 		if n.State() != Running {
 			return n.ID + " is " + n.State()
@@ -478,22 +500,51 @@ func (c *Cluster) unsettled(ctx context.Context) string {
 		if code, _, err := c.get(ctx, n, "/readyz"); err != nil || code != http.StatusOK {
 			return fmt.Sprintf("%s not ready (%d %v)", n.ID, code, err)
 		}
+		code, b, err := c.get(ctx, n, "/_internal/replicas")
+		if err != nil || code != http.StatusOK {
+			return fmt.Sprintf("%s: GET /_internal/replicas: %d %v", n.ID, code, err)
+		}
+		var local struct {
+			Replicas []replica `json:"replicas"`
+		}
+		if err := json.Unmarshal(b, &local); err != nil {
+			return fmt.Sprintf("%s: GET /_internal/replicas: %v", n.ID, err)
+		}
+		for _, r := range local.Replicas {
+			k := partition{r.Database, r.Partition}
+			seen[k] = append(seen[k], r)
+			hostedBy[k] = append(hostedBy[k], n.ID)
+		}
 	}
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err.Error()
 	}
 	for _, p := range st.Partitions {
-		if p.Leader == "" {
-			return fmt.Sprintf("%s/%d has no leader", p.Database, p.Partition)
+		k := partition{p.Database, p.Partition}
+		reps := seen[k]
+		if len(reps) < len(p.Replicas) {
+			return fmt.Sprintf("%s/%d is placed on %v but hosted on %v", p.Database, p.Partition, p.Replicas, hostedBy[k])
 		}
-		for _, m := range p.Members {
-			if m.Role != "leader" && m.Role != "follower" {
-				return fmt.Sprintf("%s/%d: %s is %s", p.Database, p.Partition, m.Node, m.Role)
+		leaders := 0
+		for i, r := range reps {
+			if r.Leader == "" || r.Leader != reps[0].Leader || r.Term != reps[0].Term {
+				return fmt.Sprintf("%s/%d: replicas disagree on the leader (%s says %q in term %d, %s says %q in term %d)",
+					p.Database, p.Partition, hostedBy[k][0], reps[0].Leader, reps[0].Term, hostedBy[k][i], r.Leader, r.Term)
 			}
-			if m.Lag != nil && *m.Lag > 0 {
-				return fmt.Sprintf("%s/%d: %s lags %d entries", p.Database, p.Partition, m.Node, *m.Lag)
+			if r.Role == "leader" {
+				leaders++
+				for f, fr := range r.Followers {
+					if fr.Lag > 0 {
+						return fmt.Sprintf("%s/%d: %s lags %d entries", p.Database, p.Partition, f, fr.Lag)
+					}
+				}
+			} else if r.Role != "follower" {
+				return fmt.Sprintf("%s/%d: %s is %s", p.Database, p.Partition, hostedBy[k][i], r.Role)
 			}
+		}
+		if leaders != 1 {
+			return fmt.Sprintf("%s/%d has %d replicas calling themselves leader", p.Database, p.Partition, leaders)
 		}
 	}
 	return ""

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -365,6 +366,14 @@ func CleanStale() {
 	if out, err := output("ip", "netns", "list"); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) > 0 && stale(f[0]) {
+				// Node processes left running in it go first.
+				if pids, err := output("ip", "netns", "pids", f[0]); err == nil {
+					for _, p := range strings.Fields(pids) {
+						if pid, err := strconv.Atoi(p); err == nil {
+							_ = syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
+				}
 				_ = ip("", "netns", "del", f[0])
 			}
 		}

@@ -1,0 +1,278 @@
+package torture
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// synth builds a synthetic history: ops given with invoke/complete in
+// milliseconds.
+type synth struct{ ops []Op }
+
+func (s *synth) add(client int, kind, key string, write bool, in, out any, outcome Outcome, from, to int) {
+	s.ops = append(s.ops, Op{Index: len(s.ops), Client: client, Kind: kind, Key: key, Write: write, Input: in, Output: out,
+		Outcome: outcome, Invoke: time.Duration(from) * time.Millisecond, Complete: time.Duration(to) * time.Millisecond})
+}
+
+func (s *synth) read(client int, key string, v int64, from, to int) {
+	s.add(client, "read", key, false, registerInput{Kind: "read"}, registerOutput{Value: v, Status: 200}, Acked, from, to)
+}
+
+func (s *synth) write(client int, key string, v int64, o Outcome, from, to int) {
+	s.add(client, "write", key, true, registerInput{Kind: "write", Value: v}, registerOutput{Status: 200}, o, from, to)
+}
+
+func (s *synth) cas(client int, key string, f, t int64, o Outcome, status, from, to int) {
+	s.add(client, "cas", key, true, registerInput{Kind: "cas", From: f, To: t}, registerOutput{Status: status}, o, from, to)
+}
+
+func TestRegisterCheckerAcceptsLinearizableHistoryWithIndeterminateOps(t *testing.T) {
+	var s synth
+	s.write(0, "a", 1, Acked, 0, 10)
+	s.read(1, "a", 1, 11, 12)
+	s.write(2, "a", 2, Indeterminate, 13, 20) // may have happened, later
+	s.read(1, "a", 1, 21, 22)                 // not yet...
+	s.read(0, "a", 2, 23, 24)                 // ...now it has
+	s.cas(1, "a", 2, 3, Acked, 200, 25, 30)
+	s.cas(0, "a", 2, 4, Failed, 412, 31, 32) // holds 3, not 2
+	s.cas(2, "a", 3, 5, Indeterminate, 503, 33, 34)
+	s.read(1, "a", 3, 35, 36)          // the indeterminate cas did not happen (yet)
+	s.write(0, "a", 9, Failed, 37, 38) // refused connection: no effect
+	s.read(1, "a", 3, 39, 40)
+	s.write(3, "b", 7, Indeterminate, 0, 1) // never happened
+	s.read(3, "b", 0, 2, 3)
+	res := judgeRegisters(Result{}, s.ops, t.TempDir(), 10*time.Second)
+	if !res.OK() {
+		t.Fatalf("valid history judged %+v", res)
+	}
+}
+
+func TestRegisterCheckerCatchesStaleRead(t *testing.T) {
+	var s synth
+	s.write(0, "a", 1, Acked, 0, 10)
+	s.write(1, "a", 2, Acked, 11, 20)
+	s.read(2, "a", 2, 21, 22)
+	s.read(3, "a", 1, 23, 24) // reads the overwritten value after a newer read
+	s.read(3, "b", 0, 23, 24)
+	dir := t.TempDir()
+	res := judgeRegisters(Result{}, s.ops, dir, 10*time.Second)
+	if res.OK() || res.Violations != 1 {
+		t.Fatalf("stale read judged %+v", res)
+	}
+	if !strings.Contains(res.Failures[0], "register a: not linearizable") {
+		t.Fatalf("failure names %q", res.Failures[0])
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "register-a.html"))
+	if err != nil || !strings.Contains(string(html), "<html") {
+		t.Fatalf("no visualization: %v", err)
+	}
+	min, err := os.ReadFile(filepath.Join(dir, "register-a-minimal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The minimal history keeps the overwrite and the stale read; the
+	// first write and the fresh read are not needed to show it.
+	if n := strings.Count(string(min), "\n"); n > 3 {
+		t.Fatalf("minimal history has %d operations:\n%s", n, min)
+	}
+}
+
+func TestRegisterCheckerCatchesLostAcknowledgedWrite(t *testing.T) {
+	var s synth
+	s.write(0, "a", 1, Acked, 0, 10)
+	s.read(1, "a", 0, 20, 21) // the acknowledged write vanished
+	res := judgeRegisters(Result{}, s.ops, "", 10*time.Second)
+	if res.Violations != 1 {
+		t.Fatalf("lost write judged %+v", res)
+	}
+}
+
+func TestRegisterCheckerCatchesCASThatSucceededOnWrongValue(t *testing.T) {
+	var s synth
+	s.write(0, "a", 1, Acked, 0, 10)
+	s.cas(1, "a", 5, 6, Acked, 200, 11, 12) // register held 1, not 5
+	res := judgeRegisters(Result{}, s.ops, "", 10*time.Second)
+	if res.Violations != 1 {
+		t.Fatalf("wrong cas judged %+v", res)
+	}
+	var f synth
+	f.write(0, "a", 1, Acked, 0, 10)
+	f.cas(1, "a", 1, 6, Failed, 412, 11, 12) // held 1 yet refused
+	if res := judgeRegisters(Result{}, f.ops, "", 10*time.Second); res.Violations != 1 {
+		t.Fatalf("wrongly refused cas judged %+v", res)
+	}
+}
+
+func TestLongestWriteGap(t *testing.T) {
+	var s synth
+	s.write(0, "a", 1, Acked, 0, 100)
+	s.write(0, "a", 2, Indeterminate, 100, 900)
+	s.read(1, "a", 1, 200, 300)
+	s.write(1, "a", 3, Acked, 300, 700)
+	if g := longestWriteGap(s.ops, time.Second); g != 600*time.Millisecond {
+		t.Fatalf("gap %s, want 600ms (from 100ms to 700ms)", g)
+	}
+	if g := longestWriteGap(s.ops, 2*time.Second); g != 1300*time.Millisecond {
+		t.Fatalf("gap %s, want 1.3s (from 700ms to the end)", g)
+	}
+}
+
+func TestHistoryRecordsConcurrentOpsAndClosesPending(t *testing.T) {
+	h := NewHistory()
+	done := make(chan struct{})
+	for c := range 8 {
+		go func() {
+			for i := range 100 {
+				op := h.Invoke(c, "write", "k", true, i)
+				h.Complete(op, Acked, nil, nil)
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	pending := h.Invoke(9, "write", "k", true, 0)
+	_ = pending
+	h.Close()
+	a, k, i := h.Counts()
+	if a != 801 || k != 800 || i != 1 {
+		t.Fatalf("counts %d %d %d", a, k, i)
+	}
+	p := filepath.Join(t.TempDir(), "h.jsonl")
+	if err := WriteJSONL(p, h.Ops()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if n := strings.Count(string(b), "\n"); n != 801 {
+		t.Fatalf("%d lines", n)
+	}
+	if !strings.Contains(string(b), `"outcome":"info"`) {
+		t.Fatal("pending op not dumped as indeterminate")
+	}
+}
+
+func (s *synth) inc(client int, key string, d int64, o Outcome, from, to int) {
+	s.add(client, "inc", key, true, d, nil, o, from, to)
+}
+
+func (s *synth) count(client int, key string, v int64, from, to int) {
+	s.add(client, "read", key, false, nil, v, Acked, from, to)
+}
+
+func TestCounterCheckerBoundsReadsAndFinalValue(t *testing.T) {
+	var s synth
+	s.inc(0, "c", 2, Acked, 0, 10)
+	s.inc(1, "c", 3, Indeterminate, 5, 50)
+	s.inc(2, "c", 5, Failed, 6, 7) // refused: never counts
+	s.count(3, "c", 2, 11, 12)
+	s.count(3, "c", 5, 13, 14) // the indeterminate one landed
+	s.inc(0, "c", 1, Acked, 20, 30)
+	s.count(3, "c", 6, 100, 101) // final: 2+1 acknowledged, +3 indeterminate
+	if res := judgeCounters(Result{}, s.ops, ""); !res.OK() {
+		t.Fatalf("valid history judged %+v", res)
+	}
+
+	lost := append([]Op(nil), s.ops...)
+	lost[len(lost)-1].Output = int64(2) // the acknowledged +1 is gone
+	if res := judgeCounters(Result{}, lost, ""); res.Lost != 1 || res.OK() {
+		t.Fatalf("lost increment judged %+v", res)
+	}
+
+	tooMuch := append([]Op(nil), s.ops...)
+	tooMuch[len(tooMuch)-1].Output = int64(11) // the refused +5 counted
+	if res := judgeCounters(Result{}, tooMuch, ""); res.Violations != 1 {
+		t.Fatalf("refused increment counted judged %+v", res)
+	}
+
+	stale := append([]Op(nil), s.ops...)
+	stale[3].Output = int64(0) // a read after an acknowledged +2 saw 0
+	if res := judgeCounters(Result{}, stale, ""); res.Violations != 1 {
+		t.Fatalf("stale read judged %+v", res)
+	}
+}
+
+func (s *synth) insert(client int, group string, e int64, o Outcome) {
+	n := len(s.ops)
+	s.add(client, "insert", group, true, e, nil, o, n, n+1)
+}
+
+func TestSetCheckerFindsLostAndPhantomElements(t *testing.T) {
+	var s synth
+	s.insert(0, "g0", 1, Acked)
+	s.insert(1, "g0", 2, Indeterminate)
+	s.insert(1, "g1", 3, Indeterminate)
+	s.insert(2, "g1", 4, Failed)
+	s.insert(2, "g1", 5, Acked)
+	ok := map[string]map[int64]int64{"g0": {1: 1, 2: 2}, "g1": {5: 5}}
+	if res := judgeSet(Result{}, s.ops, ok, ""); !res.OK() {
+		t.Fatalf("valid set judged %+v", res)
+	}
+	lost := map[string]map[int64]int64{"g0": {2: 2}, "g1": {5: 5}}
+	if res := judgeSet(Result{}, s.ops, lost, ""); res.Lost != 1 || res.Violations != 0 {
+		t.Fatalf("lost element judged %+v", res)
+	}
+	phantom := map[string]map[int64]int64{"g0": {1: 1, 9: 9}, "g1": {4: 4, 5: 5}}
+	if res := judgeSet(Result{}, s.ops, phantom, ""); res.Lost != 0 || res.Violations != 2 {
+		t.Fatalf("never-attempted and refused elements judged %+v", res)
+	}
+	moved := map[string]map[int64]int64{"g0": {1: 1, 5: 5}, "g1": {}}
+	if res := judgeSet(Result{}, s.ops, moved, ""); res.Lost != 1 || res.Violations != 1 {
+		t.Fatalf("element in the wrong group judged %+v", res)
+	}
+}
+
+func bankSnap(bals ...int64) snapshot {
+	s := snapshot{}
+	for i, b := range bals {
+		s[account{bankTables[i%2], i / 2}] = balance{Balance: b, Ver: 0}
+	}
+	return s
+}
+
+func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
+	var s synth
+	s.add(0, "transfer", "bank", true, transferInput{}, nil, Acked, 0, 1)
+	s.add(1, "transfer", "bank", true, transferInput{}, nil, Indeterminate, 0, 2)
+	s.add(2, "transfer", "bank", true, transferInput{}, nil, Failed, 0, 3)
+	s.add(3, "read", "bank", false, nil, bankSnap(100, 90, 110, 100), Acked, 4, 5)
+	final := bankSnap(50, 150, 100, 100)
+	final[account{"Checking", 0}] = balance{Balance: 50, Ver: 1}
+	final[account{"Savings", 0}] = balance{Balance: 150, Ver: 1}
+	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); !res.OK() {
+		t.Fatalf("valid bank judged %+v", res)
+	}
+	// Both the acknowledged and the indeterminate transfer applied.
+	final[account{"Checking", 1}] = balance{Balance: 100, Ver: 1}
+	final[account{"Savings", 1}] = balance{Balance: 100, Ver: 1}
+	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); !res.OK() {
+		t.Fatalf("valid bank judged %+v", res)
+	}
+	// Three applied: one more than attempted and not refused.
+	final[account{"Checking", 0}] = balance{Balance: 50, Ver: 2}
+	final[account{"Savings", 0}] = balance{Balance: 150, Ver: 2}
+	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); res.Violations != 1 {
+		t.Fatalf("phantom transfer judged %+v", res)
+	}
+	// None applied: the acknowledged transfer is lost.
+	if res := judgeBank(Result{}, s.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Lost != 1 {
+		t.Fatalf("lost transfer judged %+v", res)
+	}
+	// A half-applied transfer: one version moved alone.
+	half := bankSnap(100, 100, 100, 100)
+	half[account{"Checking", 0}] = balance{Balance: 90, Ver: 1}
+	if res := judgeBank(Result{}, s.ops, half, 4, 400, ""); res.Violations < 1 {
+		t.Fatalf("half transfer judged %+v", res)
+	}
+	var bad synth
+	bad.add(3, "read", "bank", false, nil, bankSnap(100, 90, 100, 100), Acked, 4, 5)  // wrong total
+	bad.add(3, "read", "bank", false, nil, bankSnap(-10, 110, 200, 100), Acked, 6, 7) // negative
+	bad.add(3, "read", "bank", false, nil, bankSnap(100, 100, 200), Acked, 8, 9)      // an account missing
+	bad.add(3, "read", "bank", false, nil, bankSnap(1, 2, 3, 4), Failed, 10, 11)      // not a snapshot: ignored
+	if res := judgeBank(Result{}, bad.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Violations != 3 {
+		t.Fatalf("bad reads judged %+v", res)
+	}
+}

@@ -321,7 +321,7 @@ func TestChangelogCheckerFindsGapDuplicatePhantomAndLoss(t *testing.T) {
 		lost, viols int
 	}{
 		{"gap", []changeLine{evs[0], evs[1], evs[2], evs[4]}, 0, 1},
-		{"duplicate entry", append(append([]changeLine(nil), evs...), evs[4]), 0, 2}, // sequence repeated, transaction repeated
+		{"duplicate entry", append(append([]changeLine(nil), evs...), evs[4]), 0, 2},                                                 // sequence repeated, transaction repeated
 		{"duplicate transaction at a new SCN", append(append([]changeLine(nil), evs...), ev(0, "2:4", 5, "g0", "B", 7, true)), 0, 2}, // and not at its acknowledged SCN
 		{"phantom", append(append([]changeLine(nil), evs...), ev(0, "2:4", 99, "g0", "B", 7, true)), 0, 1},
 		{"refused transaction present", append(append([]changeLine(nil), evs...), ev(0, "2:4", 6, "g0", "B", 8, true)), 0, 1},

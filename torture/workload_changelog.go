@@ -73,6 +73,7 @@ func (w *Changelog) Setup(ctx context.Context, t Target) error {
 		return err
 	}
 	var last error
+	notFound := 0
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		cp, err := firstCheckpoint(ctx, t.Endpoints()[attempt%len(t.Endpoints())])
 		if err == nil {
@@ -80,6 +81,13 @@ func (w *Changelog) Setup(ctx context.Context, t Target) error {
 			return nil
 		}
 		last = err
+		// A node may not know the new database yet (404) for a moment;
+		// a steady 404 means the server has no change stream at all.
+		if errors.Is(err, errNoStream) {
+			if notFound++; notFound == 25 {
+				return fmt.Errorf("changelog: GET /_changes/%s keeps answering 404: %w", changelogDB, err)
+			}
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("changelog: no checkpoint from GET /_changes/%s: %v", changelogDB, last)
@@ -119,6 +127,9 @@ type changeLine struct {
 	Error      json.RawMessage `json:"error"`
 }
 
+// errNoStream: the change stream answered 404.
+var errNoStream = errors.New("no change stream")
+
 // streamChanges reads GET /_changes/{db}?from=from on endpoint, calling f
 // for each line until f returns false, the stream ends or ctx does.
 func streamChanges(ctx context.Context, endpoint, db, from string, f func(changeLine) bool) error {
@@ -139,7 +150,11 @@ func streamChanges(ctx context.Context, endpoint, db, from string, f func(change
 	if resp.StatusCode != http.StatusOK {
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(resp.Body)
-		return fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, strings.TrimSpace(b.String()))
+		err := fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, strings.TrimSpace(b.String()))
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w: %w", errNoStream, err)
+		}
+		return err
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)

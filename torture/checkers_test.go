@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,5 +275,65 @@ func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
 	bad.add(3, "read", "bank", false, nil, bankSnap(1, 2, 3, 4), Failed, 10, 11)      // not a snapshot: ignored
 	if res := judgeBank(Result{}, bad.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Violations != 3 {
 		t.Fatalf("bad reads judged %+v", res)
+	}
+}
+
+func (s *synth) txn(client int, tok int64, group string, o Outcome, scn string, puts ...string) {
+	s.add(client, "txn", group, true, txnInput{Token: tok, Group: group, Puts: puts}, scn, o, len(s.ops), len(s.ops)+1)
+}
+
+// ev is one stream event of a put of token tok at table/id.
+func ev(p int, scn string, tok int64, group, table string, id int, end bool) changeLine {
+	return changeLine{SCN: scn, Partition: p, Table: table, Key: []any{group, float64(id)}, Op: "update",
+		After: []byte(fmt.Sprintf(`{"tok":%d,"i":0}`, tok)), TxnEnd: end}
+}
+
+func changelogFixture() (synth, []changeLine) {
+	var s synth
+	s.txn(0, 1, "g0", Acked, "1:1", "A/1", "B/2")
+	s.txn(1, 2, "g1", Acked, "1:1", "A/1")
+	s.txn(2, 3, "g0", Indeterminate, "", "A/5") // landed, after a leader change
+	s.txn(3, 4, "g0", Indeterminate, "", "B/5") // never landed
+	s.txn(0, 5, "g0", Acked, "2:3", "B/7")
+	s.txn(0, 6, "g0", Failed, "", "B/8") // refused
+	evs := []changeLine{
+		ev(0, "1:1", 1, "g0", "A", 1, false),
+		ev(3, "1:1", 2, "g1", "A", 1, true), // another partition interleaves
+		ev(0, "1:1", 1, "g0", "B", 2, true),
+		ev(0, "2:2", 3, "g0", "A", 5, true),
+		ev(0, "2:3", 5, "g0", "B", 7, true),
+	}
+	return s, evs
+}
+
+func TestChangelogCheckerAcceptsGaplessStreamAcrossGenerations(t *testing.T) {
+	s, evs := changelogFixture()
+	if res := judgeChangelog(Result{}, s.ops, evs); !res.OK() {
+		t.Fatalf("valid stream judged %+v", res)
+	}
+}
+
+func TestChangelogCheckerFindsGapDuplicatePhantomAndLoss(t *testing.T) {
+	s, evs := changelogFixture()
+	cases := []struct {
+		name        string
+		evs         []changeLine
+		lost, viols int
+	}{
+		{"gap", []changeLine{evs[0], evs[1], evs[2], evs[4]}, 0, 1},
+		{"duplicate entry", append(append([]changeLine(nil), evs...), evs[4]), 0, 2},                                                 // sequence repeated, transaction repeated
+		{"duplicate transaction at a new SCN", append(append([]changeLine(nil), evs...), ev(0, "2:4", 5, "g0", "B", 7, true)), 0, 2}, // and not at its acknowledged SCN
+		{"phantom", append(append([]changeLine(nil), evs...), ev(0, "2:4", 99, "g0", "B", 7, true)), 0, 1},
+		{"refused transaction present", append(append([]changeLine(nil), evs...), ev(0, "2:4", 6, "g0", "B", 8, true)), 0, 1},
+		{"acknowledged transaction lost", []changeLine{evs[0], evs[1], evs[2], evs[3]}, 1, 0},
+		{"half a transaction", []changeLine{evs[0], evs[1], ev(0, "1:1", 1, "g0", "B", 3, true), evs[3], evs[4]}, 0, 1},
+		{"generation goes back", []changeLine{evs[0], evs[1], evs[2], evs[3], ev(0, "1:3", 5, "g0", "B", 7, true)}, 0, 2}, // and the acknowledged SCN differs
+		{"log starts late", []changeLine{evs[1], evs[3], evs[4]}, 1, 1},
+	}
+	for _, c := range cases {
+		res := judgeChangelog(Result{}, s.ops, c.evs)
+		if res.Lost != c.lost || res.Violations != c.viols {
+			t.Errorf("%s: lost %d violations %d, want %d %d: %v", c.name, res.Lost, res.Violations, c.lost, c.viols, res.Failures)
+		}
 	}
 }

@@ -127,7 +127,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) partitionCount(ctx context.Context) (int, error) {
 	var last error
 	for _, s := range c.Servers {
-		opts := []client.Option{}
+		opts := []client.Option{client.WithRetry(0)} // the next server is the retry
 		if c.HTTPClient != nil {
 			opts = append(opts, client.WithHTTPClient(c.HTTPClient))
 		}

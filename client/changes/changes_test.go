@@ -67,6 +67,10 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// unique names this run of a test, so -count=N runs do not meet each
+// other's documents and checkpoints.
+func unique() string { return fmt.Sprint("u", time.Now().UnixNano()) }
+
 func etcdClient(t *testing.T) *clientv3.Client {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEPs, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -139,7 +143,8 @@ func start(t *testing.T, c *changes.Consumer) (stop func()) {
 }
 
 func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
-	store := &changes.EtcdStore{Client: etcdClient(t), Prefix: "/test/resume"}
+	u := unique()
+	store := &changes.EtcdStore{Client: etcdClient(t), Prefix: "/test/resume/" + u}
 	rec := &recorder{}
 	c := &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec.handle, SaveInterval: 50 * time.Millisecond}
 	stop := start(t, c)
@@ -150,14 +155,14 @@ func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
 		return len(cps) == 4
 	})
 	ctx := context.Background()
-	if _, err := docs.Txn(ctx, "cdc", client.Txn{PartitionKey: "r", Ops: []client.TxnOp{
-		client.PutOp("Item", client.Key{"r", 1}, map[string]any{"n": 1}),
-		client.PutOp("Item", client.Key{"r", 2}, map[string]any{"n": 2}),
+	if _, err := docs.Txn(ctx, "cdc", client.Txn{PartitionKey: u, Ops: []client.TxnOp{
+		client.PutOp("Item", client.Key{u, 1}, map[string]any{"n": 1}),
+		client.PutOp("Item", client.Key{u, 2}, map[string]any{"n": 2}),
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	put(t, "r", 3)
-	waitUntil(t, "both transactions", func() bool { return rec.count("r/3") == 1 })
+	put(t, u, 3)
+	waitUntil(t, "both transactions", func() bool { return rec.count(u+"/3") == 1 })
 	rec.mu.Lock()
 	if len(rec.txns) != 2 || len(rec.txns[0].Events) != 2 || !rec.txns[0].Events[1].TxnEnd || rec.txns[0].Events[0].TxnEnd || len(rec.txns[1].Events) != 1 {
 		t.Fatalf("transactions: %+v", rec.txns)
@@ -167,14 +172,14 @@ func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
 
 	// Written while no consumer runs: delivered to the next one, and
 	// nothing it already handled comes again.
-	put(t, "r", 4)
+	put(t, u, 4)
 	rec2 := &recorder{}
 	c2 := &changes.Consumer{Servers: []string{"http://127.0.0.1:1", serverURL}, DB: "cdc", Store: store, Handle: rec2.handle}
 	start(t, c2)
-	waitUntil(t, "the write made while stopped", func() bool { return rec2.count("r/4") == 1 })
-	put(t, "r", 5)
-	waitUntil(t, "a live write", func() bool { return rec2.count("r/5") == 1 })
-	for _, k := range []string{"r/1", "r/2", "r/3"} {
+	waitUntil(t, "the write made while stopped", func() bool { return rec2.count(u+"/4") == 1 })
+	put(t, u, 5)
+	waitUntil(t, "a live write", func() bool { return rec2.count(u+"/5") == 1 })
+	for _, k := range []string{u + "/1", u + "/2", u + "/3"} {
 		if n := rec2.count(k); n != 0 {
 			t.Fatalf("%s delivered again after a clean stop", k)
 		}
@@ -182,6 +187,7 @@ func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
 }
 
 func TestHandleErrorsAreRetriedNotSkipped(t *testing.T) {
+	u := unique()
 	var mu sync.Mutex
 	var seen []string
 	fails := 2
@@ -191,7 +197,7 @@ func TestHandleErrorsAreRetriedNotSkipped(t *testing.T) {
 		defer mu.Unlock()
 		k := fmt.Sprintf("%v/%v", tx.Events[0].Key[0], tx.Events[0].Key[1])
 		seen = append(seen, k)
-		if k == "e/1" && fails > 0 {
+		if k == u+"/1" && fails > 0 {
 			fails--
 			return errors.New("sink down")
 		}
@@ -202,29 +208,30 @@ func TestHandleErrorsAreRetriedNotSkipped(t *testing.T) {
 		cps, _ := store.Load(context.Background(), "cdc", []int{0, 1, 2, 3})
 		return len(cps) == 4
 	})
-	put(t, "e", 1)
-	put(t, "e", 2)
-	waitUntil(t, "e/2 handled", func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(seen, "e/2") })
+	put(t, u, 1)
+	put(t, u, 2)
+	waitUntil(t, "e/2 handled", func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(seen, u+"/2") })
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(seen, []string{"e/1", "e/1", "e/1", "e/2"}) {
+	if !slices.Equal(seen, []string{u + "/1", u + "/1", u + "/1", u + "/2"}) {
 		t.Fatalf("handled %v, want e/1 three times (two failures) then e/2", seen)
 	}
 }
 
 func TestBootstrapDeliversTheSnapshotThenTheLog(t *testing.T) {
-	put(t, "b", 1)
-	put(t, "b", 2)
+	u := unique()
+	put(t, u, 1)
+	put(t, u, 2)
 	rec := &recorder{}
 	c := &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Bootstrap: true, Handle: rec.handle}
 	start(t, c)
-	waitUntil(t, "snapshot", func() bool { return rec.count("b/2") == 1 })
-	put(t, "b", 3)
-	waitUntil(t, "log after the snapshot", func() bool { return rec.count("b/3") == 1 })
+	waitUntil(t, "snapshot", func() bool { return rec.count(u+"/2") == 1 })
+	put(t, u, 3)
+	waitUntil(t, "log after the snapshot", func() bool { return rec.count(u+"/3") == 1 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	last := rec.txns[len(rec.txns)-1]
-	if last.Snapshot || !rec.txns[0].Snapshot || rec.keys["b/1"] != 1 {
+	if last.Snapshot || !rec.txns[0].Snapshot || rec.keys[u+"/1"] != 1 {
 		t.Fatalf("bootstrap: %+v", rec.txns)
 	}
 }
@@ -235,11 +242,12 @@ func TestBootstrapDeliversTheSnapshotThenTheLog(t *testing.T) {
 // its partitions over from the saved checkpoints.
 func TestGroupSplitsPartitionsAndRebalances(t *testing.T) {
 	cli := etcdClient(t)
-	store := &changes.EtcdStore{Client: cli, Prefix: "/test/group/cps"}
+	u := unique()
+	store := &changes.EtcdStore{Client: cli, Prefix: "/test/group/" + u}
 	rec := &recorder{}
 	mk := func(id string, etcd *clientv3.Client) *changes.Consumer {
 		return &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec.handle,
-			Etcd: etcd, Group: "g1", Instance: id, LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
+			Etcd: etcd, Group: u, Instance: id, LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
 	}
 	a, b := mk("a", cli), mk("b", etcdClient(t))
 	stopA := start(t, a)
@@ -250,13 +258,13 @@ func TestGroupSplitsPartitionsAndRebalances(t *testing.T) {
 	})
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
-			put(t, fmt.Sprint("k", i), int64(i))
+			put(t, fmt.Sprint(u, "k", i), int64(i))
 		}
 	}
 	write(0, 40)
 	waitUntil(t, "every write handled", func() bool {
 		for i := range 40 {
-			if rec.count(fmt.Sprintf("k%d/%d", i, i)) == 0 {
+			if rec.count(fmt.Sprintf("%sk%d/%d", u, i, i)) == 0 {
 				return false
 			}
 		}
@@ -267,14 +275,14 @@ func TestGroupSplitsPartitionsAndRebalances(t *testing.T) {
 	write(40, 80)
 	waitUntil(t, "writes after the handover", func() bool {
 		for i := 40; i < 80; i++ {
-			if rec.count(fmt.Sprintf("k%d/%d", i, i)) == 0 {
+			if rec.count(fmt.Sprintf("%sk%d/%d", u, i, i)) == 0 {
 				return false
 			}
 		}
 		return true
 	})
 	for i := range 80 {
-		if n := rec.count(fmt.Sprintf("k%d/%d", i, i)); n != 1 {
+		if n := rec.count(fmt.Sprintf("%sk%d/%d", u, i, i)); n != 1 {
 			t.Fatalf("k%d handled %d times", i, n)
 		}
 	}
@@ -290,7 +298,7 @@ func TestGroupSplitsPartitionsAndRebalances(t *testing.T) {
 	write(80, 100)
 	waitUntil(t, "writes after the death", func() bool {
 		for i := 80; i < 100; i++ {
-			if rec.count(fmt.Sprintf("k%d/%d", i, i)) == 0 {
+			if rec.count(fmt.Sprintf("%sk%d/%d", u, i, i)) == 0 {
 				return false
 			}
 		}

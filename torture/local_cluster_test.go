@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -200,7 +201,12 @@ func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d tim
 	checkCtx, cancel2 := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel2()
 	results := make([]Result, len(ws))
-	dir := t.TempDir()
+	// Artifacts outlive the test, so a failure can be studied.
+	dir, err := os.MkdirTemp("", fmt.Sprintf("doppio-torture-%d-", seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("artifacts (written on failure) under %s", dir)
 	for i, w := range ws {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = w.Check(checkCtx, target, dir) }()

@@ -89,9 +89,12 @@ func startLocalCluster(t *testing.T, n int) *localCluster {
 			c.kill(i)
 		}
 		if t.Failed() {
+			logs, _ := os.MkdirTemp("", "doppio-torture-logs-")
 			for _, n := range c.nodes {
 				n.mu.Lock()
-				t.Logf("%s logs (tail):\n%s", n.args[2], tail(n.logs.String(), 4000))
+				p := filepath.Join(logs, n.args[2]+".log")
+				_ = os.WriteFile(p, n.logs.Bytes(), 0o644)
+				t.Logf("%s logs in %s; the tail:\n%s", n.args[2], p, tail(n.logs.String(), 2000))
 				n.mu.Unlock()
 			}
 		}

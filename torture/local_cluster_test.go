@@ -57,15 +57,11 @@ func localPort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startLocalCluster builds the binary (as e2e does) and starts n nodes.
+// startLocalCluster starts n nodes of the package's doppio binary.
 func startLocalCluster(t *testing.T, n int) *localCluster {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "doppio")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/doppio")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build doppio: %v\n%s", err, out)
-	}
+	bin := doppioBinary(t) // built once per package run (torture_test.go)
 	etcd, err := embedetcd.Start(context.Background(), filepath.Join(dir, "etcd"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +221,7 @@ func TestWorkloadsPassOnLocalClusterWithKill(t *testing.T) {
 	c := startLocalCluster(t, 3)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	ws := []Workload{&Register{}, &Bank{}, &Counter{}, &Set{}}
+	ws := []Workload{&Register{}, &Bank{}, &Counter{}, &Set{}, &Changelog{}}
 	results := runWorkloads(t, c, ws, seed, 9*time.Second, func(d time.Duration) {
 		time.Sleep(d / 3)
 		c.kill(2)

@@ -1,9 +1,13 @@
 package torture
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,6 +23,10 @@ func (s *synth) add(client int, kind, key string, write bool, in, out any, outco
 
 func (s *synth) read(client int, key string, v int64, from, to int) {
 	s.add(client, "read", key, false, registerInput{Kind: "read"}, registerOutput{Value: v, Status: 200}, Acked, from, to)
+}
+
+func (s *synth) readAbsent(client int, key string, from, to int) {
+	s.add(client, "read", key, false, registerInput{Kind: "read"}, registerOutput{Absent: true, Status: 404}, Acked, from, to)
 }
 
 func (s *synth) write(client int, key string, v int64, o Outcome, from, to int) {
@@ -43,7 +51,7 @@ func TestRegisterCheckerAcceptsLinearizableHistoryWithIndeterminateOps(t *testin
 	s.write(0, "a", 9, Failed, 37, 38) // refused connection: no effect
 	s.read(1, "a", 3, 39, 40)
 	s.write(3, "b", 7, Indeterminate, 0, 1) // never happened
-	s.read(3, "b", 0, 2, 3)
+	s.readAbsent(3, "b", 2, 3)
 	res := judgeRegisters(Result{}, s.ops, t.TempDir(), 10*time.Second)
 	if !res.OK() {
 		t.Fatalf("valid history judged %+v", res)
@@ -56,7 +64,7 @@ func TestRegisterCheckerCatchesStaleRead(t *testing.T) {
 	s.write(1, "a", 2, Acked, 11, 20)
 	s.read(2, "a", 2, 21, 22)
 	s.read(3, "a", 1, 23, 24) // reads the overwritten value after a newer read
-	s.read(3, "b", 0, 23, 24)
+	s.readAbsent(3, "b", 23, 24)
 	dir := t.TempDir()
 	res := judgeRegisters(Result{}, s.ops, dir, 10*time.Second)
 	if res.OK() || res.Violations != 1 {
@@ -83,10 +91,17 @@ func TestRegisterCheckerCatchesStaleRead(t *testing.T) {
 func TestRegisterCheckerCatchesLostAcknowledgedWrite(t *testing.T) {
 	var s synth
 	s.write(0, "a", 1, Acked, 0, 10)
-	s.read(1, "a", 0, 20, 21) // the acknowledged write vanished
+	s.readAbsent(1, "a", 20, 21) // the acknowledged write vanished
 	res := judgeRegisters(Result{}, s.ops, "", 10*time.Second)
 	if res.Violations != 1 {
 		t.Fatalf("lost write judged %+v", res)
+	}
+	var r synth
+	r.write(0, "a", 1, Acked, 0, 10)
+	r.write(0, "a", 2, Acked, 11, 20)
+	r.read(1, "a", 1, 21, 22) // the later acknowledged write vanished
+	if res := judgeRegisters(Result{}, r.ops, "", 10*time.Second); res.Violations != 1 {
+		t.Fatalf("lost overwrite judged %+v", res)
 	}
 }
 
@@ -274,5 +289,97 @@ func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
 	bad.add(3, "read", "bank", false, nil, bankSnap(1, 2, 3, 4), Failed, 10, 11)      // not a snapshot: ignored
 	if res := judgeBank(Result{}, bad.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Violations != 3 {
 		t.Fatalf("bad reads judged %+v", res)
+	}
+}
+
+func (s *synth) txn(client int, tok int64, group string, o Outcome, scn string, puts ...string) {
+	s.add(client, "txn", group, true, txnInput{Token: tok, Group: group, Puts: puts}, scn, o, len(s.ops), len(s.ops)+1)
+}
+
+// ev is one stream event of a put of token tok at table/id.
+func ev(p int, scn string, tok int64, group, table string, id int, end bool) changeLine {
+	return changeLine{SCN: scn, Partition: p, Table: table, Key: []any{group, float64(id)}, Op: "update",
+		After: []byte(fmt.Sprintf(`{"tok":%d,"i":0}`, tok)), TxnEnd: end}
+}
+
+func changelogFixture() (synth, []changeLine) {
+	var s synth
+	s.txn(0, 1, "g0", Acked, "1:1", "A/1", "B/2")
+	s.txn(1, 2, "g1", Acked, "1:1", "A/1")
+	s.txn(2, 3, "g0", Indeterminate, "", "A/5") // landed, after a leader change
+	s.txn(3, 4, "g0", Indeterminate, "", "B/5") // never landed
+	s.txn(0, 5, "g0", Acked, "2:3", "B/7")
+	s.txn(0, 6, "g0", Failed, "", "B/8") // refused
+	evs := []changeLine{
+		ev(0, "1:1", 1, "g0", "A", 1, false),
+		ev(3, "1:1", 2, "g1", "A", 1, true), // another partition interleaves
+		ev(0, "1:1", 1, "g0", "B", 2, true),
+		ev(0, "2:2", 3, "g0", "A", 5, true),
+		ev(0, "2:3", 5, "g0", "B", 7, true),
+	}
+	return s, evs
+}
+
+func TestChangelogCheckerAcceptsGaplessStreamAcrossGenerations(t *testing.T) {
+	s, evs := changelogFixture()
+	if res := judgeChangelog(Result{}, s.ops, evs); !res.OK() {
+		t.Fatalf("valid stream judged %+v", res)
+	}
+}
+
+func TestChangelogCheckerFindsGapDuplicatePhantomAndLoss(t *testing.T) {
+	s, evs := changelogFixture()
+	cases := []struct {
+		name        string
+		evs         []changeLine
+		lost, viols int
+	}{
+		{"gap", []changeLine{evs[0], evs[1], evs[2], evs[4]}, 0, 1},
+		{"duplicate entry", append(append([]changeLine(nil), evs...), evs[4]), 0, 2},                                                 // sequence repeated, transaction repeated
+		{"duplicate transaction at a new SCN", append(append([]changeLine(nil), evs...), ev(0, "2:4", 5, "g0", "B", 7, true)), 0, 2}, // and not at its acknowledged SCN
+		{"phantom", append(append([]changeLine(nil), evs...), ev(0, "2:4", 99, "g0", "B", 7, true)), 0, 1},
+		{"refused transaction present", append(append([]changeLine(nil), evs...), ev(0, "2:4", 6, "g0", "B", 8, true)), 0, 1},
+		{"acknowledged transaction lost", []changeLine{evs[0], evs[1], evs[2], evs[3]}, 1, 0},
+		{"half a transaction", []changeLine{evs[0], evs[1], ev(0, "1:1", 1, "g0", "B", 3, true), evs[3], evs[4]}, 0, 1},
+		{"generation goes back", []changeLine{evs[0], evs[1], evs[2], evs[3], ev(0, "1:3", 5, "g0", "B", 7, true)}, 0, 2}, // and the acknowledged SCN differs
+		{"log starts late", []changeLine{evs[1], evs[3], evs[4]}, 1, 1},
+	}
+	for _, c := range cases {
+		res := judgeChangelog(Result{}, s.ops, c.evs)
+		if res.Lost != c.lost || res.Violations != c.viols {
+			t.Errorf("%s: lost %d violations %d, want %d %d: %v", c.name, res.Lost, res.Violations, c.lost, c.viols, res.Failures)
+		}
+	}
+}
+
+func TestClassifyOutcomes(t *testing.T) {
+	r := func(status int, detail string) *Response {
+		return &Response{Status: status, Body: []byte(fmt.Sprintf(`{"status":%d,"detail":%q}`, status, detail))}
+	}
+	cases := []struct {
+		write bool
+		resp  *Response
+		err   error
+		want  Outcome
+	}{
+		{true, r(200, ""), nil, Acked},
+		{true, r(201, ""), nil, Acked},
+		{false, r(304, ""), nil, Acked},
+		{true, r(412, "If-Match"), nil, Failed},
+		{true, r(404, ""), nil, Failed},
+		{true, r(409, ""), nil, Failed},
+		{true, r(503, "write to 01 not applied before the deadline; it may still be applied"), nil, Indeterminate},
+		{true, r(503, "node is starting"), nil, Failed},
+		{true, r(500, ""), nil, Indeterminate},
+		{true, nil, context.DeadlineExceeded, Indeterminate},
+		{true, nil, &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, Failed},
+		{true, nil, &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, Indeterminate},
+		{false, r(503, "may still be applied"), nil, Failed},
+		{false, nil, context.DeadlineExceeded, Failed},
+	}
+	for i, c := range cases {
+		if got := Classify(c.write, c.resp, c.err); got != c.want {
+			t.Errorf("case %d: %v", i, got)
+		}
 	}
 }

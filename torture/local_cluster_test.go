@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -163,8 +164,8 @@ func (c *localCluster) kill(i int) {
 }
 
 // runWorkloads sets up, runs (for d) and checks every workload concurrently;
-// during the run, midway, fault (if not nil) is called.
-func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d time.Duration, fault func()) []Result {
+// fault (if not nil) runs alongside, given the run's duration.
+func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d time.Duration, fault func(d time.Duration)) []Result {
 	t.Helper()
 	ctx := context.Background()
 	setupCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -189,8 +190,7 @@ func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d tim
 		go func() { defer wg.Done(); errs[i] = w.Run(runCtx, target, rng) }()
 	}
 	if fault != nil {
-		time.Sleep(d / 2)
-		fault()
+		fault(d)
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -201,7 +201,12 @@ func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d tim
 	checkCtx, cancel2 := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel2()
 	results := make([]Result, len(ws))
-	dir := t.TempDir()
+	// Artifacts outlive the test, so a failure can be studied.
+	dir, err := os.MkdirTemp("", fmt.Sprintf("doppio-torture-%d-", seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("artifacts (written on failure) under %s", dir)
 	for i, w := range ws {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = w.Check(checkCtx, target, dir) }()
@@ -218,9 +223,13 @@ func TestWorkloadsPassOnLocalClusterWithKill(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	ws := []Workload{&Register{}, &Bank{}, &Counter{}, &Set{}}
-	results := runWorkloads(t, c, ws, seed, 8*time.Second, func() {
+	results := runWorkloads(t, c, ws, seed, 9*time.Second, func(d time.Duration) {
+		time.Sleep(d / 3)
 		c.kill(2)
 		t.Logf("killed n3 (kill -9)")
+		time.Sleep(d / 3)
+		c.start(2)
+		t.Logf("restarted n3")
 	})
 	for i, r := range results {
 		if h, ok := ws[i].(interface{ History() *History }); ok && h.History() != nil {

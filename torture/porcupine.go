@@ -28,19 +28,23 @@ type registerOutput struct {
 }
 
 // registerModel is a single register (one key: the history is partitioned
-// by key before checking) holding an int64, initially 0. Every operation is
+// by key before checking) holding an int64, initially absent (-1; written
+// values are positive). Every operation is
 // passed with its outcome, so an indeterminate write or compare-and-set may
 // or may not take effect: it returns at infinity, and may be linearized
 // after everything else, which is the same as never.
 var registerModel = porcupine.Model{
-	Init: func() any { return int64(0) },
+	Init: func() any { return absent },
 	Step: func(state, input, output any) (bool, any) {
 		s := state.(int64)
 		in := input.(registerInput)
 		out := output.(registerStep)
 		switch in.Kind {
 		case "read":
-			return !out.Absent && out.Value == s, s
+			if out.Absent {
+				return s == absent, s
+			}
+			return out.Value == s, s
 		case "write":
 			return true, in.Value
 		case "cas":
@@ -71,8 +75,16 @@ var registerModel = porcupine.Model{
 		}
 		return fmt.Sprintf("cas(%d -> %d) %s", in.From, in.To, out.Outcome)
 	},
-	DescribeState: func(state any) string { return fmt.Sprint(state.(int64)) },
+	DescribeState: func(state any) string {
+		if state.(int64) == absent {
+			return "absent"
+		}
+		return fmt.Sprint(state.(int64))
+	},
 }
+
+// absent is the state of a register never written.
+const absent = int64(-1)
 
 // registerStep is the model's output: the outcome and what was read.
 type registerStep struct {

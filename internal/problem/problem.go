@@ -23,6 +23,7 @@ const (
 	MediaType                // 415: unsupported Content-Type
 	Invalid                  // 422: the document does not match its schema
 	Unavailable              // 503: not ready, no leader; retry later
+	Gone                     // 410: a change-stream position is no longer retained; bootstrap
 )
 
 var kinds = [...]struct {
@@ -39,6 +40,7 @@ var kinds = [...]struct {
 	MediaType:    {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
 	Invalid:      {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
 	Unavailable:  {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	Gone:         {http.StatusGone, "checkpoint-expired", "Checkpoint no longer retained"},
 }
 
 // Status is the HTTP status of k.

@@ -259,8 +259,12 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		campaign = voters[0] == h.cfg.NodeID
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID:                        h.cfg.NodeID,
-		ElectionTick:              h.cfg.ElectionTicks,
+		ID:           h.cfg.NodeID,
+		ElectionTick: h.cfg.ElectionTicks,
+		// A leader that has not heard from a quorum for an election
+		// timeout steps down, so a partitioned leader stops taking
+		// requests (its reads already need a quorum: ReadOnlySafe).
+		CheckQuorum:               true,
 		HeartbeatTick:             h.cfg.HeartbeatTicks,
 		Storage:                   st,
 		Applied:                   st.applied.Index,
@@ -378,6 +382,11 @@ func (h *Host) tick() {
 		h.dirty[g] = struct{}{}
 		g.retryReads()
 		if g.isLeader {
+			if g.transferring && g.rn.BasicStatus().LeadTransferee == 0 {
+				// Raft abandoned the transfer on a tick, with no Ready.
+				g.transferring = false
+				g.publish()
+			}
 			g.maybeQuiesce()
 		}
 	}
@@ -492,11 +501,18 @@ func (h *Host) deliver(from uint64, msgs []inbound) {
 }
 
 // peerDown wakes the groups led by node id so that they elect a new leader
-// within a few ticks instead of a full election timeout.
+// within a few ticks instead of a full election timeout, and the groups
+// this node leads with a replica there, so that a leader cut off from its
+// quorum notices (CheckQuorum) and steps down even if it was quiesced.
 func (h *Host) peerDown(id uint64) {
 	h.enqueue(func() {
 		n := 0
 		for _, g := range h.groups {
+			if g.isLeader && !g.removed && g.hasMember(id) {
+				g.wakeUp()
+				h.dirty[g] = struct{}{}
+				continue
+			}
 			if g.lead != id || g.isLeader || g.removed {
 				continue
 			}

@@ -73,6 +73,9 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 	if p == nil {
 		return errors.New("transport closed")
 	}
+	if t.isCut(to) {
+		return fmt.Errorf("node %d unreachable", to)
+	}
 	addr, err := t.host.cfg.Resolve(to)
 	if err != nil {
 		return err

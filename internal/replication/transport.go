@@ -76,6 +76,10 @@ type transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// cut holds the peers this node neither sends to nor hears from: a
+	// network partition, injected by tests (see Host.cut).
+	cut atomic.Pointer[map[uint64]bool]
+
 	mu     sync.Mutex
 	peers  map[uint64]*peer
 	server *grpc.Server
@@ -266,6 +270,9 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 		if err != nil {
 			return err
 		}
+		if t.isCut(from) {
+			continue
+		}
 		p = t.heard(from, id)
 		if len(msgs) > 0 {
 			t.host.deliver(from, msgs)
@@ -343,12 +350,20 @@ func (p *peer) client(addr string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
+func (t *transport) isCut(id uint64) bool {
+	m := t.cut.Load()
+	return m != nil && (*m)[id]
+}
+
 // flush sends everything queued, in frames of about frameTarget bytes.
 func (p *peer) flush(s grpc.ClientStream) error {
 	p.mu.Lock()
 	q := p.queue
 	p.queue = nil
 	p.mu.Unlock()
+	if p.t.isCut(p.id) {
+		return nil // lost on the way
+	}
 	for first := true; first || len(q) > 0; first = false {
 		n, size := 0, 0
 		for n < len(q) && (n == 0 || size+len(q[n].data) < frameTarget) {

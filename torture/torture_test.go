@@ -118,21 +118,29 @@ func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 			if nm.Name == "mixed" {
 				nodes = 5
 			}
-			dir := t.TempDir()
+			// Kept when the test fails: node logs, data, histories.
+			dir, err := os.MkdirTemp("", "doppio-torture-"+nm.Name+"-")
+			if err != nil {
+				t.Fatal(err)
+			}
 			ctx := context.Background()
 			c, err := StartCluster(ctx, bin, dir, nodes)
 			if err != nil {
+				os.RemoveAll(dir)
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
 				if err := c.Close(); err != nil {
 					t.Errorf("tear down: %v", err)
 				}
-				if t.Failed() {
-					for _, n := range c.Nodes {
-						t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
-					}
+				if !t.Failed() {
+					os.RemoveAll(dir)
+					return
 				}
+				for _, n := range c.Nodes {
+					t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
+				}
+				t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
 			})
 			ws, err := NewWorkloads("all")
 			if err != nil {

@@ -457,7 +457,7 @@ func (c *Cluster) EtcdLeader(ctx context.Context) (*Node, error) {
 func (c *Cluster) Settle(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var last string
-	// Settled means settled three times in a row, half a second apart: a
+	// Settled means settled three times in a row, a quarter second apart: a
 	// healed node with a higher term may still depose a leader.
 	calm := 0
 	for {
@@ -470,7 +470,7 @@ func (c *Cluster) Settle(ctx context.Context) (time.Duration, error) {
 		select {
 		case <-ctx.Done():
 			return time.Since(start), fmt.Errorf("cluster not settled after %v: %s", time.Since(start).Round(time.Millisecond), last)
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

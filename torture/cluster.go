@@ -147,6 +147,9 @@ func (n *Node) Start() error {
 	// so SIGKILL and SIGSTOP reach it directly.
 	cmd := exec.Command("ip", append([]string{"netns", "exec", n.c.Net.Namespace(n.Index), n.c.Binary}, n.args()...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A node never outlives the harness (an interrupted test, a killed
+	// `make torture`); CleanStale removes its namespace on the next run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err

@@ -134,6 +134,7 @@ type keyVerdict struct {
 	Result  porcupine.CheckResult
 	Ops     int
 	Minimal []Op // a smallest failing sub-history found, when Illegal
+	All     []Op // the key's whole history, when Illegal
 	Visual  string
 }
 
@@ -157,6 +158,7 @@ func checkRegisters(ops []Op, dir string, timeout time.Duration) []keyVerdict {
 		v := keyVerdict{Key: k, Result: res, Ops: len(hist)}
 		if res == porcupine.Illegal {
 			v.Minimal = shrink(kept, 20*time.Second)
+			v.All = byKey[k]
 			if dir != "" {
 				v.Visual = filepath.Join(dir, "register-"+k+".html")
 				if err := porcupine.VisualizePath(registerModel, info, v.Visual); err != nil {
@@ -171,7 +173,10 @@ func checkRegisters(ops []Op, dir string, timeout time.Duration) []keyVerdict {
 
 // shrink removes operations from a non-linearizable history one at a time
 // while it stays non-linearizable, within budget: what is left is a
-// history every operation of which matters to the violation.
+// history every operation of which matters to the violation. An operation
+// that wrote a value another kept operation observed (a read of it, a
+// compare-and-set from it) is kept: without it the history would fail for
+// a new, uninteresting reason (a value from nowhere).
 func shrink(ops []Op, budget time.Duration) []Op {
 	deadline := time.Now().Add(budget)
 	cur := append([]Op(nil), ops...)
@@ -179,7 +184,27 @@ func shrink(ops []Op, budget time.Duration) []Op {
 		h, _ := porcupineOps(c)
 		return porcupine.CheckOperationsTimeout(registerModel, h, time.Until(deadline)) == porcupine.Illegal
 	}
+	observed := func(c []Op, skip int) map[int64]bool {
+		seen := map[int64]bool{}
+		for j, op := range c {
+			in, _ := op.Input.(registerInput)
+			out, _ := op.Output.(registerOutput)
+			switch {
+			case j == skip:
+			case in.Kind == "read" && op.Outcome == Acked && !out.Absent:
+				seen[out.Value] = true
+			case in.Kind == "cas":
+				seen[in.From] = true
+			}
+		}
+		return seen
+	}
 	for i := len(cur) - 1; i >= 0 && time.Now().Before(deadline); i-- {
+		in, _ := cur[i].Input.(registerInput)
+		seen := observed(cur, i)
+		if (in.Kind == "write" && seen[in.Value]) || (in.Kind == "cas" && seen[in.To]) {
+			continue
+		}
 		cand := append(append([]Op(nil), cur[:i]...), cur[i+1:]...)
 		if illegal(cand) {
 			cur = cand

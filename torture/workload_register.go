@@ -224,6 +224,10 @@ func judgeRegisters(res Result, ops []Op, dir string, timeout time.Duration) Res
 				if WriteJSONL(p, v.Minimal) == nil {
 					res.Artifacts = append(res.Artifacts, p)
 				}
+				p = filepath.Join(dir, "register-"+v.Key+"-history.jsonl")
+				if WriteJSONL(p, v.All) == nil {
+					res.Artifacts = append(res.Artifacts, p)
+				}
 			}
 		default:
 			res.Failures = append(res.Failures, fmt.Sprintf("register %s: Porcupine could not decide linearizability of %d operations within %s", v.Key, v.Ops, timeout))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/node"
@@ -117,11 +118,26 @@ func (s *doppioSystem) Load(ctx context.Context, mailbox string, msgs []Message)
 		if err != nil {
 			return err
 		}
-		if _, err := s.do(ctx, "POST", "/"+doppioDB+"/_txn", body, 200, 201); err != nil {
+		if err := s.idempotent(ctx, "POST", "/"+doppioDB+"/_txn", body); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// idempotent sends a request that may be repeated (the load's transactions
+// put fixed keys), again after a 503 whose outcome is unknown, as a client
+// of the documented contract does; a loaded machine can make a 500-document
+// transaction outlast the server's deadline.
+func (s *doppioSystem) idempotent(ctx context.Context, method, path string, body []byte) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err = s.do(ctx, method, path, body, 200, 201); err == nil || !strings.Contains(err.Error(), ": 503 ") {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }
 
 // Ready waits until the storage engine's background compactions have

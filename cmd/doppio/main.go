@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(), startCommand())
+	root.AddCommand(devCommand(), startCommand(), routerCommand())
 	addClientCommands(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)

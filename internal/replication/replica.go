@@ -49,7 +49,7 @@ func (e *NotLeaderError) Unwrap() error {
 // whose fate this replica could not learn (deadline, snapshot, shutdown):
 // it must not be run again blindly.
 func outcomeUnknown(format string, args ...any) *problem.Error {
-	return unavailable(format, args...)
+	return problem.New(problem.Indeterminate, format, args...)
 }
 
 func unavailable(format string, args ...any) *problem.Error {
@@ -125,6 +125,12 @@ func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partitio
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
 			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			return
+		}
+		if !g.quorumVisible() {
+			// Appended now, it could neither commit nor be known not to:
+			// refuse it while it is surely not applied.
+			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "this leader cannot reach a quorum of its replicas; the write was not applied"}})
 			return
 		}
 		if err := g.rn.Propose(data); err != nil {

@@ -282,6 +282,11 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
+		// A proposal is made only by a replica that believes it leads; if
+		// Raft stepped down since, it must fail, not travel to the new
+		// leader: Replicate would never see the entry in this log, answer
+		// "not applied", and the request would run twice.
+		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})
 	if err != nil {

@@ -275,6 +275,11 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
+		// A write set is valid only against the state of the leader that
+		// evaluated it. Raft may step down (a message of a newer term)
+		// between the group noticing and a proposal: forwarded, the proposal
+		// would be committed by the new leader over writes it acknowledged.
+		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})
 	if err != nil {

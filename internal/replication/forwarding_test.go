@@ -17,7 +17,10 @@ import (
 // appear in this replica's Ready, Replicate would answer "not applied"
 // (safe to run again), and the new leader would apply it too, so the
 // request ran twice (found by the fault suite: a create-only PUT answered
-// 412 "exists" after its own first run had created the document).
+// 412 "exists" after its own first run had created the document). Worse,
+// the write set was evaluated against the deposed leader's stale state: the
+// suite also saw a $inc of the new term whose pre-image was a stale value,
+// committed over a write the new leader had acknowledged.
 func TestProposalAfterAnUnnoticedStepDownIsRefusedNotForwarded(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)

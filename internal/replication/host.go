@@ -282,10 +282,13 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
-		// A proposal is made only by a replica that believes it leads; if
-		// Raft stepped down since, it must fail, not travel to the new
-		// leader: Replicate would never see the entry in this log, answer
-		// "not applied", and the request would run twice.
+		// A proposal is made only by a replica that believes it leads, and
+		// a write set is valid only against the state of the leader that
+		// evaluated it. If Raft stepped down since (a message of a newer
+		// term), the proposal must fail, not travel to the new leader: there
+		// it would be committed over writes the new leader acknowledged, and
+		// Replicate, never seeing the entry in this log, would answer "not
+		// applied" so the request would run twice.
 		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -561,6 +562,19 @@ func TestChangeStreamOnOneNode(t *testing.T) {
 	}
 	if c := boot.checkpoint(10 * time.Second); c == "" {
 		t.Fatal("no checkpoint after the bootstrap")
+	}
+
+	// The CLI prints the same stream.
+	out, err := exec.Command(binary, "changes", "tail", "cdc", "--server", n.addr, "--partitions", "0", "--bootstrap", "--count", "12").Output()
+	if err != nil {
+		t.Fatalf("doppio changes tail: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 12 || !strings.Contains(lines[0], `"snapshot":true`) || !strings.Contains(lines[11], `"txnEnd":true`) {
+		t.Fatalf("doppio changes tail printed:\n%s", out)
+	}
+	if out, err := exec.Command(binary, "changes", "tail", "nope", "--server", n.addr).CombinedOutput(); err == nil || !strings.Contains(string(out), `database "nope" does not exist`) {
+		t.Fatalf("doppio changes tail nope: %v %s", err, out)
 	}
 }
 

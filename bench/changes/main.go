@@ -27,16 +27,20 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/client/changes"
 	"github.com/doppio-db/doppio/internal/node"
 )
+
+var profile string
 
 var hc = &http.Client{Transport: &http.Transport{
 	MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 30 * time.Second,
@@ -49,7 +53,9 @@ func main() {
 	writers := flag.Int("writers", 32, "concurrent writing clients")
 	partitions := flag.Int("partitions", 8, "partitions of the database")
 	events := flag.Int("events", 200000, "events in the log for the throughput run")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the reading runs here")
 	flag.Parse()
+	profile = *cpuprofile
 
 	dir, err := os.MkdirTemp("", "doppio-bench-changes-")
 	check(err)
@@ -221,14 +227,20 @@ func throughput(ctx context.Context, c *client.Client, base string, events int) 
 	}
 	wg.Wait()
 	fmt.Printf("\n## one consumer reading the log\n\nloaded %d events (transactions of %d documents of ~90 bytes) in %v\n", events, perTxn, time.Since(loadStart).Round(time.Millisecond))
-	fmt.Printf("| reader | events | seconds | events/s | MB/s |\n|---|---:|---:|---:|---:|\n")
+	fmt.Printf("| reader | events | seconds | events/s | MB/s | process CPU s | events per CPU s |\n|---|---:|---:|---:|---:|---:|---:|\n")
 
+	if profile != "" {
+		f, err := os.Create(profile)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
 	// Raw NDJSON lines, as a consumer that only forwards them would.
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/_changes/bench?from="+from, nil)
 	resp, err := hc.Do(req)
 	check(err)
 	br := bufio.NewReaderSize(resp.Body, 1<<20)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	got, bytesRead := 0, 0
 	for got < events {
 		line, err := br.ReadSlice('\n')
@@ -238,14 +250,14 @@ func throughput(ctx context.Context, c *client.Client, base string, events int) 
 			got++
 		}
 	}
-	el := time.Since(start)
+	el, cpu := time.Since(start), cpuTime()-cpu0
 	resp.Body.Close()
-	fmt.Printf("| raw NDJSON lines | %d | %.2f | %.0f | %.1f |\n", got, el.Seconds(), float64(got)/el.Seconds(), float64(bytesRead)/el.Seconds()/1e6)
+	fmt.Printf("| raw NDJSON lines | %d | %.2f | %.0f | %.1f | %.2f | %.0f |\n", got, el.Seconds(), float64(got)/el.Seconds(), float64(bytesRead)/el.Seconds()/1e6, cpu.Seconds(), float64(got)/cpu.Seconds())
 
 	// Decoded events through client/changes.
 	s, err = changes.Open(ctx, base, "bench", changes.Options{From: from})
 	check(err)
-	start = time.Now()
+	start, cpu0 = time.Now(), cpuTime()
 	got = 0
 	for got < events {
 		l, err := s.Next()
@@ -254,9 +266,9 @@ func throughput(ctx context.Context, c *client.Client, base string, events int) 
 			got++
 		}
 	}
-	el = time.Since(start)
+	el, cpu = time.Since(start), cpuTime()-cpu0
 	s.Close()
-	fmt.Printf("| client/changes Stream.Next (JSON decoded) | %d | %.2f | %.0f | |\n", got, el.Seconds(), float64(got)/el.Seconds())
+	fmt.Printf("| client/changes Stream.Next (JSON decoded) | %d | %.2f | %.0f | | %.2f | %.0f |\n", got, el.Seconds(), float64(got)/el.Seconds(), cpu.Seconds(), float64(got)/cpu.Seconds())
 }
 
 func pct(ds []time.Duration, p int) string {
@@ -268,6 +280,15 @@ func pct(ds []time.Duration, p int) string {
 	i := (len(s)*p + 99) / 100
 	i = min(max(i-1, 0), len(s)-1)
 	return fmt.Sprintf("%.1f ms", float64(s[i])/float64(time.Millisecond))
+}
+
+// cpuTime is the CPU time this process (node and consumer) has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func loadavg() string {

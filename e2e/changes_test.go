@@ -317,8 +317,21 @@ func TestChangeStreamAcrossACluster(t *testing.T) {
 			survivors = append(survivors, n)
 		}
 	}
-	onSurvivor := openChanges(t, survivors[0].devNode, "cdc?tables=Counter")
-	startSurv := onSurvivor.checkpoint(10 * time.Second)
+	// The survivor's stream starts with a bootstrap: once it is complete,
+	// a source failing must not start it again.
+	onSurvivor := openChanges(t, survivors[0].devNode, "cdc?tables=Counter&bootstrap=true")
+	startSurv := ""
+	for timeout := time.After(10 * time.Second); startSurv == ""; {
+		select {
+		case c := <-onSurvivor.lines:
+			if c.Error != nil || (c.SCN != "" && !c.Snapshot) {
+				t.Fatalf("bootstrap: %s", c.raw)
+			}
+			startSurv = c.Checkpoint
+		case <-timeout:
+			t.Fatal("bootstrap did not complete within 10s")
+		}
+	}
 	onVictim := openChanges(t, victim.devNode, "cdc?tables=Counter")
 	onVictim.checkpoint(10 * time.Second)
 	_ = startSurv
@@ -388,6 +401,9 @@ func TestChangeStreamAcrossACluster(t *testing.T) {
 		seen := map[string]int{}
 		lastSeq := map[int]int{}
 		for _, c := range evs {
+			if c.Snapshot {
+				t.Fatalf("%s: a snapshot event after the bootstrap: %s", name, c.raw)
+			}
 			// Every transaction here writes one Counter: one event each.
 			if l, ok := lastSeq[c.Partition]; ok && c.seq() != l+1 {
 				t.Fatalf("%s: partition %d jumps from sequence %d to %d", name, c.Partition, l, c.seq())

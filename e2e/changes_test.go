@@ -190,6 +190,17 @@ func TestChangeStreamAcrossACluster(t *testing.T) {
 
 	live := openChanges(t, nodes[1].devNode, "cdc")
 	live.checkpoint(10 * time.Second)
+	// Followers serve the stream: for the partitions this node leads, a
+	// follower on another node.
+	sources := strings.Split(live.header.Get("X-Doppio-Change-Sources"), ",")
+	if len(sources) != partitions {
+		t.Fatalf("X-Doppio-Change-Sources: %q", live.header.Get("X-Doppio-Change-Sources"))
+	}
+	for p, src := range sources {
+		if !strings.HasPrefix(src, fmt.Sprintf("%d=", p)) || !strings.HasSuffix(src, "/follower") {
+			t.Fatalf("partition %d is read from %q, not a follower (%v)", p, src, sources)
+		}
+	}
 
 	// Writes through every node; expected events built from the answers.
 	var want []string

@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(), startCommand())
+	root.AddCommand(devCommand(), startCommand(), routerCommand())
 	addClientCommands(root)
 	root.AddCommand(changesCommand())
 	if err := root.Execute(); err != nil {

@@ -81,6 +81,7 @@ type Server struct {
 
 	clusterInfo Cluster
 	peers       *http.Client // forwarding to other nodes
+	relay       func() []Peer
 }
 
 // New returns a server over catalog and router; registry receives the
@@ -129,9 +130,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		pattern = rt.pattern
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
-			err = &problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}
+			err = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}}
 		} else {
-			var body []byte
 			var cancel context.CancelFunc
 			if rt.stream {
 				cancel = func() {}
@@ -139,11 +139,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				r, cancel, err = s.withDeadline(r)
 			}
 			if err == nil {
-				body, err = s.call(rt, sw, r, p)
-				var to *router.ElsewhereError
-				if errors.As(err, &to) && !sw.wrote {
-					err = s.forward(sw, r, body, to)
-				}
+				err = s.serve(rt, sw, r, p)
 			}
 			cancel()
 		}
@@ -208,7 +204,7 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 	if !ok {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		body := internalProblem()
-		writeProblem(w, body, 0, "")
+		writeProblem(w, body, 0, "", false)
 		return
 	}
 	body := problemBody{
@@ -224,7 +220,7 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 		// RFC 9110 15.5.6: a 405 lists the methods the resource supports.
 		allow = s.allowed(r)
 	}
-	writeProblem(w, body, pe.RetryAfter, allow)
+	writeProblem(w, body, pe.RetryAfter, allow, notApplied(r, err))
 }
 
 // allowed lists the methods other than r's that routes serve at r's path.
@@ -244,12 +240,15 @@ func (s *Server) allowed(r *http.Request) string {
 	return strings.Join(out, ", ")
 }
 
-func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, allow string) {
+func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, allow string, notApplied bool) {
 	h := w.Header()
 	for k := range h {
 		delete(h, k)
 	}
 	h.Set("Content-Type", "application/problem+json")
+	if notApplied && body.Status == http.StatusServiceUnavailable {
+		h.Set(headerNotApplied, "true")
+	}
 	if allow != "" {
 		h.Set("Allow", allow)
 	}

@@ -255,23 +255,57 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
 		return problem.New(problem.TooLarge, "a batch has at most %d operations, got %d", s.cfg.MaxOps, len(body.Ops))
 	}
 	results := make([]batchResult, len(body.Ops))
+	var refused error
 	for i, b := range body.Ops {
-		results[i] = s.batchOp(r, db, b)
+		results[i], refused = s.batchOpRetrying(r, db, b)
+	}
+	if len(results) == 1 && refused != nil && r.Header.Get(headerForwardedBy) != "" {
+		// The forwarding node may route this batch of one again.
+		w.Header().Set(headerNotApplied, "true")
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"results": results})
 }
 
-func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchResult {
-	fail := func(err error) batchResult {
+// batchOpRetrying runs one operation of a batch like serve runs a request:
+// a failure that proves nothing was applied runs it again, routed afresh,
+// within the request's deadline. It returns that failure when it is the
+// operation's final answer.
+func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) (batchResult, error) {
+	deadline, _ := r.Context().Deadline()
+	backoff := retryFirst
+	for {
+		res, err := s.batchOp(r, db, b)
+		if err == nil || !notApplied(r, err) || r.Context().Err() != nil {
+			return res, nil
+		}
+		var to *router.ElsewhereError
+		if errors.As(err, &to) || time.Until(deadline) < backoff+retryMargin(deadline) {
+			return res, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return res, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, retryMax)
+	}
+}
+
+// batchOp runs one operation of a batch; with its result it returns the
+// error that made it fail, if any.
+func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchResult, error) {
+	fail := func(err error) (batchResult, error) {
 		pe, ok := problem.As(err)
 		if !ok {
 			s.log.Error("batch operation failed", "err", err)
 			body := internalProblem()
-			return batchResult{Status: 500, Problem: &body}
+			return batchResult{Status: 500, Problem: &body}, err
 		}
 		return batchResult{Status: pe.Kind.Status(), Problem: &problemBody{
 			Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail, Field: pe.Field,
-		}}
+		}}, err
 	}
 	op, err := s.operation(db, b)
 	if err != nil {
@@ -287,7 +321,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchRes
 	if errors.As(err, &to) && r.Header.Get(headerForwardedBy) == "" {
 		out, ferr := s.forwardBatchOp(r, to, b)
 		if ferr == nil {
-			return out
+			return out, nil
 		}
 		err = ferr
 	}
@@ -302,7 +336,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) batchRes
 	case op.Kind == partition.Delete || op.Kind == partition.DeleteCollection:
 		status = http.StatusNoContent
 	}
-	return batchResult{Status: status, SCN: res.SCN.String(), Result: &opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}}
+	return batchResult{Status: status, SCN: res.SCN.String(), Result: &opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}}, nil
 }
 
 // forwardBatchOp runs one operation of a batch on the node leading its
@@ -318,15 +352,18 @@ func (s *Server) forwardBatchOp(r *http.Request, to *router.ElsewhereError, b op
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
-	if v := r.Header.Get(headerTimeout); v != "" {
-		req.Header.Set(headerTimeout, v)
+	if deadline, ok := r.Context().Deadline(); ok {
+		req.Header.Set(headerTimeout, (time.Until(deadline) - retryMargin(deadline)).String())
 	}
 	resp, err := s.peers.Do(req)
 	if err != nil {
-		return batchResult{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
-			Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
+		return batchResult{}, forwardError(r, to, err)
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get(headerNotApplied) != "" {
+		return batchResult{}, &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("%s, which could not run the operation there; routing is settling", to.Error())}}
+	}
 	var out struct {
 		Results []batchResult `json:"results"`
 	}

@@ -3,6 +3,8 @@ package replication
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -33,14 +35,19 @@ type Group struct {
 	lead, term    uint64
 	isLeader      bool
 	ready         bool // leader that has applied an entry of its own term
+	transferring  bool // leader handing leadership over (proposals are dropped)
 	quiesced      bool
 	removed       bool
 	appliedAt     time.Time
 	leaderContact time.Time
 	freshAt       time.Time
 
-	proposals    map[proposalID]*proposal
-	byIndex      map[uint64]*proposal
+	proposals map[proposalID]*proposal
+	// byIndex holds this node's appended proposals by log index until an
+	// entry is applied there: theirs (success) or another (superseded).
+	// More than one when a new leader overwrote an uncommitted entry and
+	// this node later appended another at the same index.
+	byIndex      map[uint64][]*proposal
 	justProposed []*proposal
 
 	readsNew      []*readWaiter
@@ -49,6 +56,9 @@ type Group struct {
 
 	incoming *incomingSnapshot
 	notified [2]uint64 // leader and term last reported to OnLeadership
+	// campaignUntil: this replica was chosen to replace a leader seen dead
+	// and campaigns on every tick until then while no leader is known.
+	campaignUntil uint64
 }
 
 // groupInfo is a consistent view of a group for readers outside the loop.
@@ -56,13 +66,15 @@ type groupInfo struct {
 	lead, term   uint64
 	leader       bool
 	ready        bool
+	transferring bool
 	quiesced     bool
 	removed      bool
 	applied      partition.SCN
 	appliedIndex uint64
 	appliedAt    time.Time
 	freshAt      time.Time
-	// changed is closed when lead, term, leader, ready or removed change.
+	// changed is closed when lead, term, leader, ready, transferring or
+	// removed change.
 	changed chan struct{}
 }
 
@@ -143,7 +155,7 @@ func newGroup(h *Host, p keys.Partition, rn *raft.RawNode, st *raftStorage) *Gro
 		st:            st,
 		term:          st.hard.GetTerm(),
 		proposals:     map[proposalID]*proposal{},
-		byIndex:       map[uint64]*proposal{},
+		byIndex:       map[uint64][]*proposal{},
 		readsInflight: map[uint64]*readBatch{},
 	}
 	g.publish()
@@ -172,12 +184,12 @@ func (g *Group) publish() {
 	old := g.info.Load()
 	inf := &groupInfo{
 		lead: g.lead, term: g.term, leader: g.isLeader, ready: g.ready,
-		quiesced: g.quiesced, removed: g.removed,
+		transferring: g.transferring, quiesced: g.quiesced, removed: g.removed,
 		applied: g.st.applied.SCN, appliedIndex: g.st.applied.Index,
 		appliedAt: g.appliedAt, freshAt: g.freshAt,
 	}
 	if old != nil && old.lead == inf.lead && old.term == inf.term && old.leader == inf.leader &&
-		old.ready == inf.ready && old.removed == inf.removed {
+		old.ready == inf.ready && old.removed == inf.removed && old.transferring == inf.transferring {
 		inf.changed = old.changed
 	} else {
 		inf.changed = make(chan struct{})
@@ -267,6 +279,12 @@ func (g *Group) maybeQuiesce() {
 	if !ok {
 		return
 	}
+	// A leader that cannot see a quorum keeps ticking, so that CheckQuorum
+	// makes it step down rather than lead, quiesced, a group that has
+	// elected another leader.
+	if !g.quorumVisible() {
+		return
+	}
 	term := bs.HardState.GetTerm()
 	for _, id := range followers {
 		if !g.host.transport.alive(id) {
@@ -280,6 +298,40 @@ func (g *Group) maybeQuiesce() {
 	g.quiesce()
 }
 
+// successor is the replica that campaigns at once when the leader's node
+// dead is seen down: among the other voters this node sees alive, the one
+// a hash of the partition picks, so that a dead node's leaderships spread
+// over the survivors and every survivor picks the same one (if views
+// differ, the others' election timeouts still elect someone).
+func (g *Group) successor(dead uint64) uint64 {
+	var alive []uint64
+	for _, id := range g.st.applied.conf().GetVoters() {
+		if id != dead && (id == g.host.cfg.NodeID || g.host.transport.alive(id)) {
+			alive = append(alive, id)
+		}
+	}
+	if len(alive) == 0 {
+		return 0
+	}
+	slices.Sort(alive)
+	h := fnv.New64a()
+	h.Write(g.prefix)
+	return alive[h.Sum64()%uint64(len(alive))]
+}
+
+// quorumVisible reports whether the transport sees a quorum of the
+// group's voters (this node included) alive.
+func (g *Group) quorumVisible() bool {
+	voters := g.st.applied.conf().GetVoters()
+	seen := 0
+	for _, id := range voters {
+		if id == g.host.cfg.NodeID || g.host.transport.alive(id) {
+			seen++
+		}
+	}
+	return seen > len(voters)/2
+}
+
 // persist writes a Ready's snapshot, entries and hard state to b, and
 // notes the log position of this node's new proposals. It reports whether
 // it wrote anything.
@@ -291,9 +343,30 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 		if snap == nil || snap.applied.Index != idx {
 			panic("replication: raft installs a snapshot whose data is not staged")
 		}
-		g.st.installSnapshot(b, snap)
+		hs := g.st.hard
+		if !raft.IsEmptyHardState(rd.HardState) {
+			hs = rd.HardState
+		}
+		if err := g.st.installSnapshot(g.host.cfg.NodeID, snap, hs); err != nil {
+			// Raft believes the snapshot installed; it is not. Stop rather
+			// than diverge (a restart asks for it again).
+			panic(fmt.Sprintf("replication: partition %x: installing snapshot: %v", []byte(g.prefix), err))
+		}
+		snap.discard()
 		g.incoming = nil
 		wrote = true
+		// The snapshot covers the indexes of these proposals without telling
+		// whose entries were committed there.
+		for i, ps := range g.byIndex {
+			if i > idx {
+				continue
+			}
+			for _, p := range ps {
+				delete(g.proposals, p.id)
+				p.finish(proposalResult{err: outcomeUnknown("write to %x overtaken by a snapshot; it may have been applied", []byte(g.prefix))})
+			}
+			delete(g.byIndex, i)
+		}
 	}
 	if len(rd.Entries) > 0 {
 		g.st.append(b, rd.Entries)
@@ -304,7 +377,7 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 		for _, p := range g.justProposed {
 			if p.index == 0 {
 				delete(g.proposals, p.id)
-				p.finish(proposalResult{err: unavailable("proposal to %s dropped (membership change in progress or leadership lost)", g.name())})
+				p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "proposal dropped (membership change in progress or leadership lost); it was not applied"}})
 			}
 		}
 		g.justProposed = g.justProposed[:0]
@@ -347,7 +420,7 @@ func (g *Group) noteProposals(ents []*raftpb.Entry) {
 		}
 		if p := g.proposals[id]; p != nil {
 			p.index = e.GetIndex()
-			g.byIndex[p.index] = p
+			g.byIndex[p.index] = append(g.byIndex[p.index], p)
 		}
 	}
 }
@@ -405,18 +478,19 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 		}
 		a.Index, a.Term = idx, e.GetTerm()
 		changed = true
-		if p := g.byIndex[idx]; p != nil {
-			delete(g.byIndex, idx)
+		for _, p := range g.byIndex[idx] {
 			delete(g.proposals, p.id)
 			if p.id == id {
 				res := proposalResult{scn: scn}
 				after = append(after, func() { p.finish(res) })
 			} else {
-				after = append(after, func() {
-					p.finish(proposalResult{err: unavailable("write to %s was superseded by a new leader; it was not applied", g.name())})
-				})
+				// Another entry is committed at the index this proposal had:
+				// it can never be applied, so the request may run again.
+				err := &NotLeaderError{Leader: g.lead, Term: g.term, detail: "the write was superseded by a new leader's log and not applied"}
+				after = append(after, func() { p.finish(proposalResult{err: err}) })
 			}
 		}
+		delete(g.byIndex, idx)
 	}
 	if !changed {
 		return after, false
@@ -456,9 +530,16 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 		g.lead = rd.SoftState.Lead
 		g.isLeader = rd.SoftState.RaftState == raft.StateLeader
 		if wasLeader && !g.isLeader {
-			g.failProposals(func() error {
-				return &NotLeaderError{Leader: g.lead, Term: g.term, detail: "leadership lost before the write was applied; it may still be applied"}
-			})
+			// Proposals not in the log fail now (the request may run again
+			// at the new leader); appended ones wait for the entry applied
+			// at their index, which settles whether they were committed.
+			for id, p := range g.proposals {
+				if p.index == 0 {
+					delete(g.proposals, id)
+					p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "leadership lost before the write was appended; it was not applied"}})
+				}
+			}
+			g.justProposed = g.justProposed[:0]
 		}
 		if leadChanged {
 			for seq, rb := range g.readsInflight {
@@ -499,6 +580,7 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 		g.readsWaiting = keep
 	}
 	g.ready = g.isLeader && g.st.applied.Term == g.term
+	g.transferring = g.isLeader && g.rn.BasicStatus().LeadTransferee != 0
 	if !g.isLeader && g.lead != 0 && g.st.applied.Index >= g.st.hard.GetCommit() && g.leaderContact.After(g.freshAt) {
 		g.freshAt = g.leaderContact
 	}
@@ -551,20 +633,18 @@ func (g *Group) truncate(b *storage.Batch, keep uint64) bool {
 	return true
 }
 
-func (g *Group) failProposals(mk func() error) {
+// failAll fails every waiter; only once the loop no longer runs the group.
+func (g *Group) failAll(err error) {
 	for id, p := range g.proposals {
 		delete(g.proposals, id)
 		if p.index != 0 {
-			delete(g.byIndex, p.index)
+			p.finish(proposalResult{err: outcomeUnknown("%v before the write to %x was applied; it may still be applied", err, []byte(g.prefix))})
+		} else {
+			p.finish(proposalResult{err: err})
 		}
-		p.finish(proposalResult{err: mk()})
 	}
+	clear(g.byIndex)
 	g.justProposed = g.justProposed[:0]
-}
-
-// failAll fails every waiter; only once the loop no longer runs the group.
-func (g *Group) failAll(err error) {
-	g.failProposals(func() error { return err })
 	for _, w := range g.readsNew {
 		w.finish(err)
 	}

@@ -108,6 +108,7 @@ type Host struct {
 	readSeq      uint64
 	compactTicks uint64
 	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
+	staging      string              // where received snapshots are staged
 	later        []func()            // run once the current Readies are handled
 }
 
@@ -135,6 +136,12 @@ func NewHost(cfg Config) (*Host, error) {
 		snapshots:  map[*Group]struct{}{},
 	}
 	h.raftLog = raftLogger{h.log}
+	// Snapshots a crash interrupted are discarded: raft asks again.
+	staging, err := cfg.Engine.StagingDir("snapshots")
+	if err != nil {
+		return nil, err
+	}
+	h.staging = staging
 	h.compactTicks = uint64(cfg.CompactInterval / cfg.TickInterval)
 	if h.compactTicks == 0 {
 		h.compactTicks = 1
@@ -259,8 +266,12 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		campaign = voters[0] == h.cfg.NodeID
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID:                        h.cfg.NodeID,
-		ElectionTick:              h.cfg.ElectionTicks,
+		ID:           h.cfg.NodeID,
+		ElectionTick: h.cfg.ElectionTicks,
+		// A leader that has not heard from a quorum for an election
+		// timeout steps down, so a partitioned leader stops taking
+		// requests (its reads already need a quorum: ReadOnlySafe).
+		CheckQuorum:               true,
 		HeartbeatTick:             h.cfg.HeartbeatTicks,
 		Storage:                   st,
 		Applied:                   st.applied.Index,
@@ -316,6 +327,8 @@ func (h *Host) Remove(p keys.Partition) error {
 		delete(h.dirty, g)
 		delete(h.readGroups, g)
 		delete(h.snapshots, g)
+		g.incoming.discard()
+		g.incoming = nil
 		g.removed = true
 		g.publish()
 	})
@@ -376,8 +389,16 @@ func (h *Host) tick() {
 	for g := range h.active {
 		g.rn.Tick()
 		h.dirty[g] = struct{}{}
+		if g.campaignUntil > h.ticks && g.lead == 0 && !g.removed && g.rn.BasicStatus().RaftState == raft.StateFollower {
+			_ = g.rn.Campaign()
+		}
 		g.retryReads()
 		if g.isLeader {
+			if g.transferring && g.rn.BasicStatus().LeadTransferee == 0 {
+				// Raft abandoned the transfer on a tick, with no Ready.
+				g.transferring = false
+				g.publish()
+			}
 			g.maybeQuiesce()
 		}
 	}
@@ -454,6 +475,8 @@ func (h *Host) processReady() {
 		}
 	}
 	for g := range h.snapshots {
+		// Not installed (raft found it stale): its files go.
+		g.incoming.discard()
 		g.incoming = nil
 	}
 	clear(h.snapshots)
@@ -492,20 +515,36 @@ func (h *Host) deliver(from uint64, msgs []inbound) {
 }
 
 // peerDown wakes the groups led by node id so that they elect a new leader
-// within a few ticks instead of a full election timeout.
+// within a few ticks instead of a full election timeout, and the groups
+// this node leads with a replica there, so that a leader cut off from its
+// quorum notices (CheckQuorum) and steps down even if it was quiesced.
 func (h *Host) peerDown(id uint64) {
 	h.enqueue(func() {
 		n := 0
 		for _, g := range h.groups {
+			if g.isLeader && !g.removed && g.hasMember(id) {
+				g.wakeUp()
+				h.dirty[g] = struct{}{}
+				continue
+			}
 			if g.lead != id || g.isLeader || g.removed {
 				continue
 			}
 			_ = g.rn.ForgetLeader()
 			g.wakeUp()
-			// Spend most of the election timeout at once: the randomized
-			// remainder still separates the candidates.
-			for i := 0; i < h.cfg.ElectionTicks-1; i++ {
-				g.rn.Tick()
+			if g.successor(id) == h.cfg.NodeID {
+				// The chosen successor campaigns now (PreVote first, so a
+				// refusal, e.g. from a peer that has not yet seen the
+				// leader die, costs nothing) and again each tick for an
+				// election timeout while no leader is known.
+				_ = g.rn.Campaign()
+				g.campaignUntil = h.ticks + uint64(h.cfg.ElectionTicks)
+			} else {
+				// Spend most of the election timeout at once: the
+				// randomized remainder still separates the candidates.
+				for i := 0; i < h.cfg.ElectionTicks-1; i++ {
+					g.rn.Tick()
+				}
 			}
 			h.dirty[g] = struct{}{}
 			n++
@@ -568,6 +607,9 @@ func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSna
 			err = fmt.Errorf("partition %x not hosted on node %d", name, h.cfg.NodeID)
 			return
 		}
+		if g.incoming != nil {
+			g.incoming.discard()
+		}
 		g.incoming = snap
 		h.snapshots[g] = struct{}{}
 		g.wakeUp()
@@ -577,7 +619,11 @@ func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSna
 		h.dirty[g] = struct{}{}
 	})
 	if cerr != nil {
+		snap.discard()
 		return cerr
+	}
+	if err != nil {
+		snap.discard()
 	}
 	return err
 }

@@ -18,7 +18,9 @@ import (
 var _ partition.Replicator = (*Group)(nil)
 
 // NotLeaderError is returned when a request needs the leader and this
-// replica is not it (or not yet ready to act as it). It unwraps to a
+// replica is not it (or not yet ready to act as it). It guarantees that
+// the request was not applied (not even appended to the log, or
+// superseded), so it may run again at the leader. It unwraps to a
 // problem.Unavailable error with a Retry-After, so the API answers 503
 // when it does not forward; a router forwards to Leader when it is known.
 type NotLeaderError struct {
@@ -41,6 +43,13 @@ func (e *NotLeaderError) Error() string {
 // Unwrap makes the error a problem.Unavailable to the API.
 func (e *NotLeaderError) Unwrap() error {
 	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
+}
+
+// outcomeUnknown is the error of a write that was appended to the log but
+// whose fate this replica could not learn (deadline, snapshot, shutdown):
+// it must not be run again blindly.
+func outcomeUnknown(format string, args ...any) *problem.Error {
+	return problem.New(problem.Indeterminate, format, args...)
 }
 
 func unavailable(format string, args ...any) *problem.Error {
@@ -71,8 +80,8 @@ func (g *Group) electionWait() time.Duration {
 // Lead implements partition.Replicator. It returns nil when this replica
 // leads and has applied everything committed before its term, so that an
 // evaluation sees every earlier write. While an election is in progress
-// it waits (bounded by ctx and a few election timeouts); if another node
-// leads it returns a *NotLeaderError naming it.
+// or a leadership transfer it waits (bounded by ctx and a few election
+// timeouts); if another node leads it returns a *NotLeaderError naming it.
 func (g *Group) Lead(ctx context.Context) error {
 	var timeout <-chan time.Time
 	for {
@@ -80,7 +89,7 @@ func (g *Group) Lead(ctx context.Context) error {
 		switch {
 		case inf.removed:
 			return unavailable("replica of %x was removed from this node", []byte(g.prefix))
-		case inf.leader && inf.ready:
+		case inf.leader && inf.ready && !inf.transferring:
 			return nil
 		case !inf.leader && inf.lead != 0:
 			return &NotLeaderError{Leader: inf.lead, Term: inf.term}
@@ -118,6 +127,12 @@ func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partitio
 			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
 			return
 		}
+		if !g.quorumVisible() {
+			// Appended now, it could neither commit nor be known not to:
+			// refuse it while it is surely not applied.
+			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "this leader cannot reach a quorum of its replicas; the write was not applied"}})
+			return
+		}
 		if err := g.rn.Propose(data); err != nil {
 			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "proposal dropped: " + err.Error()}})
 			return
@@ -138,11 +153,14 @@ func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partitio
 			if g.proposals[p.id] == p {
 				delete(g.proposals, p.id)
 				if p.index != 0 {
-					delete(g.byIndex, p.index)
+					g.byIndex[p.index] = slices.DeleteFunc(g.byIndex[p.index], func(q *proposal) bool { return q == p })
+					if len(g.byIndex[p.index]) == 0 {
+						delete(g.byIndex, p.index)
+					}
 				}
 			}
 		})
-		return partition.SCN{}, unavailable("write to %x not applied before the deadline; it may still be applied", []byte(g.prefix))
+		return partition.SCN{}, outcomeUnknown("write to %x not applied before the deadline; it may still be applied", []byte(g.prefix))
 	}
 }
 

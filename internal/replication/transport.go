@@ -51,10 +51,13 @@ const (
 	methodMessages = "/" + serviceName + "/Messages"
 	methodSnapshot = "/" + serviceName + "/Snapshot"
 
-	frameTarget   = 4 << 20 // a batch frame is cut at about this size
-	maxQueued     = 10000   // messages queued per peer before dropping (raft retransmits)
-	snapshotChunk = 1 << 20
+	frameTarget = 4 << 20 // a batch frame is cut at about this size
+	maxQueued   = 10000   // messages queued per peer before dropping (raft retransmits)
 )
+
+// snapshotChunk is about the size of one frame of a snapshot (a variable
+// for tests).
+var snapshotChunk = 1 << 20
 
 // inbound is one received Raft message.
 type inbound struct {
@@ -75,6 +78,10 @@ type transport struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// cut holds the peers this node neither sends to nor hears from: a
+	// network partition, injected by tests (see Host.cut).
+	cut atomic.Pointer[map[uint64]bool]
 
 	mu     sync.Mutex
 	peers  map[uint64]*peer
@@ -266,6 +273,9 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 		if err != nil {
 			return err
 		}
+		if t.isCut(from) {
+			continue
+		}
 		p = t.heard(from, id)
 		if len(msgs) > 0 {
 			t.host.deliver(from, msgs)
@@ -343,12 +353,20 @@ func (p *peer) client(addr string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
+func (t *transport) isCut(id uint64) bool {
+	m := t.cut.Load()
+	return m != nil && (*m)[id]
+}
+
 // flush sends everything queued, in frames of about frameTarget bytes.
 func (p *peer) flush(s grpc.ClientStream) error {
 	p.mu.Lock()
 	q := p.queue
 	p.queue = nil
 	p.mu.Unlock()
+	if p.t.isCut(p.id) {
+		return nil // lost on the way
+	}
 	for first := true; first || len(q) > 0; first = false {
 		n, size := 0, 0
 		for n < len(q) && (n == 0 || size+len(q[n].data) < frameTarget) {

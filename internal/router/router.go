@@ -233,12 +233,41 @@ func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access)
 	}
 }
 
-func noLeader(db string, p int, cause error) error {
-	d := fmt.Sprintf("partition %s/%d has no leader available", db, p)
-	if cause != nil {
-		d += ": " + cause.Error()
+// NoLeaderError says no leader of the partition became known in time; the
+// request was not applied anywhere. It is a retryable 503.
+type NoLeaderError struct {
+	DB        string
+	Partition int
+	Cause     error
+}
+
+func (e *NoLeaderError) Error() string {
+	d := fmt.Sprintf("partition %s/%d has no leader available", e.DB, e.Partition)
+	if e.Cause != nil {
+		d += ": " + e.Cause.Error()
 	}
-	return &problem.Error{Kind: problem.Unavailable, Detail: d, Operation: -1, RetryAfter: 1}
+	return d
+}
+
+// Unwrap makes the error a retryable 503.
+func (e *NoLeaderError) Unwrap() error {
+	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
+}
+
+func noLeader(db string, p int, cause error) error {
+	return &NoLeaderError{DB: db, Partition: p, Cause: cause}
+}
+
+// NotApplied reports whether err proves that the request it ended left
+// nothing applied, so that it may run again (routed afresh): no leader
+// known, a leader elsewhere, a replica that is not (or no longer, or not
+// yet) the leader, a write superseded by a new leader. A write whose
+// entry reached a Raft log and whose fate is unknown is not among them.
+func NotApplied(err error) bool {
+	var nl *replication.NotLeaderError
+	var el *ElsewhereError
+	var no *NoLeaderError
+	return errors.As(err, &nl) || errors.As(err, &el) || errors.As(err, &no)
 }
 
 // Redirect turns an error that names another node as the partition's

@@ -19,7 +19,9 @@ import (
 
 // Engine is an open Pebble store.
 type Engine struct {
-	db *pebble.DB
+	db   *pebble.DB
+	opts *pebble.Options
+	dir  string
 
 	// waiters maps a topic to the channel closed by the next committed
 	// batch that names it (see Batch.Notify and Engine.Changed).
@@ -48,11 +50,12 @@ func Open(dir string, o Options) (*Engine, error) {
 		MemTableSize:       64 << 20,
 		Logger:             quietLogger{o.Logger},
 	}
+	opts.EnsureDefaults() // the options sstables for Ingest are written with
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
-	return &Engine{db: db, waiters: map[string]chan struct{}{}}, nil
+	return &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}, nil
 }
 
 // Close flushes nothing extra (the WAL is already synced) and closes.

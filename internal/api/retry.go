@@ -1,0 +1,143 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/router"
+)
+
+// headerNotApplied marks a 503 that proves the request changed nothing (no
+// leader here, a leadership transfer, a leader elsewhere that this node may
+// not forward to), so the node that forwarded it may send it again.
+const headerNotApplied = "X-Doppio-Not-Applied"
+
+// notAppliedThere is a forwarded request's answer (or failure) that proves
+// it left nothing applied at the node it was sent to.
+type notAppliedThere struct{ err *problem.Error }
+
+func (e *notAppliedThere) Error() string    { return e.err.Detail }
+func (e *notAppliedThere) Unwrap() error    { return e.err }
+func (e *notAppliedThere) notApplied() bool { return true }
+
+// notApplied reports whether err proves that r changed nothing, so that it
+// may run again: every failure of a read, and for a write the failures
+// that happened before its proposal entered a Raft log (see
+// router.NotApplied).
+func notApplied(r *http.Request, err error) bool {
+	if err == nil {
+		return false
+	}
+	var nat *notAppliedThere
+	if errors.As(err, &nat) || router.NotApplied(err) {
+		return true
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		pe, ok := problem.As(err)
+		return ok && pe.Kind == problem.Unavailable
+	}
+	return false
+}
+
+// Backoff between attempts of a request that met a leadership change:
+// elections and transfers settle in tens of milliseconds.
+const (
+	retryFirst = 5 * time.Millisecond
+	retryMax   = 100 * time.Millisecond
+)
+
+// serve runs a data request to its end within its deadline: the handler,
+// then forwarding to the partition's leader when it is elsewhere. A
+// failure that proves nothing was applied (an election, a leadership
+// transfer, a leader that moved on, a forwarded request refused there) is
+// not answered: the request runs again, routed afresh, until it succeeds,
+// fails for another reason, or the deadline is near; so a client sees the
+// common leadership changes only as latency. A write whose outcome is
+// unknown (its entry was appended, then the deadline passed) is never run
+// again.
+func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) error {
+	deadline, _ := r.Context().Deadline()
+	backoff := retryFirst
+	var body []byte
+	if s.relay != nil && relayed(rt.pattern) {
+		return s.relayAny(w, r)
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && body != nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		b, err := s.call(rt, w, r, p)
+		if attempt == 0 {
+			body = b
+		}
+		var to *router.ElsewhereError
+		if errors.As(err, &to) && !w.wrote {
+			if r.Header.Get(headerForwardedBy) != "" {
+				// Never forwarded twice: the node that sent it here routes
+				// it again.
+				return s.forward(w, r, body, to.HTTP, to)
+			}
+			err = s.forward(w, r, body, to.HTTP, to)
+		}
+		if w.wrote || !notApplied(r, err) || r.Context().Err() != nil {
+			return err
+		}
+		if time.Until(deadline) < backoff+retryMargin(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, retryMax)
+	}
+}
+
+// retryMargin is the part of a request's remaining time kept for answering
+// (and, forwarded, for the answer to travel back).
+func retryMargin(deadline time.Time) time.Duration {
+	return min(time.Until(deadline)/10, 50*time.Millisecond)
+}
+
+// forwardError turns a failed forwarding exchange into the error to
+// answer; it proves nothing was applied there when the connection was
+// refused (the request never arrived) or the request is a read.
+func forwardError(r *http.Request, to error, err error) error {
+	pe := &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+		Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
+	var op *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return &notAppliedThere{pe}
+	}
+	// The write may have reached the leader before the exchange broke.
+	return &problem.Error{Kind: problem.Indeterminate, Operation: -1,
+		Detail: fmt.Sprintf("%s, but the exchange with it failed: %v; the write may or may not have been applied", to.Error(), err)}
+}
+
+// refusedThere reads a forwarded request's 503 answer that proves nothing
+// was applied there (or any 503 to a read) into an error, so that the
+// request can be routed again instead of answered.
+func refusedThere(r *http.Request, resp *http.Response, to error) error {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return nil
+	}
+	if resp.Header.Get(headerNotApplied) == "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return nil
+	}
+	var pb problemBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = json.Unmarshal(b, &pb)
+	return &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+		Detail: fmt.Sprintf("%s, which could not serve it: %s", to.Error(), pb.Detail)}}
+}

@@ -1,0 +1,193 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
+)
+
+// cut makes the network between this node and peers drop everything, both
+// ways, as a partition would (nil heals it).
+func (h *Host) cut(peers ...uint64) {
+	m := map[uint64]bool{}
+	for _, id := range peers {
+		m[id] = true
+	}
+	h.transport.cut.Store(&m)
+}
+
+// isolate cuts node id off from every other node of the cluster.
+func (c *cluster) isolate(id uint64) {
+	var others []uint64
+	for _, o := range c.ids() {
+		if o != id {
+			others = append(others, o)
+			c.host(o).cut(id)
+		}
+	}
+	c.host(id).cut(others...)
+}
+
+func (c *cluster) heal() {
+	for _, id := range c.ids() {
+		c.host(id).cut()
+	}
+}
+
+// awaitStepDown waits until node id's replica of p no longer leads.
+func (c *cluster) awaitStepDown(p keys.Partition, id uint64, within time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	for {
+		st, err := c.host(id).Group(p).Status()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if st.Role != "leader" {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			c.t.Fatalf("node %d, cut off from its quorum, still leads %x after %v", id, []byte(p), within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func valueSet(i int, value string) *partition.WriteSet {
+	ws := writeSet(i)
+	ws.Writes[0].Op = partition.OpUpdate
+	ws.Writes[0].After = []byte(value)
+	return ws
+}
+
+// TestPartitionedLeaderStepsDownAndServesNoStaleRead cuts a partition's
+// leader off from both followers, twice: once while its group is quiesced
+// and once with a write appended to its log that cannot commit. Each time
+// the majority elects a new leader and overwrites a document; the old
+// leader steps down (CheckQuorum) within a few election timeouts, refuses
+// a linearizable read instead of answering from its stale state, and, once
+// healed, catches up; its write, overwritten by the new leader's log, fails
+// as not applied (safe to run again) rather than with an unknown outcome.
+func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1, 2, 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	old := c.leader(p, 5*time.Second)
+	if _, err := c.write(ctx, old, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.waitApplied(p, 1, 5*time.Second, 1, 2, 3)
+	key := string(p.Document("t", docKey(1)))
+
+	for round, pending := range []bool{false, true} {
+		// Quiesced first: nothing in flight, nobody ticks.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st, _ := c.host(old).Group(p).Status()
+			if st.Quiesced || pending {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: group never quiesced", round)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		c.isolate(old)
+		var stuck chan error
+		if pending {
+			// Appended at the old leader, never replicated.
+			stuck = make(chan error, 1)
+			go func() {
+				g := c.host(old).Group(p)
+				_, err := g.Replicate(ctx, valueSet(1, "lost"))
+				stuck <- err
+			}()
+		}
+		var rest []uint64
+		for _, id := range []uint64{1, 2, 3} {
+			if id != old {
+				rest = append(rest, id)
+			}
+		}
+		// The majority elects and overwrites the document.
+		var lead uint64
+		deadline = time.Now().Add(10 * time.Second)
+		for lead == 0 {
+			for _, id := range rest {
+				if _, ok := c.host(id).Group(p).Leader(); ok {
+					lead = id
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the majority elected no leader", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		fresh := "fresh " + string(rune('A'+round))
+		g := c.host(lead).Group(p)
+		if err := g.Lead(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Replicate(ctx, valueSet(1, fresh)); err != nil {
+			t.Fatalf("round %d: write at the new leader %d: %v", round, lead, err)
+		}
+		took := c.awaitStepDown(p, old, 5*time.Second)
+		t.Logf("round %d (write pending at the old leader: %v): node %d stepped down %v after being cut off", round, pending, old, took.Round(time.Millisecond))
+
+		// A linearizable read at the old leader cannot be confirmed.
+		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := c.host(old).Group(p).ReadIndex(rctx)
+		rcancel()
+		if err == nil {
+			t.Fatalf("round %d: node %d, cut off, confirmed a linearizable read of its stale state %q", round, old, c.state(old, p)[key])
+		}
+		if err := c.host(old).Group(p).Lead(ctx); err == nil {
+			t.Fatalf("round %d: node %d, cut off, still accepts writes", round, old)
+		}
+
+		c.heal()
+		if pending {
+			select {
+			case err := <-stuck:
+				var nl *NotLeaderError
+				if !errors.As(err, &nl) {
+					t.Fatalf("the cut-off leader's write ended with %v, want a NotLeaderError (not applied)", err)
+				}
+				t.Logf("the cut-off leader's write: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the cut-off leader's write never learnt its outcome after the heal")
+			}
+		}
+		// Caught up: the read now sees the new value (once the node knows
+		// the leader again, as the API retries).
+		for {
+			err := c.host(old).Group(p).ReadIndex(ctx)
+			if err == nil {
+				break
+			}
+			var nl *NotLeaderError
+			if !errors.As(err, &nl) || ctx.Err() != nil {
+				t.Fatalf("round %d: read at node %d after the heal: %v", round, old, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := c.state(old, p)[key]; !containsValue(got, fresh) {
+			t.Fatalf("round %d: node %d reads %q after the heal, want %q", round, old, got, fresh)
+		}
+		old = lead
+	}
+	st := c.sameState(p, 1, 2, 3)
+	if !containsValue(st[key], "fresh B") {
+		t.Fatalf("final value %q", st[key])
+	}
+}
+
+func containsValue(record, value string) bool {
+	return len(record) >= len(value) && record[len(record)-len(value):] == value
+}

@@ -328,11 +328,13 @@ type ycsbRun struct {
 	out                   ycsbOutput
 	loadBefore, loadAfter float64
 	wall                  time.Duration
+	clientCPU             time.Duration // the JVM's user + system CPU time
 }
 
 func (r ycsbRun) as(store, workload string, threads int) *runResult {
 	return &runResult{Store: store, Workload: workload, Threads: threads, Throughput: r.out.Throughput,
-		RunTimeMS: r.out.RunTimeMS, Ops: r.out.Ops, Errors: r.out.errors(), LoadBefore: r.loadBefore, LoadAfter: r.loadAfter}
+		RunTimeMS: r.out.RunTimeMS, Ops: r.out.Ops, Errors: r.out.errors(), LoadBefore: r.loadBefore, LoadAfter: r.loadAfter,
+		ClientCPU: r.clientCPU}
 }
 
 // runYCSB runs site.ycsb.Client in a JVM and parses its summary; the full
@@ -367,6 +369,7 @@ func runYCSB(ctx context.Context, jar, class, phase string, props map[string]str
 	}
 	r.wall = time.Since(start)
 	r.loadAfter = loadAvg()
+	r.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return r, err
 	}

@@ -46,6 +46,17 @@ type runResult struct {
 	Errors     int64
 	LoadBefore float64 // 1-minute load average before and after the run
 	LoadAfter  float64
+	ClientCPU  time.Duration // the YCSB JVM's CPU time (start-up included)
+}
+
+// clientCPUPerOp is the YCSB client's CPU time per operation in
+// microseconds: on a 2-CPU machine the client competes with the store.
+func (x *runResult) clientCPUPerOp() string {
+	ops := x.Throughput * x.RunTimeMS / 1000
+	if ops <= 0 || x.ClientCPU == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", float64(x.ClientCPU.Microseconds())/ops)
 }
 
 type machine struct {
@@ -239,7 +250,7 @@ func report(r *results) string {
 			title = wl + ": " + wk.Title
 		}
 		w("## Workload %s\n\n", title)
-		w("| store | ops/s | %s p50 / p99 / p99.9 | %s p50 / p99 / p99.9 | errors | load avg |\n|---|---:|---:|---:|---:|---:|\n",
+		w("| store | ops/s | %s p50 / p99 / p99.9 | %s p50 / p99 / p99.9 | errors | client CPU µs/op | load avg |\n|---|---:|---:|---:|---:|---:|---:|\n",
 			strings.ToLower(readOp(wl)), strings.ToLower(writeOp(wl)))
 		for _, id := range r.stores() {
 			x := r.run(id, wl)
@@ -254,7 +265,7 @@ func report(r *results) string {
 			if o := x.Ops[writeOp(wl)]; o != nil {
 				wr = latencies(o)
 			}
-			w("| %s | %.0f | %s | %s | %d | %.1f → %.1f |\n", label(id), x.Throughput, rd, wr, x.Errors, x.LoadBefore, x.LoadAfter)
+			w("| %s | %.0f | %s | %s | %d | %s | %.1f → %.1f |\n", label(id), x.Throughput, rd, wr, x.Errors, x.clientCPUPerOp(), x.LoadBefore, x.LoadAfter)
 		}
 		w("\n")
 	}

@@ -231,7 +231,7 @@ func report(r *results) string {
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel)
 	w("**Versions**: Doppio %s (built with %s); %s; %s; %s; YCSB core %s; pgJDBC %s; MariaDB Connector/J %s.\n\n",
 		r.Machine.Doppio, r.Machine.Go, r.Machine.Postgres, r.Machine.MariaDB, r.Machine.Java, ycsbVersion, pgJDBCVersion, mariaJDBCVesion)
-	w("**Data**: %d records of %d fields × %d bytes loaded into each store (YCSB keys `user<hash>`, `insertorder=hashed`); %d client threads for every workload (twice that for the load); each workload runs %s (`maxexecutiontime`, operation count unbounded), in the order %s on the loaded data; `readallfields=true`, `writeallfields=false` (an update writes one field). Latencies in milliseconds, p50 / p99 / p99.9, from YCSB's HdrHistogram.\n\n",
+	w("**Data**: %d records of %d fields × %d bytes loaded into each store (YCSB keys `user<hash>`, `insertorder=hashed`); %d client threads for every workload (4× that for the load, not compared); each workload runs %s (`maxexecutiontime`, operation count unbounded) on every store back to back (all stores are started and loaded first and stay up), workloads in the order %s on the loaded data; `readallfields=true`, `writeallfields=false` (an update writes one field). Latencies in milliseconds, p50 / p99 / p99.9, from YCSB's HdrHistogram.\n\n",
 		r.Records, r.Fields, r.FieldLen, r.Threads, r.Duration, strings.Join(r.workloadsRun(), ", "))
 	w("**Settings** (durability on everywhere: a write is acknowledged after it is on disk):\n\n")
 	for _, id := range r.stores() {
@@ -299,6 +299,7 @@ func report(r *results) string {
 		t := d3.Throughput / p.Throughput
 		w("| %s: 3 nodes ≥ PostgreSQL | %.2f× | %s |\n", wl, t, yes(t >= 1))
 	}
+	w("\n[ANALYSIS.md](ANALYSIS.md): where Doppio's time goes and what would change these numbers.\n")
 	w("\n## Profiles\n\nCPU profiles of the single Doppio node during the workloads named by `-profile`, and its allocations since start after the last workload, in `profiles/` (`go tool pprof -top profiles/<file>`).\n\n")
 	return b.String()
 }

@@ -93,3 +93,19 @@ func BenchmarkAppendAvroAsJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncode is the write path's encoding of a normalized document
+// (PUT, and PATCH after the patch is applied).
+func BenchmarkEncode(b *testing.B) {
+	t, bin := ycsbRecord(b)
+	doc, err := t.Decode(bin, 1, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := t.Encode(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -95,3 +95,39 @@ func TestAvroAsJSONRendersInOneAllocation(t *testing.T) {
 		t.Fatalf("AppendAvroAsJSON of a 10-field document: %v allocations, want 1", allocs)
 	}
 }
+
+// TestEncodeAllocatesOnceForAlikeDocuments: Encode starts at the size of
+// the table's previous document, so alike documents encode in one
+// allocation, and a larger or smaller one after it still encodes exactly.
+func TestEncodeAllocatesOnceForAlikeDocuments(t *testing.T) {
+	tb, bin := ycsbRecord(t)
+	doc, err := tb.Decode(bin, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := Document{}
+	for k := range doc {
+		small[k] = "s"
+	}
+	for _, d := range []Document{doc, small, doc, small} {
+		out, err := tb.Encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := tb.Decode(out, 1, 1)
+		if err != nil || !reflect.DeepEqual(back, d) {
+			t.Fatalf("Encode then Decode = %v (%v), want %v", back, err, d)
+		}
+	}
+	if _, err := tb.Encode(doc); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := tb.Encode(doc); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 && !raceEnabled {
+		t.Fatalf("Encode of a 10-field document: %v allocations, want 1", allocs)
+	}
+}

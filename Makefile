@@ -44,3 +44,11 @@ bench-mailbox:
 .PHONY: bench-failover
 bench-failover:
 	$(GO) run ./bench/failover $(FAILOVER_FLAGS)
+
+# The fault-injection suite (needs root: network namespaces): every nemesis
+# against every workload on a fresh cluster of real processes; see
+# docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'
+# or '-nemesis partition -workload register -nodes 5 -seed 42' to replay.
+.PHONY: torture
+torture:
+	$(GO) run ./torture/cmd/torture $(TORTURE_FLAGS)

@@ -22,7 +22,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,8 +64,20 @@ func main() {
 		work      = flag.String("workdir", "", "directory for the systems' data (default: a new temporary directory, removed at the end)")
 		quick     = flag.Bool("quick", false, "a smoke run of about twenty seconds: tiny sets, few sessions (output defaults to a temporary directory)")
 		render    = flag.String("render", "", "only rewrite mailbox.md and mailbox.png in -out from this mailbox.json of an earlier run")
+		mixes     = flag.String("mixes", "0,25,50,75,100", "write shares (percent) to run, in order, comma-separated")
+		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the whole run (every system, load and mixes) to this file")
 	)
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *render != "" {
 		if err := rerender(*render, *out); err != nil {
 			log.Fatal(err)
@@ -74,7 +88,7 @@ func main() {
 		Systems: strings.Split(*systems, ","),
 		Clients: *clients,
 		Seed:    *seed,
-		Mixes:   []int{0, 25, 50, 75, 100},
+		Mixes:   parseMixes(*mixes),
 		Warmup:  20,
 		Out:     *out,
 		WorkDir: *work,
@@ -104,9 +118,22 @@ func main() {
 	defer stop()
 	cfg.Progress = func(format string, args ...any) { log.Printf(format, args...) }
 	if err := runBenchmark(ctx, cfg); err != nil {
+		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
 	log.Printf("wrote %s", filepath.Join(cfg.Out, "mailbox.md"))
+}
+
+func parseMixes(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > 100 {
+			log.Fatalf("-mixes: %q is not a percentage", f)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func quickSets() map[string]setSpec {

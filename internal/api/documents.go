@@ -277,6 +277,47 @@ type listBody struct {
 	Next      string     `json:"next,omitempty"`
 }
 
+// writeList answers a list of documents. It is what json.Marshal(out)
+// would write, without re-validating and compacting every document: they
+// are the codec's own compact JSON, and on a 20-document query page the
+// re-validation cost more than reading the documents.
+func writeList(w http.ResponseWriter, out listBody) error {
+	b := make([]byte, 0, 64+listSize(out.Documents))
+	b = append(b, `{"documents":[`...)
+	for i, d := range out.Documents {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(d.Key)
+		if err != nil {
+			return err
+		}
+		b = append(append(append(b, `{"key":`...), k...), `,"document":`...)
+		b = append(append(b, d.Document...), '}')
+	}
+	b = append(b, ']')
+	if out.Next != "" {
+		n, err := json.Marshal(out.Next)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, `,"next":`...), n...)
+	}
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(b)
+	return err
+}
+
+func listSize(items []listItem) int {
+	n := 0
+	for _, d := range items {
+		n += len(d.Document) + 48
+	}
+	return n
+}
+
 func (s *Server) collection(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
 	q := r.URL.Query()
 	if isQuery(q) {
@@ -317,7 +358,7 @@ func (s *Server) collection(w http.ResponseWriter, r *http.Request, tg target, o
 	if more && len(entries) > 0 {
 		out.Next = base64.RawURLEncoding.EncodeToString(entries[len(entries)-1].Key)
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeList(w, out)
 }
 
 func (s *Server) listItem(t *schema.Table, key []byte, rec partition.Record, opts readOptions) (listItem, error) {
@@ -355,7 +396,7 @@ func (s *Server) multiGet(w http.ResponseWriter, r *http.Request, tg target, opt
 		}
 		out.Documents = append(out.Documents, item)
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeList(w, out)
 }
 
 // conditions parses the write preconditions of a request.

@@ -95,7 +95,7 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 			out.Documents = append(out.Documents, item)
 		}
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeList(w, out)
 }
 
 // lookup reads one document for a result list; a document deleted between

@@ -17,6 +17,9 @@ type route struct {
 	pattern string
 	handle  func(s *Server, w http.ResponseWriter, r *http.Request, p params) error
 	segs    []string
+	// stream routes answer for as long as the client reads: no request
+	// deadline.
+	stream bool
 }
 
 // params are the values of a matched route's path parameters.
@@ -36,6 +39,7 @@ func routes() []*route {
 		{method: "GET", pattern: "/_cluster", handle: (*Server).cluster},
 		{method: "GET", pattern: "/_internal/replicas", handle: (*Server).internalReplicas},
 		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", handle: (*Server).queryPartition},
+		{method: "GET", pattern: "/_changes/{db}", handle: (*Server).changes, stream: true},
 		{method: "GET", pattern: "/_schemas", handle: (*Server).listDatabases},
 		{method: "GET", pattern: "/_schemas/{db}", handle: (*Server).getDatabase},
 		{method: "PUT", pattern: "/_schemas/{db}", handle: (*Server).putDatabase},

@@ -133,7 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}}
 		} else {
 			var cancel context.CancelFunc
-			if r, cancel, err = s.withDeadline(r); err == nil {
+			if rt.stream {
+				cancel = func() {}
+			} else {
+				r, cancel, err = s.withDeadline(r)
+			}
+			if err == nil {
 				err = s.serve(rt, sw, r, p)
 			}
 			cancel()

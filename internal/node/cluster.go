@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/membership"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -309,6 +310,8 @@ type collector struct {
 	diskBytes  *prometheus.Desc
 	walBytes   *prometheus.Desc
 	compaction *prometheus.Desc
+	compacting *prometheus.Desc
+	debt       *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -318,6 +321,8 @@ func newCollector(n *Node) *collector {
 		diskBytes:  prometheus.NewDesc("doppio_storage_disk_bytes", "Bytes the storage engine uses on disk.", nil, nil),
 		walBytes:   prometheus.NewDesc("doppio_storage_wal_bytes", "Bytes written to the write-ahead log.", nil, nil),
 		compaction: prometheus.NewDesc("doppio_storage_compactions_total", "Compactions the storage engine ran.", nil, nil),
+		compacting: prometheus.NewDesc("doppio_storage_compactions_in_progress", "Compactions the storage engine is running now.", nil, nil),
+		debt:       prometheus.NewDesc("doppio_storage_compaction_debt_bytes", "Bytes the storage engine estimates it must compact to reach a settled LSM shape.", nil, nil),
 	}
 }
 
@@ -326,6 +331,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.diskBytes
 	ch <- c.walBytes
 	ch <- c.compaction
+	ch <- c.compacting
+	ch <- c.debt
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -338,6 +345,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.diskBytes, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
 	ch <- prometheus.MustNewConstMetric(c.walBytes, prometheus.CounterValue, float64(m.WAL.BytesWritten))
 	ch <- prometheus.MustNewConstMetric(c.compaction, prometheus.CounterValue, float64(m.Compact.Count))
+	ch <- prometheus.MustNewConstMetric(c.compacting, prometheus.GaugeValue, float64(m.Compact.NumInProgress))
+	ch <- prometheus.MustNewConstMetric(c.debt, prometheus.GaugeValue, float64(m.Compact.EstimatedDebt))
 }
 
 func quietZap() *zap.Logger {
@@ -348,4 +357,26 @@ func quietZap() *zap.Logger {
 		return zap.NewNop()
 	}
 	return l
+}
+
+// Replicas answers the change stream where partition p of db lives: the
+// live nodes of its Raft configuration (and placement), leader flagged.
+func (c clusterView) Replicas(db string, p int) []api.ReplicaAddr {
+	v := c.n.view
+	if v == nil {
+		return nil
+	}
+	g, _, _ := v.Group(db, p)
+	ids := append(append([]string(nil), g.Voters...), g.Learners...)
+	if pl, ok := v.Placement(db); ok && p < len(pl.Partitions) {
+		ids = append(ids, pl.Partitions[p].Replicas...)
+	}
+	leader, _, _ := v.Leader(db, p)
+	var out []api.ReplicaAddr
+	for _, id := range ids {
+		if nd, ok := v.Node(id); ok && !slices.ContainsFunc(out, func(a api.ReplicaAddr) bool { return a.Node == id }) {
+			out = append(out, api.ReplicaAddr{Node: id, HTTP: nd.HTTP, Leader: id == leader})
+		}
+	}
+	return out
 }

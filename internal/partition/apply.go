@@ -41,6 +41,7 @@ func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn
 	}
 	b.Set(p.Log(scn.Generation, scn.Sequence), logEntry)
 	b.Set(p.Meta(metaApplied), encodeSCN(scn))
+	b.Notify(string(p.LogPrefix()))
 }
 
 func encodeSCN(s SCN) []byte {

@@ -1,9 +1,11 @@
 package partition
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
 )
 
 // LogEntry is one committed transaction of the partition's change log.
@@ -76,3 +78,59 @@ func (r *Replica) TrimLog(ret Retention, now time.Time) (int, error) {
 	b.DeleteRange(logPrefix, append(end, 0))
 	return n, r.engine.Commit(b)
 }
+
+// Commits returns a channel closed when the next write set is committed to
+// this replica's change log (on this node). Take it before ReadLog, so a
+// commit landing between the read and the wait wakes the waiter.
+func (r *Replica) Commits() <-chan struct{} {
+	return r.engine.Changed(string(r.prefix.LogPrefix()))
+}
+
+// Snapshot is a consistent, point-in-time view of one replica's documents
+// and the SCN they reflect: the change log after SCN continues it exactly.
+type Snapshot struct {
+	SCN    SCN
+	prefix keys.Partition
+	it     *storage.Iter
+}
+
+// Snapshot opens a view of the replica as of now. Close it when done; an
+// open view pins the storage it reads.
+func (r *Replica) Snapshot() (*Snapshot, error) {
+	it, err := r.engine.NewIter(r.prefix, r.prefix.End())
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{prefix: r.prefix, it: it}
+	applied := r.prefix.Meta(metaApplied)
+	if it.SeekGE(applied) && bytes.Equal(it.Key(), applied) {
+		scn, ok := decodeSCN(it.Value())
+		if !ok {
+			it.Close()
+			return nil, errCorrupt
+		}
+		s.SCN = scn
+	}
+	return s, nil
+}
+
+// Documents calls fn with every document of table in key order (key is
+// the encoded full key; both are valid only during the call) until fn
+// fails.
+func (s *Snapshot) Documents(table string, fn func(key []byte, rec Record) error) error {
+	tp := s.prefix.Table(table)
+	end := keys.PrefixEnd(tp)
+	for ok := s.it.SeekGE(tp); ok && bytes.Compare(s.it.Key(), end) < 0; ok = s.it.Next() {
+		rec, err := decodeRecord(s.it.Value())
+		if err != nil {
+			return err
+		}
+		if err := fn(s.it.Key()[len(tp):], rec); err != nil {
+			return err
+		}
+	}
+	return s.it.Error()
+}
+
+// Close releases the view.
+func (s *Snapshot) Close() error { return s.it.Close() }

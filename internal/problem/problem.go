@@ -23,6 +23,7 @@ const (
 	MediaType                // 415: unsupported Content-Type
 	Invalid                  // 422: the document does not match its schema
 	Unavailable              // 503: not ready, no leader; nothing was applied, retry later
+	Gone                     // 410: a change-stream position is no longer retained; bootstrap
 	// Indeterminate (504): a write reached the replication log but its
 	// outcome was not learnt before the deadline; it may or may not be
 	// applied, so it must not be retried blindly (read to find out).
@@ -43,6 +44,7 @@ var kinds = [...]struct {
 	MediaType:     {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
 	Invalid:       {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
 	Unavailable:   {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	Gone:          {http.StatusGone, "checkpoint-expired", "Checkpoint no longer retained"},
 	Indeterminate: {http.StatusGatewayTimeout, "outcome-unknown", "Outcome unknown"},
 }
 

@@ -11,8 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Engine is an open Pebble store.
@@ -20,6 +23,11 @@ type Engine struct {
 	db   *pebble.DB
 	opts *pebble.Options
 	dir  string
+
+	// waiters maps a topic to the channel closed by the next committed
+	// batch that names it (see Batch.Notify and Engine.Changed).
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
 }
 
 // Options configure Open.
@@ -44,11 +52,18 @@ func Open(dir string, o Options) (*Engine, error) {
 		Logger:             quietLogger{o.Logger},
 	}
 	opts.EnsureDefaults() // the options sstables for Ingest are written with
+	// A document read is a point Get: a bloom filter per table (10 bits
+	// per key, about 1% false positives) lets it skip the tables of every
+	// level that do not hold the key instead of seeking in each.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
-	return &Engine{db: db, opts: opts, dir: dir}, nil
+	return &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}, nil
 }
 
 // Close flushes nothing extra (the WAL is already synced) and closes.
@@ -81,10 +96,52 @@ func (e *Engine) NewIter(lower, upper []byte) (*Iter, error) {
 }
 
 // Batch is a set of writes applied atomically.
-type Batch struct{ b *pebble.Batch }
+type Batch struct {
+	b      *pebble.Batch
+	e      *Engine
+	topics []string
+}
 
 // NewBatch starts an empty batch.
-func (e *Engine) NewBatch() *Batch { return &Batch{b: e.db.NewBatch()} }
+func (e *Engine) NewBatch() *Batch { return &Batch{b: e.db.NewBatch(), e: e} }
+
+// Notify makes the batch wake, once it is committed and durable, whoever
+// waits on topic (Engine.Changed). Readers that tail data (the change
+// stream) wait on a topic instead of polling.
+func (b *Batch) Notify(topic string) {
+	if !slices.Contains(b.topics, topic) {
+		b.topics = append(b.topics, topic)
+	}
+}
+
+// Changed returns a channel closed when the next batch notifying topic is
+// committed. Take it before reading, so a commit between the read and the
+// wait is not missed.
+func (e *Engine) Changed(topic string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.waiters[topic]
+	if !ok {
+		ch = make(chan struct{})
+		e.waiters[topic] = ch
+	}
+	return ch
+}
+
+func (b *Batch) committed() {
+	if len(b.topics) == 0 {
+		return
+	}
+	e := b.e
+	e.mu.Lock()
+	for _, t := range b.topics {
+		if ch, ok := e.waiters[t]; ok {
+			close(ch)
+			delete(e.waiters, t)
+		}
+	}
+	e.mu.Unlock()
+}
 
 // Set records key = value.
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
@@ -101,7 +158,11 @@ func (b *Batch) Len() int { return b.b.Len() }
 // Commit applies the batch and returns once it is durable.
 func (e *Engine) Commit(b *Batch) error {
 	defer b.b.Close()
-	return b.b.Commit(pebble.Sync)
+	if err := b.b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	b.committed()
+	return nil
 }
 
 // Enqueue applies the batch to the WAL and memtable in call order without
@@ -118,7 +179,11 @@ func (e *Engine) Enqueue(b *Batch) error {
 // Wait blocks until an enqueued batch is durable, then releases it.
 func (b *Batch) Wait() error {
 	defer b.b.Close()
-	return b.b.SyncWait()
+	if err := b.b.SyncWait(); err != nil {
+		return err
+	}
+	b.committed()
+	return nil
 }
 
 // Metrics exposes Pebble's metrics for the node's /metrics.

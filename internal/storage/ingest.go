@@ -47,8 +47,19 @@ func FileWritable(path string) (objstorage.Writable, error) {
 // Ingest adds the sstables at paths to the store atomically: after a crash
 // either all of them are in or none is. Their key ranges must not overlap
 // one another. The files are moved (or copied) in, and removed on success.
+// An ingestion can replace whatever was tailed (a snapshot replaces a
+// partition's change log), so every waiter on Changed wakes.
 func (e *Engine) Ingest(ctx context.Context, paths []string) error {
-	return e.db.Ingest(ctx, paths)
+	if err := e.db.Ingest(ctx, paths); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	for t, ch := range e.waiters {
+		close(ch)
+		delete(e.waiters, t)
+	}
+	e.mu.Unlock()
+	return nil
 }
 
 // StagingDir returns an empty directory next to the store (on the same

@@ -217,6 +217,13 @@ func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access)
 			if fw := r.redirect(db.Name, p, err); fw != nil {
 				return nil, fw
 			}
+			// The replica here knows no leader after waiting (it may have
+			// wrongly seen the leader's node die and forgotten it, while
+			// the leader, quiesced, has nothing to tell it): the routing
+			// table may name one. That node checks it still leads.
+			if fw := r.routed(db.Name, p); fw != nil {
+				return nil, fw
+			}
 			if wait.Err() != nil {
 				return nil, noLeader(db.Name, p, err)
 			}
@@ -315,6 +322,19 @@ func (r *Router) redirect(db string, p int, err error) *ElsewhereError {
 	}
 	node, http, ok := r.cfg.Directory.NodeByRaft(nl.Leader)
 	if !ok {
+		return nil
+	}
+	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}
+}
+
+// routed is the partition's leader published in the routing table, if it
+// is another live node.
+func (r *Router) routed(db string, p int) *ElsewhereError {
+	node, http, ok := r.cfg.Directory.RoutedLeader(db, p)
+	if !ok {
+		return nil
+	}
+	if self, _, known := r.cfg.Directory.NodeByRaft(r.cfg.Self); known && self == node {
 		return nil
 	}
 	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -72,6 +73,7 @@ func (n *Node) reconcileLoop() {
 // Placements (of new databases too) are the controller's (internal/controller).
 func (n *Node) reconcile(ctx context.Context) {
 	n.removeOrphans()
+	n.startPlaced(ctx)
 	for db, rec := range n.view.Placements() {
 		d, ok := n.catalog.Database(db)
 		if !ok {
@@ -84,6 +86,53 @@ func (n *Node) reconcile(ctx context.Context) {
 			n.reconcilePartition(ctx, d, p, pp)
 		}
 	}
+}
+
+// startWorkers bounds the replicas a node starts at once.
+const startWorkers = 32
+
+// startPlaced starts the replicas placed here and not hosted yet,
+// startWorkers at a time: each start commits the replica's bootstrap state
+// and waits for a round of the replication loop, so concurrent starts share
+// fsyncs and rounds (one at a time, a node placed 2,048 new replicas took
+// minutes to start them on a loaded machine).
+func (n *Node) startPlaced(ctx context.Context) {
+	var todo []partRef
+	for db, rec := range n.view.Placements() {
+		d, ok := n.catalog.Database(db)
+		if !ok {
+			continue
+		}
+		for p, pp := range rec.Partitions {
+			if p >= d.Partitions {
+				break
+			}
+			if _, _, hosted := n.router.Hosted(db, p); !hosted && slices.Contains(pp.Replicas, n.cfg.ID) {
+				todo = append(todo, partRef{db, p})
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	work := make(chan partRef)
+	var wg sync.WaitGroup
+	for range min(startWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ref := range work {
+				if _, err := n.startReplica(ctx, ref); err != nil {
+					n.log.Error("start replica", "db", ref.db, "partition", ref.p, "err", err)
+				}
+			}
+		}()
+	}
+	for _, ref := range todo {
+		work <- ref
+	}
+	close(work)
+	wg.Wait()
 }
 
 func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int, pp membership.PartitionPlacement) {

@@ -62,7 +62,10 @@ func TestRouterSendsEveryRequestToItsLeaderThroughAFailover(t *testing.T) {
 	victim.kill()
 	killed := time.Now()
 	for p, g := range groups {
-		mustRetrying503(t, rt, 201, "PUT", fmt.Sprintf("/e2e/Counter/%s/3", g), map[string]any{"n": 20 + p}, "X-Doppio-Timeout", "5s")
+		// A write the router sent to the killed node on a connection it
+		// had open may answer 504 (outcome unknown); this PUT replaces the
+		// document whole, so sending it again is safe.
+		mustPutAgainUntilDone(t, rt, fmt.Sprintf("/e2e/Counter/%s/3", g), map[string]any{"n": 20 + p})
 		for id := 1; id <= 3; id++ {
 			b := mustRetrying503(t, rt, 200, "GET", fmt.Sprintf("/e2e/Counter/%s/%d", g, id), nil)
 			if want := fmt.Sprintf(`"n":%d`, 10*(id-1)+p); !bytes.Contains(b, []byte(want)) {
@@ -73,4 +76,24 @@ func TestRouterSendsEveryRequestToItsLeaderThroughAFailover(t *testing.T) {
 	t.Logf("every partition written and read through the router %v after the kill", time.Since(killed).Round(time.Millisecond))
 	rt.must(200, "GET", "/_schemas/e2e", nil)
 	rt.must(200, "GET", "/_cluster", nil)
+}
+
+// mustPutAgainUntilDone sends an unconditional PUT (idempotent: it
+// replaces the document) until it is acknowledged (201, or 200 if an
+// attempt whose outcome was unknown had applied it), retrying 503 and 504
+// for at most 10 s.
+func mustPutAgainUntilDone(t *testing.T, n *devNode, path string, body any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _, b := n.do("PUT", path, body, "X-Doppio-Timeout", "5s")
+		switch {
+		case st == 201 || st == 200:
+			return
+		case (st == 503 || st == 504) && time.Now().Before(deadline):
+			time.Sleep(100 * time.Millisecond)
+		default:
+			t.Fatalf("PUT %s: status %d: %s", path, st, b)
+		}
+	}
 }

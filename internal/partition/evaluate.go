@@ -122,7 +122,12 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)
 	}
-	defer release()
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
 
 	now := req.Now
 	if now.IsZero() {
@@ -156,6 +161,16 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	}
 	scn, err := r.repl.Replicate(ctx, ws)
 	if err != nil {
+		var inflight *InFlightError
+		if errors.As(err, &inflight) {
+			// The write may still be applied: the group stays latched
+			// until it is, or is known never to be.
+			held = false
+			go func() {
+				<-inflight.Settled
+				release()
+			}()
+		}
 		return Result{}, err
 	}
 	res.SCN, res.Changed = scn, true

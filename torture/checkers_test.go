@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -352,6 +353,11 @@ func TestChangelogCheckerFindsGapDuplicatePhantomAndLoss(t *testing.T) {
 	}
 }
 
+func notApplied(r *Response) *Response {
+	r.Header = http.Header{"X-Doppio-Not-Applied": {"true"}}
+	return r
+}
+
 func TestClassifyOutcomes(t *testing.T) {
 	r := func(status int, detail string) *Response {
 		return &Response{Status: status, Body: []byte(fmt.Sprintf(`{"status":%d,"detail":%q}`, status, detail))}
@@ -369,7 +375,9 @@ func TestClassifyOutcomes(t *testing.T) {
 		{true, r(404, ""), nil, Failed},
 		{true, r(409, ""), nil, Failed},
 		{true, r(503, "write to 01 not applied before the deadline; it may still be applied"), nil, Indeterminate},
-		{true, r(503, "node is starting"), nil, Failed},
+		{true, r(503, "node is starting"), nil, Indeterminate}, // no mark: unknown
+		{true, notApplied(r(503, "node is starting")), nil, Failed},
+		{true, notApplied(r(503, "proposal dropped")), nil, Failed},
 		{true, r(500, ""), nil, Indeterminate},
 		{true, nil, context.DeadlineExceeded, Indeterminate},
 		{true, nil, &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, Failed},

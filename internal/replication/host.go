@@ -282,10 +282,10 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
-		// A proposal is made only by a replica that believes it leads; if
-		// Raft stepped down since, it must fail, not travel to the new
-		// leader: Replicate would never see the entry in this log, answer
-		// "not applied", and the request would run twice.
+		// A write set is valid only against the state of the leader that
+		// evaluated it. Raft may step down (a message of a newer term)
+		// between the group noticing and a proposal: forwarded, the proposal
+		// would be committed by the new leader over writes it acknowledged.
 		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})

@@ -161,20 +161,28 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	}
 	scn, err := r.repl.Replicate(ctx, ws)
 	if err != nil {
-		var inflight *InFlightError
-		if errors.As(err, &inflight) {
-			// The write may still be applied: the group stays latched
-			// until it is, or is known never to be.
+		if releaseWhenSettled(err, release) {
 			held = false
-			go func() {
-				<-inflight.Settled
-				release()
-			}()
 		}
 		return Result{}, err
 	}
 	res.SCN, res.Changed = scn, true
 	return res, nil
+}
+
+// releaseWhenSettled takes over release when err says the write may still
+// be applied: the document group stays latched until it is, or is known
+// never to be. It reports whether it did.
+func releaseWhenSettled(err error, release func()) bool {
+	var inflight *InFlightError
+	if !errors.As(err, &inflight) {
+		return false
+	}
+	go func() {
+		<-inflight.Settled
+		release()
+	}()
+	return true
 }
 
 // pending is a document's state as seen inside one evaluation.

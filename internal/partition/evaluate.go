@@ -133,24 +133,38 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	ev := evaluation{r: r, now: now.UnixMilli(), docs: map[string]*pending{}, group: group}
-	res := Result{Mtime: ev.now, Ops: make([]OpResult, len(req.Ops))}
-	for i, op := range req.Ops {
-		out, err := ev.operation(op)
-		if err != nil {
-			if pe, ok := problem.As(err); ok && len(req.Ops) > 1 {
-				cp := *pe
-				cp.Operation = i
-				cp.Detail = "operation " + strconv.Itoa(i) + " (" + op.Kind.String() + " " + op.Table.Def.Name + " " + op.Key.String() + "): " + pe.Detail
-				return Result{}, &cp
+	evaluate := func() (Result, *WriteSet, error) {
+		ev := evaluation{r: r, now: now.UnixMilli(), docs: map[string]*pending{}, group: group}
+		res := Result{Mtime: ev.now, Ops: make([]OpResult, len(req.Ops))}
+		for i, op := range req.Ops {
+			out, err := ev.operation(op)
+			if err != nil {
+				if pe, ok := problem.As(err); ok && len(req.Ops) > 1 {
+					cp := *pe
+					cp.Operation = i
+					cp.Detail = "operation " + strconv.Itoa(i) + " (" + op.Kind.String() + " " + op.Table.Def.Name + " " + op.Key.String() + "): " + pe.Detail
+					return Result{}, nil, &cp
+				}
+				return Result{}, nil, err
 			}
+			res.Ops[i] = out
+		}
+		ws, err := ev.writeSet()
+		return res, ws, err
+	}
+	res, ws, err := evaluate()
+	if err != nil || (len(ws.Writes) == 0 && len(ws.Counters) == 0) {
+		// The answer (a failed condition, a missing document, nothing to
+		// change) comes from the group's state alone and replicates
+		// nothing: it is a read. A leader already deposed without knowing
+		// it would answer from stale state, so a quorum confirms first
+		// (ReadIndex) and the request is evaluated again.
+		if rerr := r.repl.ReadIndex(ctx); rerr != nil {
+			return Result{}, rerr
+		}
+		if res, ws, err = evaluate(); err != nil {
 			return Result{}, err
 		}
-		res.Ops[i] = out
-	}
-	ws, err := ev.writeSet()
-	if err != nil {
-		return Result{}, err
 	}
 	if len(ws.Writes) == 0 && len(ws.Counters) == 0 {
 		res.SCN = r.repl.Applied()

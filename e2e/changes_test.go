@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -189,6 +190,17 @@ func TestChangeStreamAcrossACluster(t *testing.T) {
 
 	live := openChanges(t, nodes[1].devNode, "cdc")
 	live.checkpoint(10 * time.Second)
+	// Followers serve the stream: for the partitions this node leads, a
+	// follower on another node.
+	sources := strings.Split(live.header.Get("X-Doppio-Change-Sources"), ",")
+	if len(sources) != partitions {
+		t.Fatalf("X-Doppio-Change-Sources: %q", live.header.Get("X-Doppio-Change-Sources"))
+	}
+	for p, src := range sources {
+		if !strings.HasPrefix(src, fmt.Sprintf("%d=", p)) || !strings.HasSuffix(src, "/follower") {
+			t.Fatalf("partition %d is read from %q, not a follower (%v)", p, src, sources)
+		}
+	}
 
 	// Writes through every node; expected events built from the answers.
 	var want []string
@@ -316,8 +328,21 @@ func TestChangeStreamAcrossACluster(t *testing.T) {
 			survivors = append(survivors, n)
 		}
 	}
-	onSurvivor := openChanges(t, survivors[0].devNode, "cdc?tables=Counter")
-	startSurv := onSurvivor.checkpoint(10 * time.Second)
+	// The survivor's stream starts with a bootstrap: once it is complete,
+	// a source failing must not start it again.
+	onSurvivor := openChanges(t, survivors[0].devNode, "cdc?tables=Counter&bootstrap=true")
+	startSurv := ""
+	for timeout := time.After(10 * time.Second); startSurv == ""; {
+		select {
+		case c := <-onSurvivor.lines:
+			if c.Error != nil || (c.SCN != "" && !c.Snapshot) {
+				t.Fatalf("bootstrap: %s", c.raw)
+			}
+			startSurv = c.Checkpoint
+		case <-timeout:
+			t.Fatal("bootstrap did not complete within 10s")
+		}
+	}
 	onVictim := openChanges(t, victim.devNode, "cdc?tables=Counter")
 	onVictim.checkpoint(10 * time.Second)
 	_ = startSurv
@@ -387,6 +412,9 @@ func TestChangeStreamAcrossACluster(t *testing.T) {
 		seen := map[string]int{}
 		lastSeq := map[int]int{}
 		for _, c := range evs {
+			if c.Snapshot {
+				t.Fatalf("%s: a snapshot event after the bootstrap: %s", name, c.raw)
+			}
 			// Every transaction here writes one Counter: one event each.
 			if l, ok := lastSeq[c.Partition]; ok && c.seq() != l+1 {
 				t.Fatalf("%s: partition %d jumps from sequence %d to %d", name, c.Partition, l, c.seq())
@@ -561,6 +589,19 @@ func TestChangeStreamOnOneNode(t *testing.T) {
 	}
 	if c := boot.checkpoint(10 * time.Second); c == "" {
 		t.Fatal("no checkpoint after the bootstrap")
+	}
+
+	// The CLI prints the same stream.
+	out, err := exec.Command(binary, "changes", "tail", "cdc", "--server", n.addr, "--partitions", "0", "--bootstrap", "--count", "12").Output()
+	if err != nil {
+		t.Fatalf("doppio changes tail: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 12 || !strings.Contains(lines[0], `"snapshot":true`) || !strings.Contains(lines[11], `"txnEnd":true`) {
+		t.Fatalf("doppio changes tail printed:\n%s", out)
+	}
+	if out, err := exec.Command(binary, "changes", "tail", "nope", "--server", n.addr).CombinedOutput(); err == nil || !strings.Contains(string(out), `database "nope" does not exist`) {
+		t.Fatalf("doppio changes tail nope: %v %s", err, out)
 	}
 }
 

@@ -134,25 +134,20 @@ func (s *Stream) Next() (Line, error) {
 		return Line{}, err
 	}
 	raw = raw[:len(raw)-1]
-	var probe struct {
-		SCN        string          `json:"scn"`
-		Checkpoint string          `json:"checkpoint"`
-		Error      json.RawMessage `json:"error"`
+	var line struct {
+		Event
+		Error *client.Error `json:"error"`
 	}
-	if err := json.Unmarshal(raw, &probe); err != nil {
+	if err := json.Unmarshal(raw, &line); err != nil {
 		return Line{}, fmt.Errorf("changes: bad line %q: %w", raw, err)
 	}
-	if probe.Error != nil {
-		e := &client.Error{}
-		_ = json.Unmarshal(probe.Error, e)
-		return Line{}, e
+	if line.Error != nil {
+		return Line{}, line.Error
 	}
-	l := Line{Checkpoint: probe.Checkpoint, Raw: raw}
-	if probe.SCN != "" {
-		l.Event = new(Event)
-		if err := json.Unmarshal(raw, l.Event); err != nil {
-			return Line{}, fmt.Errorf("changes: bad event %q: %w", raw, err)
-		}
+	l := Line{Checkpoint: line.Checkpoint, Raw: raw}
+	if line.SCN != "" {
+		ev := line.Event
+		l.Event = &ev
 	}
 	return l, nil
 }

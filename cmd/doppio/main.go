@@ -19,6 +19,7 @@ func main() {
 	}
 	root.AddCommand(devCommand(), startCommand(), routerCommand())
 	addClientCommands(root)
+	root.AddCommand(changesCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
 		os.Exit(1)

@@ -282,10 +282,13 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
-		// A write set is valid only against the state of the leader that
-		// evaluated it. Raft may step down (a message of a newer term)
-		// between the group noticing and a proposal: forwarded, the proposal
-		// would be committed by the new leader over writes it acknowledged.
+		// A proposal is made only by a replica that believes it leads, and
+		// a write set is valid only against the state of the leader that
+		// evaluated it. If Raft stepped down since (a message of a newer
+		// term), the proposal must fail, not travel to the new leader: there
+		// it would be committed over writes the new leader acknowledged, and
+		// Replicate, never seeing the entry in this log, would answer "not
+		// applied" so the request would run twice.
 		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})

@@ -85,6 +85,29 @@ type Result struct {
 	Changed bool // false when nothing was written (no SCN consumed)
 }
 
+// ErrStaleEvaluation: the partition applied a write while a request that
+// changes nothing (a refused condition, a no-op) was evaluated, so its
+// answer may be stale. Nothing was applied; the request may run again.
+var ErrStaleEvaluation = &problem.Error{Kind: problem.Unavailable, Detail: "the partition changed while the request was evaluated (a leadership change); nothing was applied, retry", Operation: -1, RetryAfter: 1}
+
+// confirmLocal makes an answer computed from this replica's state alone (a
+// refused condition, a write that changes nothing) linearizable. Lead only
+// says this replica believed it led when the request began: a leader
+// deposed without knowing it yet (paused past an election timeout) would
+// refuse from a stale state (found by the fault suite: a compare-and-set
+// from the committed value answered 412 by a resumed old leader). A quorum
+// round (ReadIndex) shows the state evaluated was still current: nothing
+// was applied since.
+func (r *Replica) confirmLocal(ctx context.Context, before SCN) error {
+	if err := r.repl.ReadIndex(ctx); err != nil {
+		return err
+	}
+	if r.repl.Applied() != before {
+		return ErrStaleEvaluation
+	}
+	return nil
+}
+
 // Execute evaluates req under its document group's latch, replicates the
 // resulting write set and returns once it is applied and durable. Every
 // operation must address the same partition key; a failed condition or
@@ -128,45 +151,38 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 			release()
 		}
 	}()
+	before := r.repl.Applied()
 
 	now := req.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
-	evaluate := func() (Result, *WriteSet, error) {
-		ev := evaluation{r: r, now: now.UnixMilli(), docs: map[string]*pending{}, group: group}
-		res := Result{Mtime: ev.now, Ops: make([]OpResult, len(req.Ops))}
-		for i, op := range req.Ops {
-			out, err := ev.operation(op)
-			if err != nil {
-				if pe, ok := problem.As(err); ok && len(req.Ops) > 1 {
-					cp := *pe
-					cp.Operation = i
-					cp.Detail = "operation " + strconv.Itoa(i) + " (" + op.Kind.String() + " " + op.Table.Def.Name + " " + op.Key.String() + "): " + pe.Detail
-					return Result{}, nil, &cp
-				}
-				return Result{}, nil, err
+	ev := evaluation{r: r, now: now.UnixMilli(), docs: map[string]*pending{}, group: group}
+	res := Result{Mtime: ev.now, Ops: make([]OpResult, len(req.Ops))}
+	for i, op := range req.Ops {
+		out, err := ev.operation(op)
+		if err != nil {
+			if cerr := r.confirmLocal(ctx, before); cerr != nil {
+				return Result{}, cerr
 			}
-			res.Ops[i] = out
-		}
-		ws, err := ev.writeSet()
-		return res, ws, err
-	}
-	res, ws, err := evaluate()
-	if err != nil || (len(ws.Writes) == 0 && len(ws.Counters) == 0) {
-		// The answer (a failed condition, a missing document, nothing to
-		// change) comes from the group's state alone and replicates
-		// nothing: it is a read. A leader already deposed without knowing
-		// it would answer from stale state, so a quorum confirms first
-		// (ReadIndex) and the request is evaluated again.
-		if rerr := r.repl.ReadIndex(ctx); rerr != nil {
-			return Result{}, rerr
-		}
-		if res, ws, err = evaluate(); err != nil {
+			if pe, ok := problem.As(err); ok && len(req.Ops) > 1 {
+				cp := *pe
+				cp.Operation = i
+				cp.Detail = "operation " + strconv.Itoa(i) + " (" + op.Kind.String() + " " + op.Table.Def.Name + " " + op.Key.String() + "): " + pe.Detail
+				return Result{}, &cp
+			}
 			return Result{}, err
 		}
+		res.Ops[i] = out
+	}
+	ws, err := ev.writeSet()
+	if err != nil {
+		return Result{}, err
 	}
 	if len(ws.Writes) == 0 && len(ws.Counters) == 0 {
+		if err := r.confirmLocal(ctx, before); err != nil {
+			return Result{}, err
+		}
 		res.SCN = r.repl.Applied()
 		return res, nil
 	}

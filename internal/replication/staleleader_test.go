@@ -18,7 +18,8 @@ import (
 // state. Found by the fault suite: a register's compare-and-set answered
 // 412 "the document does not exist" right after SIGCONT, for a document
 // written (and acknowledged) at the new leader while the old one was
-// paused. Here the old leader's Raft loop is frozen while the others elect
+// paused. Here the old leader's Raft loop is frozen (and its links cut)
+// while the others elect
 // and overwrite the document; its replica then evaluates a write
 // conditioned on the new ETag.
 func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
@@ -57,6 +58,10 @@ func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
 			close(unfreeze)
 		}
 	}()
+	// Cut off too, so the others see it gone even if its group was
+	// quiesced (a frozen loop alone leaves its connections up).
+	c.isolate(old)
+	defer c.heal()
 	var rest []uint64
 	for _, id := range []uint64{1, 2, 3} {
 		if id != old {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,7 +244,7 @@ func TestSetCheckerFindsLostAndPhantomElements(t *testing.T) {
 func bankSnap(bals ...int64) snapshot {
 	s := snapshot{}
 	for i, b := range bals {
-		s[account{bankTables[i%2], i / 2}] = balance{Balance: b, Ver: 0}
+		s[account{bankTables[i%2], i / 2}.String()] = balance{Balance: b, Ver: 0}
 	}
 	return s
 }
@@ -255,20 +256,20 @@ func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
 	s.add(2, "transfer", "bank", true, transferInput{}, nil, Failed, 0, 3)
 	s.add(3, "read", "bank", false, nil, bankSnap(100, 90, 110, 100), Acked, 4, 5)
 	final := bankSnap(50, 150, 100, 100)
-	final[account{"Checking", 0}] = balance{Balance: 50, Ver: 1}
-	final[account{"Savings", 0}] = balance{Balance: 150, Ver: 1}
+	final["Checking/0"] = balance{Balance: 50, Ver: 1}
+	final["Savings/0"] = balance{Balance: 150, Ver: 1}
 	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); !res.OK() {
 		t.Fatalf("valid bank judged %+v", res)
 	}
 	// Both the acknowledged and the indeterminate transfer applied.
-	final[account{"Checking", 1}] = balance{Balance: 100, Ver: 1}
-	final[account{"Savings", 1}] = balance{Balance: 100, Ver: 1}
+	final["Checking/1"] = balance{Balance: 100, Ver: 1}
+	final["Savings/1"] = balance{Balance: 100, Ver: 1}
 	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); !res.OK() {
 		t.Fatalf("valid bank judged %+v", res)
 	}
 	// Three applied: one more than attempted and not refused.
-	final[account{"Checking", 0}] = balance{Balance: 50, Ver: 2}
-	final[account{"Savings", 0}] = balance{Balance: 150, Ver: 2}
+	final["Checking/0"] = balance{Balance: 50, Ver: 2}
+	final["Savings/0"] = balance{Balance: 150, Ver: 2}
 	if res := judgeBank(Result{}, s.ops, final, 4, 400, ""); res.Violations != 1 {
 		t.Fatalf("phantom transfer judged %+v", res)
 	}
@@ -278,7 +279,7 @@ func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
 	}
 	// A half-applied transfer: one version moved alone.
 	half := bankSnap(100, 100, 100, 100)
-	half[account{"Checking", 0}] = balance{Balance: 90, Ver: 1}
+	half["Checking/0"] = balance{Balance: 90, Ver: 1}
 	if res := judgeBank(Result{}, s.ops, half, 4, 400, ""); res.Violations < 1 {
 		t.Fatalf("half transfer judged %+v", res)
 	}
@@ -287,8 +288,17 @@ func TestBankCheckerChecksTotalsAndAppliedTransfers(t *testing.T) {
 	bad.add(3, "read", "bank", false, nil, bankSnap(-10, 110, 200, 100), Acked, 6, 7) // negative
 	bad.add(3, "read", "bank", false, nil, bankSnap(100, 100, 200), Acked, 8, 9)      // an account missing
 	bad.add(3, "read", "bank", false, nil, bankSnap(1, 2, 3, 4), Failed, 10, 11)      // not a snapshot: ignored
-	if res := judgeBank(Result{}, bad.ops, bankSnap(100, 100, 100, 100), 4, 400, ""); res.Violations != 3 {
+	dir := t.TempDir()
+	res := judgeBank(Result{}, bad.ops, bankSnap(100, 100, 100, 100), 4, 400, dir)
+	if res.Violations != 3 {
 		t.Fatalf("bad reads judged %+v", res)
+	}
+	if len(res.Artifacts) != 1 {
+		t.Fatalf("no history written: %v", res.Artifacts)
+	}
+	b, err := os.ReadFile(res.Artifacts[0])
+	if err != nil || !strings.Contains(string(b), `"Checking/0":{"balance":100`) {
+		t.Fatalf("history: %v\n%s", err, b)
 	}
 }
 
@@ -352,6 +362,11 @@ func TestChangelogCheckerFindsGapDuplicatePhantomAndLoss(t *testing.T) {
 	}
 }
 
+func notApplied(r *Response) *Response {
+	r.Header = http.Header{"X-Doppio-Not-Applied": {"true"}}
+	return r
+}
+
 func TestClassifyOutcomes(t *testing.T) {
 	r := func(status int, detail string) *Response {
 		return &Response{Status: status, Body: []byte(fmt.Sprintf(`{"status":%d,"detail":%q}`, status, detail))}
@@ -369,7 +384,9 @@ func TestClassifyOutcomes(t *testing.T) {
 		{true, r(404, ""), nil, Failed},
 		{true, r(409, ""), nil, Failed},
 		{true, r(503, "write to 01 not applied before the deadline; it may still be applied"), nil, Indeterminate},
-		{true, r(503, "node is starting"), nil, Failed},
+		{true, r(503, "node is starting"), nil, Indeterminate}, // no mark: unknown
+		{true, notApplied(r(503, "node is starting")), nil, Failed},
+		{true, notApplied(r(503, "proposal dropped")), nil, Failed},
 		{true, r(500, ""), nil, Indeterminate},
 		{true, nil, context.DeadlineExceeded, Indeterminate},
 		{true, nil, &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, Failed},

@@ -131,12 +131,10 @@ func (c *Client) DoAt(ctx context.Context, i int, method, path string, body any,
 //     Doppio's 503 is not a promise that nothing was applied: a write that
 //     misses its deadline answers 503 "not applied before the deadline; it
 //     may still be applied" (internal/replication), and a forward that fails
-//     after sending answers 503 too. So a 503 write is never retried here.
-//     One exception: the 503 "node is starting" is answered before any
-//     handler runs (api.Server.ServeHTTP), and a forwarding node copies it
-//     unchanged, so it proves nothing was applied: failed. (Matched on the
-//     detail: should the text change, such answers fall back to the safe
-//     side, indeterminate.)
+//     after sending answers 503 too. So a 503 write is never retried here,
+//     unless it carries X-Doppio-Not-Applied: true, the server's mark on
+//     the 503s that prove nothing was applied (node starting, no leader,
+//     a leadership change before the entry reached a log): failed.
 func Classify(write bool, resp *Response, err error) Outcome {
 	switch {
 	case err == nil && (resp.Status < 300 || resp.Status == http.StatusNotModified):
@@ -147,19 +145,10 @@ func Classify(write bool, resp *Response, err error) Outcome {
 		return Failed
 	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 		return Failed
-	case err == nil && resp.Status == http.StatusServiceUnavailable && problemDetail(resp) == "node is starting":
+	case err == nil && resp.Status == http.StatusServiceUnavailable && resp.Header.Get("X-Doppio-Not-Applied") == "true":
 		return Failed
 	}
 	return Indeterminate
-}
-
-// problemDetail is the detail of a problem+json answer ("" otherwise).
-func problemDetail(resp *Response) string {
-	var pb struct {
-		Detail string `json:"detail"`
-	}
-	_ = json.Unmarshal(resp.Body, &pb)
-	return pb.Detail
 }
 
 // describe renders an answer or error for a history's Error field.

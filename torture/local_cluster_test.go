@@ -206,6 +206,11 @@ func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d tim
 		t.Fatal(err)
 	}
 	t.Logf("artifacts (written on failure) under %s", dir)
+	defer func() {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+			os.Remove(dir)
+		}
+	}()
 	for i, w := range ws {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = w.Check(checkCtx, target, dir) }()

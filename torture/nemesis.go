@@ -370,8 +370,12 @@ func (e Event) String() string {
 func execute(ctx context.Context, c *Cluster, plan []Fault, start time.Time, record func(Event)) {
 	// Heals run even once ctx has ended, under their own deadline.
 	healCtx := context.WithoutCancel(ctx)
+	// A heal that took longer than planned (a restart waiting for
+	// readiness) pushes the rest of the plan back, so the quiet stretch
+	// before the next fault is never cut short.
+	var drift time.Duration
 	for _, f := range plan {
-		if !sleepUntil(ctx, start.Add(f.At)) {
+		if !sleepUntil(ctx, start.Add(f.At+drift)) {
 			return
 		}
 		what, heal, err := faultKinds[f.Kind].inject(ctx, c, f)
@@ -389,6 +393,7 @@ func execute(ctx context.Context, c *Cluster, plan []Fault, start time.Time, rec
 		sleepUntil(ctx, time.Now().Add(f.Hold))
 		what, err = heal(healCtx)
 		ev = Event{At: time.Since(start), What: f.Kind + ": " + what}
+		drift = max(drift, ev.At-(f.At+f.Hold))
 		if err != nil {
 			ev.Err = err.Error()
 		}

@@ -157,8 +157,8 @@ func (w *Bank) transfer(ctx context.Context, c *Client) {
 	w.hist.Complete(op, Classify(true, resp, err), nil, describe(resp, err))
 }
 
-// snapshot maps every account to its balance.
-type snapshot map[account]balance
+// snapshot maps every account ("Checking/2") to its balance.
+type snapshot map[string]balance
 
 // readTable reads one table's accounts in the group (one collection read:
 // one storage snapshot).
@@ -217,10 +217,10 @@ func (w *Bank) read(ctx context.Context, c *Client) (snapshot, bool) {
 	}
 	s := snapshot{}
 	for k, v := range first {
-		s[k] = v
+		s[k.String()] = v
 	}
 	for k, v := range second {
-		s[k] = v
+		s[k.String()] = v
 	}
 	w.hist.Complete(op, Acked, s, nil)
 	return s, true

@@ -401,7 +401,12 @@ func (r *Replica) backfillGroup(ctx context.Context, t *schema.Table, fresh []sc
 	if err != nil {
 		return 0, err
 	}
-	defer release()
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
 	const chunk = 512
 	n := 0
 	var after []byte
@@ -422,6 +427,7 @@ func (r *Replica) backfillGroup(ctx context.Context, t *schema.Table, fresh []sc
 		}
 		if !x.empty() {
 			if _, err := r.repl.Replicate(ctx, &WriteSet{Mtime: time.Now().UnixMilli(), Index: x}); err != nil {
+				held = !releaseWhenSettled(err, release)
 				return n, err
 			}
 		}

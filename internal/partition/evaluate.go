@@ -85,6 +85,29 @@ type Result struct {
 	Changed bool // false when nothing was written (no SCN consumed)
 }
 
+// ErrStaleEvaluation: the partition applied a write while a request that
+// changes nothing (a refused condition, a no-op) was evaluated, so its
+// answer may be stale. Nothing was applied; the request may run again.
+var ErrStaleEvaluation = &problem.Error{Kind: problem.Unavailable, Detail: "the partition changed while the request was evaluated (a leadership change); nothing was applied, retry", Operation: -1, RetryAfter: 1}
+
+// confirmLocal makes an answer computed from this replica's state alone (a
+// refused condition, a write that changes nothing) linearizable. Lead only
+// says this replica believed it led when the request began: a leader
+// deposed without knowing it yet (paused past an election timeout) would
+// refuse from a stale state (found by the fault suite: a compare-and-set
+// from the committed value answered 412 by a resumed old leader). A quorum
+// round (ReadIndex) shows the state evaluated was still current: nothing
+// was applied since.
+func (r *Replica) confirmLocal(ctx context.Context, before SCN) error {
+	if err := r.repl.ReadIndex(ctx); err != nil {
+		return err
+	}
+	if r.repl.Applied() != before {
+		return ErrStaleEvaluation
+	}
+	return nil
+}
+
 // Execute evaluates req under its document group's latch, replicates the
 // resulting write set and returns once it is applied and durable. Every
 // operation must address the same partition key; a failed condition or
@@ -122,7 +145,13 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)
 	}
-	defer release()
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
+	before := r.repl.Applied()
 
 	now := req.Now
 	if now.IsZero() {
@@ -133,6 +162,9 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	for i, op := range req.Ops {
 		out, err := ev.operation(op)
 		if err != nil {
+			if cerr := r.confirmLocal(ctx, before); cerr != nil {
+				return Result{}, cerr
+			}
 			if pe, ok := problem.As(err); ok && len(req.Ops) > 1 {
 				cp := *pe
 				cp.Operation = i
@@ -148,6 +180,9 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	if len(ws.Writes) == 0 && len(ws.Counters) == 0 {
+		if err := r.confirmLocal(ctx, before); err != nil {
+			return Result{}, err
+		}
 		res.SCN = r.repl.Applied()
 		return res, nil
 	}
@@ -156,10 +191,28 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	}
 	scn, err := r.repl.Replicate(ctx, ws)
 	if err != nil {
+		if releaseWhenSettled(err, release) {
+			held = false
+		}
 		return Result{}, err
 	}
 	res.SCN, res.Changed = scn, true
 	return res, nil
+}
+
+// releaseWhenSettled takes over release when err says the write may still
+// be applied: the document group stays latched until it is, or is known
+// never to be. It reports whether it did.
+func releaseWhenSettled(err error, release func()) bool {
+	var inflight *InFlightError
+	if !errors.As(err, &inflight) {
+		return false
+	}
+	go func() {
+		<-inflight.Settled
+		release()
+	}()
+	return true
 }
 
 // pending is a document's state as seen inside one evaluation.

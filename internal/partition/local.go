@@ -30,6 +30,21 @@ type Replicator interface {
 	ReadIndex(ctx context.Context) error
 }
 
+// InFlightError is a Replicate failure whose write set may still be
+// applied (its entry is in the replication log, but the caller's deadline
+// came first). Settled is closed once its fate is decided, applied or
+// not; until then Execute keeps the document group's latch, so that no
+// evaluation reads the group's state without a write that may yet land
+// behind it (two transactions conditioned on one document would both
+// commit, the second over the first).
+type InFlightError struct {
+	Err     error
+	Settled <-chan struct{}
+}
+
+func (e *InFlightError) Error() string { return e.Err.Error() }
+func (e *InFlightError) Unwrap() error { return e.Err }
+
 // Local is the single-node Replicator: a per-partition sequencer. Batches
 // are enqueued to the WAL in SCN order under its lock and waited for outside
 // it, so concurrent writers of one partition share WAL syncs.

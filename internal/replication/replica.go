@@ -158,18 +158,18 @@ func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partitio
 	case r := <-p.done:
 		return r.scn, r.err
 	case <-ctx.Done():
-		h.enqueue(func() {
-			if g.proposals[p.id] == p {
-				delete(g.proposals, p.id)
-				if p.index != 0 {
-					g.byIndex[p.index] = slices.DeleteFunc(g.byIndex[p.index], func(q *proposal) bool { return q == p })
-					if len(g.byIndex[p.index]) == 0 {
-						delete(g.byIndex, p.index)
-					}
-				}
-			}
-		})
-		return partition.SCN{}, outcomeUnknown("write to %x not applied before the deadline; it may still be applied", []byte(g.prefix))
+		// The proposal stays registered: its fate (applied at its index,
+		// superseded there, dropped before it was appended) still finishes
+		// it, and the caller holds its document group until then.
+		settled := make(chan struct{})
+		go func() {
+			<-p.done
+			close(settled)
+		}()
+		return partition.SCN{}, &partition.InFlightError{
+			Err:     outcomeUnknown("write to %x not applied before the deadline; it may still be applied", []byte(g.prefix)),
+			Settled: settled,
+		}
 	}
 }
 

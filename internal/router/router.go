@@ -268,13 +268,14 @@ func noLeader(db string, p int, cause error) error {
 // NotApplied reports whether err proves that the request it ended left
 // nothing applied, so that it may run again (routed afresh): no leader
 // known, a leader elsewhere, a replica that is not (or no longer, or not
-// yet) the leader, a write superseded by a new leader. A write whose
+// yet) the leader, a write superseded by a new leader, a refusal evaluated
+// while the partition moved on (partition.ErrStaleEvaluation). A write whose
 // entry reached a Raft log and whose fate is unknown is not among them.
 func NotApplied(err error) bool {
 	var nl *replication.NotLeaderError
 	var el *ElsewhereError
 	var no *NoLeaderError
-	return errors.As(err, &nl) || errors.As(err, &el) || errors.As(err, &no)
+	return errors.As(err, &nl) || errors.As(err, &el) || errors.As(err, &no) || errors.Is(err, partition.ErrStaleEvaluation)
 }
 
 // Redirect turns an error that names another node as the partition's

@@ -32,7 +32,7 @@ func main() {
 	nodes := flag.Int("nodes", 3, "nodes in the cluster: 3 or 5 (three embed the etcd members)")
 	seed := flag.Uint64("seed", 0, "seed of the schedules and the clients (0: from the clock); printed to replay a run")
 	report := flag.String("report", "", "write the results section of this markdown file (e.g. docs/reliability.md)")
-	dir := flag.String("dir", "", "directory for node data, logs and checker artifacts (default: a new temporary one, kept)")
+	dir := flag.String("dir", "", "directory for node logs, checker artifacts and the data of failed runs (default: a new temporary one, kept)")
 	binary := flag.String("binary", "", "doppio binary to run (default: go build ./cmd/doppio)")
 	flag.Parse()
 	if err := run(*nemesis, *workload, *duration, *nodes, *seed, *report, *dir, *binary); err != nil {
@@ -106,6 +106,9 @@ func run(nemesisList, workloadList string, d time.Duration, nodes int, seed uint
 		runs = append(runs, r)
 		if !r.OK() {
 			failed++
+		} else {
+			// A passing run keeps its logs; its stores (a GB or more) go.
+			os.RemoveAll(filepath.Join(cdir, "data"))
 		}
 	}
 	if report != "" {

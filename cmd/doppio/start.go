@@ -32,6 +32,7 @@ type nodeFlags struct {
 	deadNodeDelay                         time.Duration
 	placementMode                         string
 	maxMoves                              int
+	pprofAddr                             string
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -46,6 +47,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.DurationVar(&f.deadNodeDelay, "dead-node-delay", controller.DefaultDeadNodeDelay, "how long a node may stay dead before the controller recreates its replicas on other nodes")
 	fl.StringVar(&f.placementMode, "placement-mode", "spread", "placement strategy: spread (leaders and replicas spread evenly) or sharded-mysql (a node leads all or none of its partitions; for failover benchmarks)")
 	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most")
+	fl.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off when empty)")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -73,6 +75,9 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		return cfg, err
 	}
 	cfg.Controller = controller.Options{DeadNodeDelay: f.deadNodeDelay, MaxMoves: f.maxMoves, Mode: mode}
+	if err := servePprof(f.pprofAddr, logger); err != nil {
+		return cfg, err
+	}
 	if f.embedEtcd {
 		if len(f.etcd) > 0 {
 			return cfg, fmt.Errorf("--etcd and --embed-etcd exclude each other")

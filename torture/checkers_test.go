@@ -383,15 +383,14 @@ func TestClassifyOutcomes(t *testing.T) {
 		{true, r(412, "If-Match"), nil, Failed},
 		{true, r(404, ""), nil, Failed},
 		{true, r(409, ""), nil, Failed},
-		{true, r(503, "write to 01 not applied before the deadline; it may still be applied"), nil, Indeterminate},
-		{true, r(503, "node is starting"), nil, Indeterminate}, // no mark: unknown
-		{true, notApplied(r(503, "node is starting")), nil, Failed},
+		{true, r(503, "no leader"), nil, Failed}, // 503 always means not applied
 		{true, notApplied(r(503, "proposal dropped")), nil, Failed},
+		{true, r(504, "outcome unknown"), nil, Indeterminate},
 		{true, r(500, ""), nil, Indeterminate},
 		{true, nil, context.DeadlineExceeded, Indeterminate},
 		{true, nil, &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, Failed},
 		{true, nil, &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, Indeterminate},
-		{false, r(503, "may still be applied"), nil, Failed},
+		{false, r(504, "outcome unknown"), nil, Failed},
 		{false, nil, context.DeadlineExceeded, Failed},
 	}
 	for i, c := range cases {

@@ -124,17 +124,15 @@ func (c *Client) DoAt(ctx context.Context, i int, method, path string, body any,
 //   - 4xx: a definite failure; the server refused before changing anything
 //     (412 precondition failed, 404, 409, 400, 422...). API.md guarantees
 //     bad input changes nothing.
+//   - 503: a definite failure. The server's contract (docs/architecture.md,
+//     "Not applied vs unknown") is that a 503 always means nothing was
+//     applied; a write whose entry reached the log and whose fate is unknown
+//     answers 504. (A 503 marked X-Doppio-Not-Applied says so explicitly.)
 //   - a refused connection: failed, the request never reached a server.
 //   - a read that did not succeed is failed whatever the reason: a read has
 //     no effect, so an unanswered read constrains nothing.
-//   - otherwise (timeouts, resets, any 5xx including 503): indeterminate.
-//     Doppio's 503 is not a promise that nothing was applied: a write that
-//     misses its deadline answers 503 "not applied before the deadline; it
-//     may still be applied" (internal/replication), and a forward that fails
-//     after sending answers 503 too. So a 503 write is never retried here,
-//     unless it carries X-Doppio-Not-Applied: true, the server's mark on
-//     the 503s that prove nothing was applied (node starting, no leader,
-//     a leadership change before the entry reached a log): failed.
+//   - otherwise (504, other 5xx, timeouts, resets): indeterminate. The
+//     workloads never retry a write.
 func Classify(write bool, resp *Response, err error) Outcome {
 	switch {
 	case err == nil && (resp.Status < 300 || resp.Status == http.StatusNotModified):
@@ -145,7 +143,7 @@ func Classify(write bool, resp *Response, err error) Outcome {
 		return Failed
 	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 		return Failed
-	case err == nil && resp.Status == http.StatusServiceUnavailable && resp.Header.Get("X-Doppio-Not-Applied") == "true":
+	case err == nil && resp.Status == http.StatusServiceUnavailable:
 		return Failed
 	}
 	return Indeterminate

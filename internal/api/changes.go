@@ -244,6 +244,9 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 	h.Set(headerChangeSources, strings.Join(sources, ","))
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil // the headers say it all; a HEAD never streams
+	}
 	for _, it := range pending {
 		if sw.write(it) != nil {
 			return nil
@@ -511,11 +514,13 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 		return -1
 	})
 	var out []ReplicaAddr
-	localLeads := false
+	role := ""
 	if hosted {
-		_, localLeads = g.Leader()
+		if st, err := g.Status(); err == nil {
+			role = st.Role
+		}
 	}
-	if hosted && !localLeads {
+	if hosted && role != "leader" && role != "learner" && role != "removed" {
 		out = append(out, ReplicaAddr{})
 	}
 	for _, a := range remote {
@@ -523,13 +528,18 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 			out = append(out, a)
 		}
 	}
-	if hosted && localLeads {
+	if hosted && role == "leader" {
 		out = append(out, ReplicaAddr{})
 	}
 	for _, a := range remote {
 		if a.Leader {
 			out = append(out, a)
 		}
+	}
+	if hosted && (role == "learner" || role == "removed" || role == "") {
+		// A learner may still be installing its snapshot: its log is
+		// complete only later. Last resort.
+		out = append(out, ReplicaAddr{})
 	}
 	return out
 }

@@ -41,6 +41,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // doppioBinary builds cmd/doppio once for the package's tests.
 func doppioBinary(t *testing.T) string {
 	t.Helper()

@@ -207,13 +207,44 @@ func runAll(ctx context.Context, c config, args string) error {
 		Duration: c.Duration,
 		Settings: map[string]string{},
 	}
+	// Every store is started and loaded first; then each workload runs on
+	// every store back to back, so the stores of one workload are measured
+	// within minutes of each other on this shared machine.
+	var running []*storeRun
+	defer func() {
+		for _, sr := range running {
+			if err := sr.s.Close(); err != nil {
+				logf("%s: close: %v", sr.id, err)
+			}
+		}
+	}()
 	for _, id := range c.Stores {
-		if err := runStore(ctx, c, res, root, jar, bin, work, strings.ToLower(id)); err != nil {
+		sr, err := startStore(ctx, c, res, jar, bin, work, strings.ToLower(id))
+		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
-		// Written after every store, so an interrupted run keeps what it measured.
+		running = append(running, sr)
+	}
+	if err := writeReport(res, c.Out); err != nil {
+		return err
+	}
+	for _, name := range c.Workloads {
+		w, _ := workloadByName(name)
+		for _, sr := range running {
+			if err := sr.run(ctx, c, res, jar, w); err != nil {
+				return fmt.Errorf("%s: workload %s: %w", sr.id, w.Name, err)
+			}
+		}
+		// Written after every workload, so an interrupted run keeps what it measured.
 		if err := writeReport(res, c.Out); err != nil {
 			return err
+		}
+	}
+	for _, sr := range running {
+		if addr := sr.s.PprofAddr(); addr != "" && len(c.Profile) > 0 {
+			if err := fetch(ctx, "http://"+addr+"/debug/pprof/allocs", filepath.Join(c.Out, "profiles", sr.id+"-allocs.pprof")); err != nil {
+				logf("%s: allocation profile: %v", sr.id, err)
+			}
 		}
 	}
 	res.Elapsed = time.Since(res.Started)
@@ -224,7 +255,17 @@ func runAll(ctx context.Context, c config, args string) error {
 	return nil
 }
 
-func runStore(ctx context.Context, c config, res *results, root, jar, bin, work, id string) error {
+// storeRun is a started, loaded store and what its workloads need.
+type storeRun struct {
+	id       string
+	s        store
+	class    string
+	common   map[string]string
+	dir      string
+	inserted int // records inserted by earlier workloads (D, E)
+}
+
+func startStore(ctx context.Context, c config, res *results, jar, bin, work, id string) (*storeRun, error) {
 	dir := filepath.Join(work, id)
 	var s store
 	var err error
@@ -234,14 +275,13 @@ func runStore(ctx context.Context, c config, res *results, root, jar, bin, work,
 	case "doppio-3":
 		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, logf)
 	case "postgres":
-		s, err = startPostgres(ctx, dir, c.Threads, logf)
+		s, err = startPostgres(ctx, dir, c.Threads*4, logf)
 	case "mariadb":
-		s, err = startMariaDB(ctx, dir, c.Threads, logf)
+		s, err = startMariaDB(ctx, dir, c.Threads*4, logf)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer s.Close()
 	res.Settings[id] = s.Settings()
 	class, props := s.Binding()
 	common := map[string]string{
@@ -257,61 +297,56 @@ func runStore(ctx context.Context, c config, res *results, root, jar, bin, work,
 	for k, v := range props {
 		common[k] = v
 	}
-	// Load.
 	loadProps := clone(common)
 	loadProps["operationcount"] = "0"
-	loadThreads := c.Threads * 2
+	// The load is not what is compared; more threads fill every store
+	// faster (Doppio's and the databases' commits group more writes).
+	loadThreads := c.Threads * 4
 	logf("%s: loading %d records with %d threads", id, c.Records, loadThreads)
 	lr, err := runYCSB(ctx, jar, class, "-load", loadProps, loadThreads, filepath.Join(dir, "load.out"))
 	if err != nil {
-		return err
+		s.Close()
+		return nil, err
 	}
 	res.Runs = append(res.Runs, lr.as(id, "load", loadThreads))
-	inserted := 0 // records inserted by earlier workloads (D)
-	for _, name := range c.Workloads {
-		w, _ := workloadByName(name)
-		p := clone(common)
-		for k, v := range w.Props {
-			p[k] = v
-		}
-		// Run until the time is up: an operation count no store reaches.
-		p["operationcount"] = "100000000"
-		p["maxexecutiontime"] = strconv.Itoa(int(c.Duration.Seconds()))
-		// Inserts continue after the records of earlier inserting workloads.
-		p["recordcount"] = strconv.Itoa(c.Records + inserted)
-		var profDone chan error
-		if addr := s.PprofAddr(); addr != "" && contains(c.Profile, w.Name) {
-			profDone = make(chan error, 1)
-			secs := int(c.Duration.Seconds()) - 2
-			if secs < 1 {
-				secs = 1
-			}
-			go func() {
-				time.Sleep(2 * time.Second) // past the JVM's start and warm-up
-				profDone <- fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs),
-					filepath.Join(c.Out, "profiles", fmt.Sprintf("%s-cpu-workload%s.pprof", id, strings.ToLower(w.Name))))
-			}()
-		}
-		logf("%s: workload %s (%s), %d threads, %s", id, w.Name, w.Title, c.Threads, c.Duration)
-		r, err := runYCSB(ctx, jar, class, "-t", p, c.Threads, filepath.Join(dir, "workload"+w.Name+".out"))
-		if err != nil {
-			return err
-		}
-		if profDone != nil {
-			if err := <-profDone; err != nil {
-				logf("%s: cpu profile: %v", id, err)
-			}
-		}
-		res.Runs = append(res.Runs, r.as(id, w.Name, c.Threads))
-		logf("%s: workload %s: %.0f ops/s, errors %d, load avg %.2f", id, w.Name, r.out.Throughput, r.out.errors(), r.loadAfter)
-		if o := r.out.Ops["INSERT"]; o != nil {
-			inserted += int(o.Count)
+	logf("%s: loaded: %.0f records/s, errors %d, load avg %.2f", id, lr.out.Throughput, lr.out.errors(), lr.loadAfter)
+	return &storeRun{id: id, s: s, class: class, common: common, dir: dir}, nil
+}
+
+func (sr *storeRun) run(ctx context.Context, c config, res *results, jar string, w workload) error {
+	p := clone(sr.common)
+	for k, v := range w.Props {
+		p[k] = v
+	}
+	// Run until the time is up: an operation count no store reaches.
+	p["operationcount"] = "100000000"
+	p["maxexecutiontime"] = strconv.Itoa(int(c.Duration.Seconds()))
+	// Inserts continue after the records of earlier inserting workloads.
+	p["recordcount"] = strconv.Itoa(c.Records + sr.inserted)
+	var profDone chan error
+	if addr := sr.s.PprofAddr(); addr != "" && contains(c.Profile, w.Name) {
+		profDone = make(chan error, 1)
+		secs := max(int(c.Duration.Seconds())-2, 1)
+		go func() {
+			time.Sleep(2 * time.Second) // past the JVM's start and warm-up
+			profDone <- fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs),
+				filepath.Join(c.Out, "profiles", fmt.Sprintf("%s-cpu-workload%s.pprof", sr.id, strings.ToLower(w.Name))))
+		}()
+	}
+	logf("%s: workload %s (%s), %d threads, %s", sr.id, w.Name, w.Title, c.Threads, c.Duration)
+	r, err := runYCSB(ctx, jar, sr.class, "-t", p, c.Threads, filepath.Join(sr.dir, "workload"+w.Name+".out"))
+	if err != nil {
+		return err
+	}
+	if profDone != nil {
+		if err := <-profDone; err != nil {
+			logf("%s: cpu profile: %v", sr.id, err)
 		}
 	}
-	if addr := s.PprofAddr(); addr != "" && len(c.Profile) > 0 {
-		if err := fetch(ctx, "http://"+addr+"/debug/pprof/allocs", filepath.Join(c.Out, "profiles", id+"-allocs.pprof")); err != nil {
-			logf("%s: allocation profile: %v", id, err)
-		}
+	res.Runs = append(res.Runs, r.as(sr.id, w.Name, c.Threads))
+	logf("%s: workload %s: %.0f ops/s, errors %d, load avg %.2f", sr.id, w.Name, r.out.Throughput, r.out.errors(), r.loadAfter)
+	if o := r.out.Ops["INSERT"]; o != nil {
+		sr.inserted += int(o.Count)
 	}
 	return nil
 }
@@ -328,11 +363,13 @@ type ycsbRun struct {
 	out                   ycsbOutput
 	loadBefore, loadAfter float64
 	wall                  time.Duration
+	clientCPU             time.Duration // the JVM's user + system CPU time
 }
 
 func (r ycsbRun) as(store, workload string, threads int) *runResult {
 	return &runResult{Store: store, Workload: workload, Threads: threads, Throughput: r.out.Throughput,
-		RunTimeMS: r.out.RunTimeMS, Ops: r.out.Ops, Errors: r.out.errors(), LoadBefore: r.loadBefore, LoadAfter: r.loadAfter}
+		RunTimeMS: r.out.RunTimeMS, Ops: r.out.Ops, Errors: r.out.errors(), LoadBefore: r.loadBefore, LoadAfter: r.loadAfter,
+		ClientCPU: r.clientCPU}
 }
 
 // runYCSB runs site.ycsb.Client in a JVM and parses its summary; the full
@@ -367,6 +404,7 @@ func runYCSB(ctx context.Context, jar, class, phase string, props map[string]str
 	}
 	r.wall = time.Since(start)
 	r.loadAfter = loadAvg()
+	r.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return r, err
 	}

@@ -46,6 +46,17 @@ type runResult struct {
 	Errors     int64
 	LoadBefore float64 // 1-minute load average before and after the run
 	LoadAfter  float64
+	ClientCPU  time.Duration // the YCSB JVM's CPU time (start-up included)
+}
+
+// clientCPUPerOp is the YCSB client's CPU time per operation in
+// microseconds: on a 2-CPU machine the client competes with the store.
+func (x *runResult) clientCPUPerOp() string {
+	ops := x.Throughput * x.RunTimeMS / 1000
+	if ops <= 0 || x.ClientCPU == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", float64(x.ClientCPU.Microseconds())/ops)
 }
 
 type machine struct {
@@ -220,7 +231,7 @@ func report(r *results) string {
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel)
 	w("**Versions**: Doppio %s (built with %s); %s; %s; %s; YCSB core %s; pgJDBC %s; MariaDB Connector/J %s.\n\n",
 		r.Machine.Doppio, r.Machine.Go, r.Machine.Postgres, r.Machine.MariaDB, r.Machine.Java, ycsbVersion, pgJDBCVersion, mariaJDBCVesion)
-	w("**Data**: %d records of %d fields × %d bytes loaded into each store (YCSB keys `user<hash>`, `insertorder=hashed`); %d client threads for every workload (twice that for the load); each workload runs %s (`maxexecutiontime`, operation count unbounded), in the order %s on the loaded data; `readallfields=true`, `writeallfields=false` (an update writes one field). Latencies in milliseconds, p50 / p99 / p99.9, from YCSB's HdrHistogram.\n\n",
+	w("**Data**: %d records of %d fields × %d bytes loaded into each store (YCSB keys `user<hash>`, `insertorder=hashed`); %d client threads for every workload (4× that for the load, not compared); each workload runs %s (`maxexecutiontime`, operation count unbounded) on every store back to back (all stores are started and loaded first and stay up), workloads in the order %s on the loaded data; `readallfields=true`, `writeallfields=false` (an update writes one field). Latencies in milliseconds, p50 / p99 / p99.9, from YCSB's HdrHistogram.\n\n",
 		r.Records, r.Fields, r.FieldLen, r.Threads, r.Duration, strings.Join(r.workloadsRun(), ", "))
 	w("**Settings** (durability on everywhere: a write is acknowledged after it is on disk):\n\n")
 	for _, id := range r.stores() {
@@ -239,7 +250,7 @@ func report(r *results) string {
 			title = wl + ": " + wk.Title
 		}
 		w("## Workload %s\n\n", title)
-		w("| store | ops/s | %s p50 / p99 / p99.9 | %s p50 / p99 / p99.9 | errors | load avg |\n|---|---:|---:|---:|---:|---:|\n",
+		w("| store | ops/s | %s p50 / p99 / p99.9 | %s p50 / p99 / p99.9 | errors | client CPU µs/op | load avg |\n|---|---:|---:|---:|---:|---:|---:|\n",
 			strings.ToLower(readOp(wl)), strings.ToLower(writeOp(wl)))
 		for _, id := range r.stores() {
 			x := r.run(id, wl)
@@ -254,7 +265,7 @@ func report(r *results) string {
 			if o := x.Ops[writeOp(wl)]; o != nil {
 				wr = latencies(o)
 			}
-			w("| %s | %.0f | %s | %s | %d | %.1f → %.1f |\n", label(id), x.Throughput, rd, wr, x.Errors, x.LoadBefore, x.LoadAfter)
+			w("| %s | %.0f | %s | %s | %d | %s | %.1f → %.1f |\n", label(id), x.Throughput, rd, wr, x.Errors, x.clientCPUPerOp(), x.LoadBefore, x.LoadAfter)
 		}
 		w("\n")
 	}
@@ -288,6 +299,7 @@ func report(r *results) string {
 		t := d3.Throughput / p.Throughput
 		w("| %s: 3 nodes ≥ PostgreSQL | %.2f× | %s |\n", wl, t, yes(t >= 1))
 	}
+	w("\n[ANALYSIS.md](ANALYSIS.md): where Doppio's time goes and what would change these numbers.\n")
 	w("\n## Profiles\n\nCPU profiles of the single Doppio node during the workloads named by `-profile`, and its allocations since start after the last workload, in `profiles/` (`go tool pprof -top profiles/<file>`).\n\n")
 	return b.String()
 }

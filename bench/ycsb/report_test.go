@@ -104,7 +104,7 @@ func TestReportFromCannedOutput(t *testing.T) {
 		Settings: map[string]string{"doppio-1": "one node", "postgres": "fsync = on"},
 	}
 	r.Runs = append(r.Runs,
-		ycsbRun{out: d, loadBefore: 1, loadAfter: 2}.as("doppio-1", "F", 8),
+		ycsbRun{out: d, loadBefore: 1, loadAfter: 2, clientCPU: 1200 * time.Millisecond}.as("doppio-1", "F", 8),
 		ycsbRun{out: pg, loadBefore: 2, loadAfter: 3}.as("postgres", "F", 8))
 	dir := t.TempDir()
 	if err := writeReport(r, dir); err != nil {
@@ -115,8 +115,8 @@ func TestReportFromCannedOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| Doppio, 1 node | 1612 | 0.62 / 23.2 / 42.0 | 2.75 / 39.1 / 69.9 | 0 | 1.0 → 2.0 |",
-		"| PostgreSQL | 806 | 1.24 / 46.4 / 84.0 | 5.50 / 78.2 / 140 | 0 | 2.0 → 3.0 |",
+		"| Doppio, 1 node | 1612 | 0.62 / 23.2 / 42.0 | 2.75 / 39.1 / 69.9 | 0 | 248 | 1.0 → 2.0 |",
+		"| PostgreSQL | 806 | 1.24 / 46.4 / 84.0 | 5.50 / 78.2 / 140 | 0 | – | 2.0 → 3.0 |",
 		"| F | 2.00× / 0.50 | – | – | – |",
 		"- **PostgreSQL**: fsync = on",
 	} {

@@ -125,6 +125,12 @@ type doppioStore struct {
 	done       chan error
 }
 
+// groupPrefix is the length of the YCSB key prefix that is a Doppio document
+// group: "user" and 3 digits, about 900 groups. Longer means fewer writes
+// contending for a group's latch (reads of a group wait for its writes in
+// flight) but more requests per scan, which reads one group at a time.
+const groupPrefix = 7
+
 const ycsbTableSchema = `{"key":[{"name":"g","type":"string"},{"name":"k","type":"string"}],
  "schema":{"type":"record","name":"UserRecord","fields":[%s]}}`
 
@@ -242,8 +248,8 @@ func retry(ctx context.Context, what string, f func() error) error {
 }
 
 // setup waits for every node, creates the database and table, and writes
-// then deletes a probe document in each group "user00".."user99", so every
-// partition has a leader taking writes before YCSB starts.
+// then deletes a probe document in 100 groups, so every partition has a
+// leader taking writes before YCSB starts.
 func (s *doppioStore) setup(ctx context.Context, fields int) error {
 	for _, u := range s.urls {
 		if err := retry(ctx, "doppio "+u+" ready", func() error {
@@ -273,7 +279,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 	}
 	for i := 0; i < 100; i++ {
 		for _, u := range s.urls {
-			path := fmt.Sprintf("%s/ycsb/usertable/user%02d/probe", u, i)
+			path := fmt.Sprintf("%s/ycsb/usertable/user%03d/probe", u, i*10)
 			if err := retry(ctx, "probe "+path, func() error {
 				code, b, err := httpDo(ctx, "PUT", path, []byte(`{"field0":"probe"}`))
 				if err == nil && code != 200 && code != 201 {
@@ -284,7 +290,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 				return err
 			}
 		}
-		path := fmt.Sprintf("%s/ycsb/usertable/user%02d/probe", s.urls[0], i)
+		path := fmt.Sprintf("%s/ycsb/usertable/user%03d/probe", s.urls[0], i*10)
 		if code, b, err := httpDo(ctx, "DELETE", path, nil); err != nil || code != 204 {
 			return fmt.Errorf("DELETE %s: %d %s %v", path, code, b, err)
 		}
@@ -293,7 +299,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 }
 
 func (s *doppioStore) Binding() (string, map[string]string) {
-	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": "6"}
+	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix)}
 }
 
 func (s *doppioStore) Settings() string {
@@ -301,9 +307,9 @@ func (s *doppioStore) Settings() string {
 	if s.nodes > 1 {
 		mode = fmt.Sprintf("`doppio dev --nodes %d` (embedded etcd, %d `doppio start` node processes on this machine)", s.nodes, s.nodes)
 	}
-	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first 6 characters of the YCSB key, k = the key; "+
+	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first %d characters of the YCSB key (about 900 document groups), k = the key; "+
 		"documents: Avro record of field0..field9 strings; every write acknowledged after its Raft commit and a synced Pebble batch (defaults). "+
-		"YCSB threads spread over the nodes' REST addresses round robin; a node forwards what it does not lead.", mode, s.partitions, s.nodes)
+		"YCSB threads spread over the nodes' REST addresses round robin; a node forwards what it does not lead.", mode, s.partitions, s.nodes, groupPrefix)
 }
 
 func (s *doppioStore) PprofAddr() string { return s.pprof }

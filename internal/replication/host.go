@@ -282,6 +282,14 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
+		// A proposal is made only by a replica that believes it leads, and
+		// a write set is valid only against the state of the leader that
+		// evaluated it. If Raft stepped down since (a message of a newer
+		// term), the proposal must fail, not travel to the new leader: there
+		// it would be committed over writes the new leader acknowledged, and
+		// Replicate, never seeing the entry in this log, would answer "not
+		// applied" so the request would run twice.
+		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})
 	if err != nil {

@@ -65,6 +65,10 @@ func (g *Group) Partition() keys.Partition { return g.prefix }
 // applied on this replica.
 func (g *Group) Applied() partition.SCN { return g.info.Load().applied }
 
+// Removed reports whether the replica no longer takes part in its group
+// (it applied its own removal, or the node stopped hosting it).
+func (g *Group) Removed() bool { return g.info.Load().removed }
+
 // Leader returns the leader this replica knows of (0 if none) and whether
 // it is this replica, ready to take writes.
 func (g *Group) Leader() (leader uint64, leading bool) {
@@ -88,7 +92,7 @@ func (g *Group) Lead(ctx context.Context) error {
 		inf := g.info.Load()
 		switch {
 		case inf.removed:
-			return unavailable("replica of %x was removed from this node", []byte(g.prefix))
+			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))}
 		case inf.leader && inf.ready && !inf.transferring:
 			return nil
 		case !inf.leader && inf.lead != 0:
@@ -175,7 +179,7 @@ func (g *Group) ReadIndex(ctx context.Context) error {
 	w := &readWaiter{done: make(chan error, 1)}
 	ok := h.enqueue(func() {
 		if g.removed {
-			w.finish(unavailable("replica of %x was removed from this node", []byte(g.prefix)))
+			w.finish(&NotLeaderError{Leader: g.lead, Term: g.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))})
 			return
 		}
 		if g.lead == 0 {

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -64,5 +65,69 @@ func TestRecordsInUnionsRenderInSchemaOrderBothWays(t *testing.T) {
 	doc, _ := tb.DecodeJSON([]byte(`{"u":{"P":{"z":1,"a":2}},"m":{}}`))
 	if got := string(tb.AppendJSON(nil, doc, 0)); got != `{"u":{"z":1,"a":2},"m":{}}` {
 		t.Fatalf("record in a union rendered %s", got)
+	}
+}
+
+// TestAvroAsJSONRendersInOneAllocation guards the read path's rendering of
+// a stored document: the output is sized once (no growing copies) and
+// string fields are escaped straight from the Avro bytes; what dst held
+// stays in front.
+func TestAvroAsJSONRendersInOneAllocation(t *testing.T) {
+	tb, bin := ycsbRecord(t)
+	doc, err := tb.Decode(bin, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(tb.AppendJSON(nil, doc, 0))
+	got, err := tb.AppendAvroAsJSON([]byte("prefix:"), bin, 1, 0)
+	if err != nil || string(got) != "prefix:"+want {
+		t.Fatalf("AppendAvroAsJSON = %s (%v), want prefix:%s", got, err, want)
+	}
+	if !strings.Contains(want, `"field0":"!!!`) || !strings.Contains(want, `\"\\ and more`) {
+		t.Fatalf("rendered %s", want)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := tb.AppendAvroAsJSON(nil, bin, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 && !raceEnabled {
+		t.Fatalf("AppendAvroAsJSON of a 10-field document: %v allocations, want 1", allocs)
+	}
+}
+
+// TestEncodeAllocatesOnceForAlikeDocuments: Encode starts at the size of
+// the table's previous document, so alike documents encode in one
+// allocation, and a larger or smaller one after it still encodes exactly.
+func TestEncodeAllocatesOnceForAlikeDocuments(t *testing.T) {
+	tb, bin := ycsbRecord(t)
+	doc, err := tb.Decode(bin, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := Document{}
+	for k := range doc {
+		small[k] = "s"
+	}
+	for _, d := range []Document{doc, small, doc, small} {
+		out, err := tb.Encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := tb.Decode(out, 1, 1)
+		if err != nil || !reflect.DeepEqual(back, d) {
+			t.Fatalf("Encode then Decode = %v (%v), want %v", back, err, d)
+		}
+	}
+	if _, err := tb.Encode(doc); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := tb.Encode(doc); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 && !raceEnabled {
+		t.Fatalf("Encode of a 10-field document: %v allocations, want 1", allocs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/doppio-db/doppio/internal/problem"
 )
@@ -16,6 +17,8 @@ type Table struct {
 
 	versions []*compiled // versions[i] is version i+1
 	plans    sync.Map    // planKey{writer, reader root} -> *plan
+
+	encodeHint atomic.Int64 // Encode's first allocation: about the last document's size
 }
 
 // Limits of a table definition.

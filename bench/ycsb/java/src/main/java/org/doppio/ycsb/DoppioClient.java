@@ -28,7 +28,7 @@ import site.ycsb.StringByteIterator;
  * <p>A YCSB record is one document of table {@code doppio.table} (default {@code usertable}) in
  * database {@code doppio.db} (default {@code ycsb}), an Avro record of the string fields
  * field0..field9. Its key has two parts: the document group {@code g}, the first
- * {@code doppio.groupprefix} characters of the YCSB key (default 6: "user" and two digits), and
+ * {@code doppio.groupprefix} characters of the YCSB key (default 7: "user" and three digits), and
  * the YCSB key {@code k}. Groups are key prefixes, so group order then key order is the YCSB key
  * order, and a scan is a collection read of the start key's group from the start key on,
  * continued into the next groups when the group ends. Reads project the asked fields with
@@ -57,7 +57,7 @@ public class DoppioClient extends DB {
     String[] urls = p.getProperty("doppio.urls", "http://127.0.0.1:8080").split(",");
     String db = p.getProperty("doppio.db", "ycsb");
     String table = p.getProperty("doppio.table", "usertable");
-    groupPrefix = Integer.parseInt(p.getProperty("doppio.groupprefix", "6"));
+    groupPrefix = Integer.parseInt(p.getProperty("doppio.groupprefix", "7"));
     int i = THREADS.getAndIncrement();
     String url = urls[i % urls.length].trim();
     if (url.endsWith("/")) {
@@ -139,8 +139,9 @@ public class DoppioClient extends DB {
     String cursor = before == null ? null
         : Base64.getUrlEncoder().withoutPadding().encodeToString(before);
     try {
-      // At most a few following groups: YCSB scans are short and groups large.
-      for (int hop = 0; hop < 4 && group != null && result.size() < recordcount; hop++) {
+      // At most a few following groups: YCSB scans are short (at most 100
+      // records) and groups hold about records/900 each.
+      for (int hop = 0; hop < 10 && group != null && result.size() < recordcount; hop++) {
         while (result.size() < recordcount) {
           StringBuilder uri = new StringBuilder(base).append(Json.pathSegment(group))
               .append("?limit=").append(recordcount - result.size());
@@ -252,8 +253,10 @@ public class DoppioClient extends DB {
     }
 
     /**
-     * The group following a full-length group of "user" and digits in key order, e.g. user12 ->
-     * user13, user19 -> user20; null after the last one or for any other shape.
+     * The group following a full-length group of "user" and digits in key order, e.g. user123 ->
+     * user124, user129 -> user130; null after the last one or for any other shape. (A key
+     * shorter than the prefix is its own group and is skipped by a scan crossing groups; YCSB's
+     * hashed keys are 18-19 digits.)
      */
     static String nextGroup(String group, int prefix) {
       if (group.length() != prefix) {

@@ -1,0 +1,6 @@
+//go:build race
+
+package schema
+
+// raceEnabled: the race detector adds allocations of its own.
+const raceEnabled = true

@@ -87,7 +87,9 @@ func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts 
 		}
 		store = &guarded
 	}
-	watch := c.Etcd.Watch(clientv3.WithRequireLeader(ctx), c.groupKey()+"/", clientv3.WithPrefix())
+	wctx, stopWatch := context.WithCancel(ctx) // the watch lives as long as this lease
+	defer stopWatch()
+	watch := c.Etcd.Watch(clientv3.WithRequireLeader(wctx), c.groupKey()+"/", clientv3.WithPrefix())
 	for {
 		mine, err := c.assignment(ctx, parts)
 		if err != nil {

@@ -60,6 +60,10 @@ type changesRequest struct {
 	bootstrap  bool
 	sse        bool
 	local      bool // forwarded by another node: serve hosted replicas only
+	// allOpen is closed once every partition's source is open; a source
+	// sends nothing more than its first items before, so what the writer
+	// holds while it waits stays small.
+	allOpen chan struct{}
 }
 
 func (s *Server) parseChanges(r *http.Request, p params) (changesRequest, error) {
@@ -187,6 +191,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	items := make(chan streamItem, changesQueue)
+	cr.allOpen = make(chan struct{})
 	for _, part := range cr.partitions {
 		go s.readPartition(ctx, cr, part, items)
 	}
@@ -210,6 +215,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 			return ctx.Err()
 		}
 	}
+	close(cr.allOpen)
 	sw := &streamWriter{w: w, bw: bufio.NewWriterSize(w, 64<<10), sse: cr.sse, cp: changes.Checkpoint{DB: cr.db.Name}, booting: len(cr.partitions)}
 	for _, part := range cr.partitions {
 		pos := changes.Position{Partition: part}
@@ -238,6 +244,9 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 	h.Set(headerChangeSources, strings.Join(sources, ","))
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil // the headers say it all; a HEAD never streams
+	}
 	for _, it := range pending {
 		if sw.write(it) != nil {
 			return nil
@@ -505,11 +514,13 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 		return -1
 	})
 	var out []ReplicaAddr
-	localLeads := false
+	role := ""
 	if hosted {
-		_, localLeads = g.Leader()
+		if st, err := g.Status(); err == nil {
+			role = st.Role
+		}
 	}
-	if hosted && !localLeads {
+	if hosted && role != "leader" && role != "learner" && role != "removed" {
 		out = append(out, ReplicaAddr{})
 	}
 	for _, a := range remote {
@@ -517,13 +528,18 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 			out = append(out, a)
 		}
 	}
-	if hosted && localLeads {
+	if hosted && role == "leader" {
 		out = append(out, ReplicaAddr{})
 	}
 	for _, a := range remote {
 		if a.Leader {
 			out = append(out, a)
 		}
+	}
+	if hosted && (role == "learner" || role == "removed" || role == "") {
+		// A learner may still be installing its snapshot: its log is
+		// complete only later. Last resort.
+		out = append(out, ReplicaAddr{})
 	}
 	return out
 }
@@ -544,6 +560,19 @@ type partStream struct {
 	progressed   bool
 	tables       map[string]*schema.Table
 	source       string // "node/role" of the replica read
+}
+
+// send hands the writer an item; once this source is open, only after
+// every partition's is.
+func (st *partStream) send(ctx context.Context, it streamItem) bool {
+	if st.opened {
+		select {
+		case <-st.cr.allOpen:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return send(ctx, st.items, it)
 }
 
 func (st *partStream) open(ctx context.Context) bool {
@@ -606,7 +635,7 @@ func (st *partStream) local(ctx context.Context) error {
 				return err
 			}
 			st.snapshotSent = true
-			if !send(ctx, st.items, streamItem{part: st.part, line: line}) {
+			if !st.send(ctx, streamItem{part: st.part, line: line}) {
 				return ctx.Err()
 			}
 			return nil
@@ -616,7 +645,7 @@ func (st *partStream) local(ctx context.Context) error {
 			return err
 		}
 		st.pos, st.started, st.booted, st.bootstrap = pos, true, true, false
-		if !send(ctx, st.items, streamItem{part: st.part, pos: pos, hasPos: true}) {
+		if !st.send(ctx, streamItem{part: st.part, pos: pos, hasPos: true}) {
 			return ctx.Err()
 		}
 	}
@@ -627,7 +656,7 @@ func (st *partStream) local(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !send(ctx, st.items, streamItem{part: st.part, pos: st.pos, hasPos: true}) || !st.open(ctx) {
+	if !st.send(ctx, streamItem{part: st.part, pos: st.pos, hasPos: true}) || !st.open(ctx) {
 		return ctx.Err()
 	}
 	for {
@@ -644,7 +673,7 @@ func (st *partStream) local(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if !send(ctx, st.items, streamItem{part: st.part, line: line, pos: evs[i].Next, hasPos: true}) {
+			if !st.send(ctx, streamItem{part: st.part, line: line, pos: evs[i].Next, hasPos: true}) {
 				return ctx.Err()
 			}
 			st.pos = evs[i].Next
@@ -652,7 +681,7 @@ func (st *partStream) local(ctx context.Context) error {
 		}
 		if p := rd.Position(); p != st.pos {
 			st.pos = p
-			if !send(ctx, st.items, streamItem{part: st.part, pos: p, hasPos: true}) {
+			if !st.send(ctx, streamItem{part: st.part, pos: p, hasPos: true}) {
 				return ctx.Err()
 			}
 		}
@@ -756,7 +785,7 @@ func (st *partStream) remote(ctx context.Context, addr ReplicaAddr) error {
 			st.progressed = true
 		}
 		// Opened once the peer has said where the stream starts.
-		if !send(ctx, st.items, it) || !st.open(ctx) {
+		if !st.send(ctx, it) || !st.open(ctx) {
 			return ctx.Err()
 		}
 	}

@@ -360,16 +360,18 @@ func quietZap() *zap.Logger {
 }
 
 // Replicas answers the change stream where partition p of db lives: the
-// live nodes of its Raft configuration (and placement), leader flagged.
+// live voters of its Raft configuration (learners may still be receiving
+// a snapshot), or its placement while no configuration is reported;
+// leader flagged.
 func (c clusterView) Replicas(db string, p int) []api.ReplicaAddr {
 	v := c.n.view
 	if v == nil {
 		return nil
 	}
-	g, _, _ := v.Group(db, p)
-	ids := append(append([]string(nil), g.Voters...), g.Learners...)
-	if pl, ok := v.Placement(db); ok && p < len(pl.Partitions) {
-		ids = append(ids, pl.Partitions[p].Replicas...)
+	g, _, ok := v.Group(db, p)
+	ids := g.Voters
+	if pl, placed := v.Placement(db); !ok && placed && p < len(pl.Partitions) {
+		ids = pl.Partitions[p].Replicas
 	}
 	leader, _, _ := v.Leader(db, p)
 	var out []api.ReplicaAddr

@@ -33,6 +33,7 @@ type config struct {
 	Stores      []string
 	Workloads   []string
 	Profile     []string
+	DoppioHTTP  string
 	Out         string
 	Dir         string
 	Quick       bool
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&stores, "stores", "doppio-1,doppio-3,postgres,mariadb", "stores to run, in order")
 	flag.StringVar(&wls, "workloads", "A,B,C,F,D,E", "workloads, in order (D and E insert; E after D)")
 	flag.StringVar(&prof, "profile", "A,C", "workloads during which Doppio's single node is profiled (CPU; allocations after the last)")
+	flag.StringVar(&c.DoppioHTTP, "doppio-http", "socket", "Doppio binding's HTTP client: socket (a blocking keep-alive connection per thread, like JDBC's) or jdk (one shared java.net.http.HttpClient)")
 	flag.StringVar(&c.Out, "out", "docs/benchmarks/ycsb", "report directory")
 	flag.StringVar(&c.Dir, "dir", "", "working directory for the stores' data (default a new temporary directory, removed after)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke run: 5,000 records, 3 s per workload, 8 threads; report under -out/quick")
@@ -76,6 +78,9 @@ func main() {
 		if labelOf(s) == "" {
 			fatalf("unknown store %q", s)
 		}
+	}
+	if c.DoppioHTTP != "socket" && c.DoppioHTTP != "jdk" {
+		fatalf("-doppio-http must be socket or jdk")
 	}
 	for _, w := range c.Workloads {
 		if _, ok := workloadByName(w); !ok {
@@ -271,9 +276,9 @@ func startStore(ctx context.Context, c config, res *results, jar, bin, work, id 
 	var err error
 	switch id {
 	case "doppio-1":
-		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, logf)
+		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, c.DoppioHTTP, logf)
 	case "doppio-3":
-		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, logf)
+		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, c.DoppioHTTP, logf)
 	case "postgres":
 		s, err = startPostgres(ctx, dir, c.Threads*4, logf)
 	case "mariadb":

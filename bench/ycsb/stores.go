@@ -121,6 +121,7 @@ type doppioStore struct {
 	nodes      int
 	partitions int
 	pprof      string
+	httpClient string // the binding's doppio.http
 	logPath    string
 	done       chan error
 }
@@ -144,7 +145,7 @@ func tableSchema(fields int) string {
 
 var nodeLine = regexp.MustCompile(`^node (n\d+): (http://\S+)`)
 
-func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, logf func(string, ...any)) (*doppioStore, error) {
+func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, httpClient string, logf func(string, ...any)) (*doppioStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	if err != nil {
 		return nil, err
 	}
-	s := &doppioStore{nodes: nodes, partitions: partitions, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
+	s := &doppioStore{nodes: nodes, partitions: partitions, httpClient: httpClient, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
 	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port)}
 	if nodes > 1 {
 		args = append(args, "--nodes", strconv.Itoa(nodes))
@@ -299,7 +300,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 }
 
 func (s *doppioStore) Binding() (string, map[string]string) {
-	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix)}
+	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix), "doppio.http": s.httpClient}
 }
 
 func (s *doppioStore) Settings() string {
@@ -309,7 +310,12 @@ func (s *doppioStore) Settings() string {
 	}
 	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first %d characters of the YCSB key (about 900 document groups), k = the key; "+
 		"documents: Avro record of field0..field9 strings; every write acknowledged after its Raft commit and a synced Pebble batch (defaults). "+
-		"YCSB threads spread over the nodes' REST addresses round robin; a node forwards what it does not lead.", mode, s.partitions, s.nodes, groupPrefix)
+		"YCSB threads spread over the nodes' REST addresses round robin; a node forwards what it does not lead. HTTP client: %s.", mode, s.partitions, s.nodes, groupPrefix, httpClientDesc[s.httpClient])
+}
+
+var httpClientDesc = map[string]string{
+	"socket": "`doppio.http=socket`, a blocking keep-alive HTTP/1.1 connection per YCSB thread (as each JDBC thread has its own connection)",
+	"jdk":    "`doppio.http=jdk`, one java.net.http.HttpClient shared by the threads (HTTP/1.1 keep-alive)",
 }
 
 func (s *doppioStore) PprofAddr() string { return s.pprof }

@@ -39,17 +39,21 @@ import site.ycsb.StringByteIterator;
  * just before the start key, base64url). That couples this binding to the cursor format; a
  * {@code from=} parameter on collection reads would remove it.
  *
- * <p>One HttpClient (HTTP/1.1, keep-alive connection reuse) is shared by all threads. Thread i
- * talks to node {@code doppio.urls[i mod n]} (comma-separated); a node that does not lead a key's
- * partition forwards the request to the leader.
+ * <p>{@code doppio.http=jdk} (the default): one java.net.http.HttpClient (HTTP/1.1, keep-alive
+ * connection reuse) shared by all threads. {@code doppio.http=socket}: each thread its own
+ * blocking keep-alive HTTP/1.1 connection ({@link Http1}), the way each JDBC thread has its own
+ * connection. Thread i talks to node {@code doppio.urls[i mod n]} (comma-separated); a node that
+ * does not lead a key's partition forwards the request to the leader.
  */
 public class DoppioClient extends DB {
   private static final Object LOCK = new Object();
   private static HttpClient http;
   private static final AtomicInteger THREADS = new AtomicInteger();
 
-  private String base;
+  private String origin; // scheme://host:port
+  private String base;   // /db/table/
   private int groupPrefix;
+  private Http1 conn;    // doppio.http=socket
 
   @Override
   public void init() throws DBException {
@@ -63,7 +67,17 @@ public class DoppioClient extends DB {
     if (url.endsWith("/")) {
       url = url.substring(0, url.length() - 1);
     }
-    base = url + "/" + db + "/" + table + "/";
+    URI u = URI.create(url);
+    origin = u.getScheme() + "://" + u.getRawAuthority();
+    base = "/" + db + "/" + table + "/";
+    String mode = p.getProperty("doppio.http", "jdk");
+    if (mode.equals("socket")) {
+      conn = new Http1(u);
+      return;
+    }
+    if (!mode.equals("jdk")) {
+      throw new DBException("doppio.http must be jdk or socket, not " + mode);
+    }
     synchronized (LOCK) {
       if (http == null) {
         http = HttpClient.newBuilder()
@@ -82,8 +96,26 @@ public class DoppioClient extends DB {
     return base + Json.pathSegment(group(key)) + "/" + Json.pathSegment(key);
   }
 
-  private HttpResponse<byte[]> send(HttpRequest req) throws IOException, InterruptedException {
-    return http.send(req, HttpResponse.BodyHandlers.ofByteArray());
+  @Override
+  public void cleanup() {
+    if (conn != null) {
+      conn.close();
+    }
+  }
+
+  /** Sends a request for target (a path and query) and answers its status and body. */
+  private Http1.Response send(String method, String target, byte[] body) throws IOException, InterruptedException {
+    if (conn != null) {
+      return conn.send(method, target, body);
+    }
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(origin + target));
+    if (body != null) {
+      b.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofByteArray(body));
+    } else {
+      b.method(method, HttpRequest.BodyPublishers.noBody());
+    }
+    HttpResponse<byte[]> resp = http.send(b.build(), HttpResponse.BodyHandlers.ofByteArray());
+    return new Http1.Response(resp.statusCode(), resp.body());
   }
 
   private static Status status(int code) {
@@ -111,9 +143,9 @@ public class DoppioClient extends DB {
     String f = fieldsParam(fields);
     String uri = docPath(key) + (f.isEmpty() ? "" : "?" + f);
     try {
-      HttpResponse<byte[]> resp = send(HttpRequest.newBuilder(URI.create(uri)).GET().build());
-      if (resp.statusCode() != 200) {
-        return status(resp.statusCode());
+      Http1.Response resp = send("GET", uri, null);
+      if (resp.status() != 200) {
+        return status(resp.status());
       }
       try (JsonParser jp = Json.FACTORY.createParser(resp.body())) {
         if (jp.nextToken() != JsonToken.START_OBJECT) {
@@ -151,9 +183,9 @@ public class DoppioClient extends DB {
           if (!f.isEmpty()) {
             uri.append('&').append(f);
           }
-          HttpResponse<byte[]> resp = send(HttpRequest.newBuilder(URI.create(uri.toString())).GET().build());
-          if (resp.statusCode() != 200) {
-            return status(resp.statusCode());
+          Http1.Response resp = send("GET", uri.toString(), null);
+          if (resp.status() != 200) {
+            return status(resp.status());
           }
           String next = Json.readList(resp.body(), result);
           if (next == null) {
@@ -175,30 +207,22 @@ public class DoppioClient extends DB {
 
   @Override
   public Status update(String table, String key, Map<String, ByteIterator> values) {
-    byte[] body = Json.patchSet(values);
-    HttpRequest req = HttpRequest.newBuilder(URI.create(docPath(key)))
-        .header("Content-Type", "application/json")
-        .method("PATCH", HttpRequest.BodyPublishers.ofByteArray(body)).build();
-    return write(req);
+    return write("PATCH", docPath(key), Json.patchSet(values));
   }
 
   @Override
   public Status insert(String table, String key, Map<String, ByteIterator> values) {
-    byte[] body = Json.object(values);
-    HttpRequest req = HttpRequest.newBuilder(URI.create(docPath(key)))
-        .header("Content-Type", "application/json")
-        .PUT(HttpRequest.BodyPublishers.ofByteArray(body)).build();
-    return write(req);
+    return write("PUT", docPath(key), Json.object(values));
   }
 
   @Override
   public Status delete(String table, String key) {
-    return write(HttpRequest.newBuilder(URI.create(docPath(key))).DELETE().build());
+    return write("DELETE", docPath(key), null);
   }
 
-  private Status write(HttpRequest req) {
+  private Status write(String method, String target, byte[] body) {
     try {
-      return status(send(req).statusCode());
+      return status(send(method, target, body).status());
     } catch (IOException e) {
       return Status.ERROR;
     } catch (InterruptedException e) {

@@ -122,6 +122,7 @@ type doppioStore struct {
 	partitions int
 	pprof      string
 	httpClient string // the binding's doppio.http
+	routing    string // the binding's doppio.routing
 	logPath    string
 	done       chan error
 }
@@ -145,7 +146,7 @@ func tableSchema(fields int) string {
 
 var nodeLine = regexp.MustCompile(`^node (n\d+): (http://\S+)`)
 
-func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, httpClient string, logf func(string, ...any)) (*doppioStore, error) {
+func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, httpClient, routing string, logf func(string, ...any)) (*doppioStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -153,7 +154,7 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	if err != nil {
 		return nil, err
 	}
-	s := &doppioStore{nodes: nodes, partitions: partitions, httpClient: httpClient, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
+	s := &doppioStore{nodes: nodes, partitions: partitions, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
 	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port)}
 	if nodes > 1 {
 		args = append(args, "--nodes", strconv.Itoa(nodes))
@@ -300,7 +301,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 }
 
 func (s *doppioStore) Binding() (string, map[string]string) {
-	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix), "doppio.http": s.httpClient}
+	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix), "doppio.http": s.httpClient, "doppio.routing": s.routing}
 }
 
 func (s *doppioStore) Settings() string {
@@ -310,7 +311,12 @@ func (s *doppioStore) Settings() string {
 	}
 	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first %d characters of the YCSB key (about 900 document groups), k = the key; "+
 		"documents: Avro record of field0..field9 strings; every write acknowledged after its Raft commit and a synced Pebble batch (defaults). "+
-		"YCSB threads spread over the nodes' REST addresses round robin; a node forwards what it does not lead. HTTP client: %s.", mode, s.partitions, s.nodes, groupPrefix, httpClientDesc[s.httpClient])
+		"%s HTTP client: %s.", mode, s.partitions, s.nodes, groupPrefix, routingDesc[s.routing], httpClientDesc[s.httpClient])
+}
+
+var routingDesc = map[string]string{
+	"smart": "Each request goes straight to its partition's leader (`doppio.routing=smart`: leaders from `GET /_cluster` at start, partition = xxhash64 of the encoded partition key, as the Go client's smart routing).",
+	"node":  "YCSB threads spread over the nodes' REST addresses round robin (`doppio.routing=node`); a node forwards what it does not lead.",
 }
 
 var httpClientDesc = map[string]string{

@@ -43,17 +43,23 @@ import site.ycsb.StringByteIterator;
  * connection reuse) shared by all threads. {@code doppio.http=socket}: each thread its own
  * blocking keep-alive HTTP/1.1 connection ({@link Http1}), the way each JDBC thread has its own
  * connection. Thread i talks to node {@code doppio.urls[i mod n]} (comma-separated); a node that
- * does not lead a key's partition forwards the request to the leader.
+ * does not lead a key's partition forwards the request to the leader. With {@code
+ * doppio.routing=smart} every request goes straight to its partition's leader instead ({@link
+ * Routes}, read from GET /_cluster at start), as the Go client's smart routing does.
  */
 public class DoppioClient extends DB {
   private static final Object LOCK = new Object();
   private static HttpClient http;
+  private static Routes routes;
+  private static boolean routesFetched;
   private static final AtomicInteger THREADS = new AtomicInteger();
 
   private String origin; // scheme://host:port
   private String base;   // /db/table/
   private int groupPrefix;
-  private Http1 conn;    // doppio.http=socket
+  private boolean socket; // doppio.http=socket
+  private final Map<String, Http1> conns = new HashMap<>(); // origin -> this thread's connection
+  private Routes myRoutes;
 
   @Override
   public void init() throws DBException {
@@ -70,15 +76,30 @@ public class DoppioClient extends DB {
     URI u = URI.create(url);
     origin = u.getScheme() + "://" + u.getRawAuthority();
     base = "/" + db + "/" + table + "/";
-    String mode = p.getProperty("doppio.http", "jdk");
-    if (mode.equals("socket")) {
-      conn = new Http1(u);
-      return;
+    String routing = p.getProperty("doppio.routing", "node");
+    if (!routing.equals("node") && !routing.equals("smart")) {
+      throw new DBException("doppio.routing must be node or smart, not " + routing);
     }
-    if (!mode.equals("jdk")) {
+    String mode = p.getProperty("doppio.http", "jdk");
+    if (!mode.equals("jdk") && !mode.equals("socket")) {
       throw new DBException("doppio.http must be jdk or socket, not " + mode);
     }
+    socket = mode.equals("socket");
     synchronized (LOCK) {
+      if (routing.equals("smart") && !routesFetched) {
+        String first = urls[0].trim();
+        URI f = URI.create(first);
+        try {
+          routes = Routes.fetch(f.getScheme() + "://" + f.getRawAuthority(), db);
+        } catch (IOException e) {
+          throw new DBException("doppio.routing=smart: " + e.getMessage(), e);
+        }
+        if (routes == null) {
+          throw new DBException("doppio.routing=smart: a partition of " + db + " has no known leader in /_cluster");
+        }
+        routesFetched = true;
+      }
+      myRoutes = routes;
       if (http == null) {
         http = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -98,17 +119,27 @@ public class DoppioClient extends DB {
 
   @Override
   public void cleanup() {
-    if (conn != null) {
-      conn.close();
+    for (Http1 c : conns.values()) {
+      c.close();
     }
   }
 
-  /** Sends a request for target (a path and query) and answers its status and body. */
-  private Http1.Response send(String method, String target, byte[] body) throws IOException, InterruptedException {
-    if (conn != null) {
-      return conn.send(method, target, body);
+  /** Where requests of document group g go: its leader, or this thread's node. */
+  private String originOf(String g) {
+    return myRoutes != null ? myRoutes.leaderOf(g) : origin;
+  }
+
+  /** Sends a request for target (a path and query) to the node at to. */
+  private Http1.Response send(String to, String method, String target, byte[] body) throws IOException, InterruptedException {
+    if (socket) {
+      Http1 c = conns.get(to);
+      if (c == null) {
+        c = new Http1(URI.create(to));
+        conns.put(to, c);
+      }
+      return c.send(method, target, body);
     }
-    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(origin + target));
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(to + target));
     if (body != null) {
       b.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofByteArray(body));
     } else {
@@ -143,7 +174,7 @@ public class DoppioClient extends DB {
     String f = fieldsParam(fields);
     String uri = docPath(key) + (f.isEmpty() ? "" : "?" + f);
     try {
-      Http1.Response resp = send("GET", uri, null);
+      Http1.Response resp = send(originOf(group(key)), "GET", uri, null);
       if (resp.status() != 200) {
         return status(resp.status());
       }
@@ -183,7 +214,7 @@ public class DoppioClient extends DB {
           if (!f.isEmpty()) {
             uri.append('&').append(f);
           }
-          Http1.Response resp = send("GET", uri.toString(), null);
+          Http1.Response resp = send(originOf(group), "GET", uri.toString(), null);
           if (resp.status() != 200) {
             return status(resp.status());
           }
@@ -207,22 +238,22 @@ public class DoppioClient extends DB {
 
   @Override
   public Status update(String table, String key, Map<String, ByteIterator> values) {
-    return write("PATCH", docPath(key), Json.patchSet(values));
+    return write(key, "PATCH", Json.patchSet(values));
   }
 
   @Override
   public Status insert(String table, String key, Map<String, ByteIterator> values) {
-    return write("PUT", docPath(key), Json.object(values));
+    return write(key, "PUT", Json.object(values));
   }
 
   @Override
   public Status delete(String table, String key) {
-    return write("DELETE", docPath(key), null);
+    return write(key, "DELETE", null);
   }
 
-  private Status write(String method, String target, byte[] body) {
+  private Status write(String key, String method, byte[] body) {
     try {
-      return status(send(method, target, body).status());
+      return status(send(originOf(group(key)), method, docPath(key), body).status());
     } catch (IOException e) {
       return Status.ERROR;
     } catch (InterruptedException e) {

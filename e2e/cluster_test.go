@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"sync"
 	"testing"
@@ -56,7 +57,11 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// runNode starts the binary with args and waits for its ready line.
+// processReadyLine is what a node or a router logs once it serves.
+var processReadyLine = regexp.MustCompile(`doppio (?:node|router) ready.* http=(\S+)`)
+
+// runNode starts the binary with args (a node or a router) and waits for
+// its ready line.
 func runNode(t *testing.T, args []string) *devNode {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
@@ -77,7 +82,7 @@ func runNode(t *testing.T, args []string) *devNode {
 			mu.Lock()
 			n.logs.WriteString(sc.Text() + "\n")
 			mu.Unlock()
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+			if m := processReadyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
 				found <- m[1]
 				sent = true
 			}
@@ -105,6 +110,13 @@ func runNode(t *testing.T, args []string) *devNode {
 // startCluster starts an etcd in the test process and three nodes.
 func startCluster(t *testing.T) []*clusterNode {
 	t.Helper()
+	nodes, _ := startClusterAt(t)
+	return nodes
+}
+
+// startClusterAt is startCluster that also returns the etcd endpoint.
+func startClusterAt(t *testing.T) ([]*clusterNode, string) {
+	t.Helper()
 	data := t.TempDir()
 	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
 	if err != nil {
@@ -122,7 +134,7 @@ func startCluster(t *testing.T) []*clusterNode {
 		}()
 	}
 	wg.Wait()
-	return nodes
+	return nodes, ep
 }
 
 func clusterInfo(t *testing.T, n *clusterNode) node.ClusterInfo {
@@ -341,8 +353,9 @@ func TestClusterFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 }
 
 // TestPartitionWithoutQuorumAnswers503 kills two of three nodes: requests
-// to the partitions answer 503 with Retry-After within the request's
-// deadline instead of hanging.
+// to the partitions answer 503 with Retry-After (nothing applied) within
+// the request's deadline instead of hanging, or for a write that reached
+// the log before the node noticed, 504 (outcome unknown).
 func TestPartitionWithoutQuorumAnswers503(t *testing.T) {
 	nodes := startCluster(t)
 	nodes[0].must(201, "PUT", "/_schemas/e2e", map[string]any{"partitions": 2, "replicas": 3})
@@ -375,7 +388,11 @@ func TestPartitionWithoutQuorumAnswers503(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s: %v after %v", method, g, err, took)
 				}
-				if st != 503 || h.Get("Retry-After") == "" || took > c.limit {
+				// A write the node appended before it saw its peers die
+				// (within the failure detection window) cannot be known
+				// not to apply: 504, outcome unknown. Otherwise 503.
+				indeterminate := method == "PUT" && st == 504
+				if (st != 503 || h.Get("Retry-After") == "") && !indeterminate || took > c.limit {
 					t.Fatalf("%s %s with %v: status %d, Retry-After %q after %v (limit %v): %s", method, g, c.header, st, h.Get("Retry-After"), took, c.limit, b)
 				}
 				t.Logf("%s partition of %s without quorum: 503 after %v", method, g, took.Round(time.Millisecond))
@@ -399,5 +416,115 @@ func mustRetrying503(t *testing.T, n *devNode, want int, method, path string, bo
 			t.Fatalf("%s %s: status %d, want %d: %s", method, path, st, want, b)
 		}
 		return b
+	}
+}
+
+// TestLeadershipTransfersAreInvisibleToClients restarts a node so that the
+// controller hands leaderships back to it (Raft leadership transfers)
+// while clients write and read through the other nodes, without retrying:
+// every request meeting a transfer is waited out and routed again by the
+// server within its deadline, so every one answers 2xx, and every write is
+// there afterwards.
+func TestLeadershipTransfersAreInvisibleToClients(t *testing.T) {
+	const partitions = 8
+	nodes := startCluster(t)
+	nodes[0].must(201, "PUT", "/_schemas/e2e", map[string]any{"partitions": partitions, "replicas": 3})
+	nodes[0].must(201, "PUT", "/_schemas/e2e/Counter", counterSchema)
+	groups := groupsByPartition(partitions)
+	for p, g := range groups {
+		mustRetrying503(t, nodes[0].devNode, 201, "PUT", fmt.Sprintf("/e2e/Counter/%s/0", g), map[string]any{"n": p}, "X-Doppio-Timeout", "5s")
+	}
+	waitFor(t, 15*time.Second, "settled", func() (bool, string) { return settled(clusterInfo(t, nodes[0]), partitions, 3) })
+
+	// n3 goes away; the others take its leaderships.
+	victim, through := nodes[2], nodes[:2]
+	victim.kill()
+	waitFor(t, 15*time.Second, "leaders on the survivors", func() (bool, string) {
+		info := clusterInfo(t, through[0])
+		js, _ := json.Marshal(info.Partitions)
+		for _, p := range info.Partitions {
+			if p.Leader == "" || p.Leader == victim.id {
+				return false, string(js)
+			}
+		}
+		return len(info.Partitions) == partitions, string(js)
+	})
+
+	// It comes back while clients write: it catches up, and the controller
+	// moves leaderships back to it by Raft leadership transfer.
+	type result struct {
+		path   string
+		n      int
+		status int
+		body   string
+	}
+	var (
+		mu      sync.Mutex
+		results []result
+		wg      sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; ctx.Err() == nil; i++ {
+				g := groups[(i+w)%partitions]
+				path := fmt.Sprintf("/e2e/Counter/%s/%d", g, 1_000_000*(w+1)+i)
+				n := through[(i+w)%2]
+				st, _, b, err := n.try(context.Background(), "PUT", path, map[string]any{"n": i}, "X-Doppio-Timeout", "5s")
+				if err != nil {
+					t.Errorf("PUT %s through %s: %v", path, n.id, err)
+					return
+				}
+				mu.Lock()
+				results = append(results, result{path, i, st, string(b)})
+				mu.Unlock()
+				if st == 201 {
+					st, _, b, err = n.try(context.Background(), "GET", path, nil, "X-Doppio-Timeout", "5s")
+					if err != nil || st != 200 {
+						t.Errorf("GET %s through %s right after its write: %d %v %s", path, n.id, st, err, b)
+						return
+					}
+				}
+			}
+		}()
+	}
+	victim.restart(t)
+	waitFor(t, 30*time.Second, "the restarted node leads again", func() (bool, string) {
+		info := clusterInfo(t, through[0])
+		ok, state := settled(info, partitions, 3)
+		for _, n := range info.Nodes {
+			if n.ID == victim.id && n.Leads == 0 {
+				ok = false
+			}
+		}
+		return ok, state
+	})
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	info := clusterInfo(t, through[0])
+	var leads []string
+	for _, n := range info.Nodes {
+		leads = append(leads, fmt.Sprintf("%s:%d", n.ID, n.Leads))
+	}
+	sort.Strings(leads)
+	failed := 0
+	for _, r := range results {
+		if r.status != 201 {
+			failed++
+			t.Errorf("PUT %s answered %d: %s", r.path, r.status, r.body)
+		}
+	}
+	t.Logf("%d writes while leaderships moved back (leads now %v), %d not acknowledged", len(results), leads, failed)
+	for _, r := range results {
+		if r.status == 201 {
+			b := victim.must(200, "GET", r.path, nil)
+			if !bytes.Contains(b, []byte(fmt.Sprintf(`"n":%d`, r.n))) {
+				t.Fatalf("acknowledged write %s reads %s", r.path, b)
+			}
+		}
 	}
 }

@@ -132,6 +132,11 @@ func (c *Client) DoAt(ctx context.Context, i int, method, path string, body any,
 //     misses its deadline answers 503 "not applied before the deadline; it
 //     may still be applied" (internal/replication), and a forward that fails
 //     after sending answers 503 too. So a 503 write is never retried here.
+//     One exception: the 503 "node is starting" is answered before any
+//     handler runs (api.Server.ServeHTTP), and a forwarding node copies it
+//     unchanged, so it proves nothing was applied: failed. (Matched on the
+//     detail: should the text change, such answers fall back to the safe
+//     side, indeterminate.)
 func Classify(write bool, resp *Response, err error) Outcome {
 	switch {
 	case err == nil && (resp.Status < 300 || resp.Status == http.StatusNotModified):
@@ -142,8 +147,19 @@ func Classify(write bool, resp *Response, err error) Outcome {
 		return Failed
 	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 		return Failed
+	case err == nil && resp.Status == http.StatusServiceUnavailable && problemDetail(resp) == "node is starting":
+		return Failed
 	}
 	return Indeterminate
+}
+
+// problemDetail is the detail of a problem+json answer ("" otherwise).
+func problemDetail(resp *Response) string {
+	var pb struct {
+		Detail string `json:"detail"`
+	}
+	_ = json.Unmarshal(resp.Body, &pb)
+	return pb.Detail
 }
 
 // describe renders an answer or error for a history's Error field.

@@ -147,6 +147,9 @@ func (n *Node) Start() error {
 	// so SIGKILL and SIGSTOP reach it directly.
 	cmd := exec.Command("ip", append([]string{"netns", "exec", n.c.Net.Namespace(n.Index), n.c.Binary}, n.args()...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A node never outlives the harness (an interrupted test, a killed
+	// `make torture`); CleanStale removes its namespace on the next run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -457,7 +460,7 @@ func (c *Cluster) EtcdLeader(ctx context.Context) (*Node, error) {
 func (c *Cluster) Settle(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var last string
-	// Settled means settled three times in a row, half a second apart: a
+	// Settled means settled three times in a row, a quarter second apart: a
 	// healed node with a higher term may still depose a leader.
 	calm := 0
 	for {
@@ -470,7 +473,7 @@ func (c *Cluster) Settle(ctx context.Context) (time.Duration, error) {
 		select {
 		case <-ctx.Done():
 			return time.Since(start), fmt.Errorf("cluster not settled after %v: %s", time.Since(start).Round(time.Millisecond), last)
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -56,15 +57,11 @@ func localPort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startLocalCluster builds the binary (as e2e does) and starts n nodes.
+// startLocalCluster starts n nodes of the package's doppio binary.
 func startLocalCluster(t *testing.T, n int) *localCluster {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "doppio")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/doppio")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build doppio: %v\n%s", err, out)
-	}
+	bin := doppioBinary(t) // built once per package run (torture_test.go)
 	etcd, err := embedetcd.Start(context.Background(), filepath.Join(dir, "etcd"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +85,12 @@ func startLocalCluster(t *testing.T, n int) *localCluster {
 			c.kill(i)
 		}
 		if t.Failed() {
+			logs, _ := os.MkdirTemp("", "doppio-torture-logs-")
 			for _, n := range c.nodes {
 				n.mu.Lock()
-				t.Logf("%s logs (tail):\n%s", n.args[2], tail(n.logs.String(), 4000))
+				p := filepath.Join(logs, n.args[2]+".log")
+				_ = os.WriteFile(p, n.logs.Bytes(), 0o644)
+				t.Logf("%s logs in %s; the tail:\n%s", n.args[2], p, tail(n.logs.String(), 2000))
 				n.mu.Unlock()
 			}
 		}
@@ -200,7 +200,12 @@ func runWorkloads(t *testing.T, target Target, ws []Workload, seed uint64, d tim
 	checkCtx, cancel2 := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel2()
 	results := make([]Result, len(ws))
-	dir := t.TempDir()
+	// Artifacts outlive the test, so a failure can be studied.
+	dir, err := os.MkdirTemp("", fmt.Sprintf("doppio-torture-%d-", seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("artifacts (written on failure) under %s", dir)
 	for i, w := range ws {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = w.Check(checkCtx, target, dir) }()
@@ -216,7 +221,7 @@ func TestWorkloadsPassOnLocalClusterWithKill(t *testing.T) {
 	c := startLocalCluster(t, 3)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	ws := []Workload{&Register{}, &Bank{}, &Counter{}, &Set{}}
+	ws := []Workload{&Register{}, &Bank{}, &Counter{}, &Set{}, &Changelog{}}
 	results := runWorkloads(t, c, ws, seed, 9*time.Second, func(d time.Duration) {
 		time.Sleep(d / 3)
 		c.kill(2)

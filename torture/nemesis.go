@@ -110,7 +110,7 @@ var faultKinds = map[string]faultKind{
 		hold: [2]time.Duration{2 * time.Second, 4 * time.Second},
 		plan: func(rng *rand.Rand, n int, f *Fault) {},
 		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
-			leaders, err := c.Leaders(ctx)
+			leaders, err := resolve(ctx, c.Leaders)
 			if err != nil {
 				return "", nil, err
 			}
@@ -156,7 +156,7 @@ var faultKinds = map[string]faultKind{
 		hold: [2]time.Duration{3 * time.Second, 6 * time.Second},
 		plan: func(rng *rand.Rand, n int, f *Fault) {},
 		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
-			leaders, err := c.Leaders(ctx)
+			leaders, err := resolve(ctx, c.Leaders)
 			if err != nil {
 				return "", nil, err
 			}
@@ -235,7 +235,7 @@ var faultKinds = map[string]faultKind{
 		hold: [2]time.Duration{2 * time.Second, 4 * time.Second},
 		plan: func(rng *rand.Rand, n int, f *Fault) {},
 		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
-			n, err := c.Controller(ctx)
+			n, err := resolve(ctx, c.Controller)
 			if err != nil {
 				return "", nil, err
 			}
@@ -247,13 +247,27 @@ var faultKinds = map[string]faultKind{
 		hold: [2]time.Duration{2 * time.Second, 4 * time.Second},
 		plan: func(rng *rand.Rand, n int, f *Fault) {},
 		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
-			n, err := c.EtcdLeader(ctx)
+			n, err := resolve(ctx, c.EtcdLeader)
 			if err != nil {
 				return "", nil, err
 			}
 			return killNodes(c, []int{n.Index}, " (the etcd leader)")
 		},
 	},
+}
+
+// resolve finds a fault's target when it fires, asking again for up to
+// 5 s: right after a heal the cluster may not name a leader or a
+// controller yet.
+func resolve[T any](ctx context.Context, find func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		v, err := find(ctx)
+		if err == nil || !sleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
+			return v, err
+		}
+	}
 }
 
 // kindOrder is the order nemeses are listed and run in.

@@ -28,19 +28,23 @@ type registerOutput struct {
 }
 
 // registerModel is a single register (one key: the history is partitioned
-// by key before checking) holding an int64, initially 0. Every operation is
+// by key before checking) holding an int64, initially absent (-1; written
+// values are positive). Every operation is
 // passed with its outcome, so an indeterminate write or compare-and-set may
 // or may not take effect: it returns at infinity, and may be linearized
 // after everything else, which is the same as never.
 var registerModel = porcupine.Model{
-	Init: func() any { return int64(0) },
+	Init: func() any { return absent },
 	Step: func(state, input, output any) (bool, any) {
 		s := state.(int64)
 		in := input.(registerInput)
 		out := output.(registerStep)
 		switch in.Kind {
 		case "read":
-			return !out.Absent && out.Value == s, s
+			if out.Absent {
+				return s == absent, s
+			}
+			return out.Value == s, s
 		case "write":
 			return true, in.Value
 		case "cas":
@@ -71,8 +75,16 @@ var registerModel = porcupine.Model{
 		}
 		return fmt.Sprintf("cas(%d -> %d) %s", in.From, in.To, out.Outcome)
 	},
-	DescribeState: func(state any) string { return fmt.Sprint(state.(int64)) },
+	DescribeState: func(state any) string {
+		if state.(int64) == absent {
+			return "absent"
+		}
+		return fmt.Sprint(state.(int64))
+	},
 }
+
+// absent is the state of a register never written.
+const absent = int64(-1)
 
 // registerStep is the model's output: the outcome and what was read.
 type registerStep struct {
@@ -122,6 +134,7 @@ type keyVerdict struct {
 	Result  porcupine.CheckResult
 	Ops     int
 	Minimal []Op // a smallest failing sub-history found, when Illegal
+	All     []Op // the key's whole history, when Illegal
 	Visual  string
 }
 
@@ -145,6 +158,7 @@ func checkRegisters(ops []Op, dir string, timeout time.Duration) []keyVerdict {
 		v := keyVerdict{Key: k, Result: res, Ops: len(hist)}
 		if res == porcupine.Illegal {
 			v.Minimal = shrink(kept, 20*time.Second)
+			v.All = byKey[k]
 			if dir != "" {
 				v.Visual = filepath.Join(dir, "register-"+k+".html")
 				if err := porcupine.VisualizePath(registerModel, info, v.Visual); err != nil {
@@ -159,7 +173,10 @@ func checkRegisters(ops []Op, dir string, timeout time.Duration) []keyVerdict {
 
 // shrink removes operations from a non-linearizable history one at a time
 // while it stays non-linearizable, within budget: what is left is a
-// history every operation of which matters to the violation.
+// history every operation of which matters to the violation. An operation
+// that wrote a value another kept operation observed (a read of it, a
+// compare-and-set from it) is kept: without it the history would fail for
+// a new, uninteresting reason (a value from nowhere).
 func shrink(ops []Op, budget time.Duration) []Op {
 	deadline := time.Now().Add(budget)
 	cur := append([]Op(nil), ops...)
@@ -167,7 +184,27 @@ func shrink(ops []Op, budget time.Duration) []Op {
 		h, _ := porcupineOps(c)
 		return porcupine.CheckOperationsTimeout(registerModel, h, time.Until(deadline)) == porcupine.Illegal
 	}
+	observed := func(c []Op, skip int) map[int64]bool {
+		seen := map[int64]bool{}
+		for j, op := range c {
+			in, _ := op.Input.(registerInput)
+			out, _ := op.Output.(registerOutput)
+			switch {
+			case j == skip:
+			case in.Kind == "read" && op.Outcome == Acked && !out.Absent:
+				seen[out.Value] = true
+			case in.Kind == "cas":
+				seen[in.From] = true
+			}
+		}
+		return seen
+	}
 	for i := len(cur) - 1; i >= 0 && time.Now().Before(deadline); i-- {
+		in, _ := cur[i].Input.(registerInput)
+		seen := observed(cur, i)
+		if (in.Kind == "write" && seen[in.Value]) || (in.Kind == "cas" && seen[in.To]) {
+			continue
+		}
 		cand := append(append([]Op(nil), cur[:i]...), cur[i+1:]...)
 		if illegal(cand) {
 			cur = cand

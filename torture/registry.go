@@ -15,6 +15,7 @@ var workloadMakers = []struct {
 	{"bank", func() Workload { return &Bank{} }},
 	{"counter", func() Workload { return &Counter{} }},
 	{"set", func() Workload { return &Set{} }},
+	{"changelog", func() Workload { return &Changelog{} }},
 }
 
 // WorkloadNames lists every workload.

@@ -41,6 +41,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // doppioBinary builds cmd/doppio once for the package's tests.
 func doppioBinary(t *testing.T) string {
 	t.Helper()
@@ -118,21 +126,29 @@ func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 			if nm.Name == "mixed" {
 				nodes = 5
 			}
-			dir := t.TempDir()
+			// Kept when the test fails: node logs, data, histories.
+			dir, err := os.MkdirTemp("", "doppio-torture-"+nm.Name+"-")
+			if err != nil {
+				t.Fatal(err)
+			}
 			ctx := context.Background()
 			c, err := StartCluster(ctx, bin, dir, nodes)
 			if err != nil {
+				os.RemoveAll(dir)
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
 				if err := c.Close(); err != nil {
 					t.Errorf("tear down: %v", err)
 				}
-				if t.Failed() {
-					for _, n := range c.Nodes {
-						t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
-					}
+				if !t.Failed() {
+					os.RemoveAll(dir)
+					return
 				}
+				for _, n := range c.Nodes {
+					t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
+				}
+				t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
 			})
 			ws, err := NewWorkloads("all")
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -14,11 +15,17 @@ import (
 // Register is the linearizable-register workload: concurrent clients read,
 // write and compare-and-set (If-Match with the ETag just read) a few
 // single-document registers; the history of each key must be linearizable
-// (checked with Porcupine).
+// (checked with Porcupine). As in Jepsen's independent keys, the clients
+// move to fresh registers every Window, so each key's history stays small
+// enough for Porcupine even with many indeterminate operations (each may
+// linearize anywhere after its call, and the search grows with them).
 type Register struct {
-	// Keys, Clients: the registers and the concurrent clients (defaults 5, 10).
+	// Keys, Clients: the registers in use at a time and the concurrent
+	// clients (defaults 5, 10).
 	Keys, Clients int
-	// CheckTimeout bounds Porcupine per key (default 60 s); a key it cannot
+	// Window is how long a set of registers is used (default 2 s).
+	Window time.Duration
+	// CheckTimeout bounds Porcupine per key (default 20 s); a key it cannot
 	// decide in time is reported as a failure, not as passing.
 	CheckTimeout time.Duration
 
@@ -41,13 +48,16 @@ func (w *Register) defaults() {
 		w.Clients = 10
 	}
 	if w.CheckTimeout == 0 {
-		w.CheckTimeout = 60 * time.Second
+		w.CheckTimeout = 20 * time.Second
+	}
+	if w.Window == 0 {
+		w.Window = 2 * time.Second
 	}
 }
 
-func registerKey(i int) string { return fmt.Sprintf("r%d", i) }
+func registerKey(window, i int) string { return fmt.Sprintf("r%d-%d", window, i) }
 
-// Setup implements Workload: the database and every register at 0.
+// Setup implements Workload: the database (registers start absent).
 func (w *Register) Setup(ctx context.Context, t Target) error {
 	w.defaults()
 	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(1, 2)))
@@ -55,7 +65,7 @@ func (w *Register) Setup(ctx context.Context, t Target) error {
 		return err
 	}
 	for i := range w.Keys {
-		if _, err := c.Retry(ctx, "PUT", "/"+registerDB+"/Register/"+registerKey(i), map[string]any{"v": 0}, 200, 201); err != nil {
+		if _, err := c.Retry(ctx, "GET", w.path(registerKey(0, i)), nil, 200, 404); err != nil {
 			return err
 		}
 	}
@@ -69,6 +79,7 @@ func (w *Register) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 	defer w.hist.Close()
 	hc := newHTTPClient()
 	rngs := clientRNGs(rng, w.Clients)
+	start := time.Now()
 	var wg sync.WaitGroup
 	for id := range w.Clients {
 		wg.Add(1)
@@ -77,7 +88,7 @@ func (w *Register) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 			c := NewClient(id, t.Endpoints(), hc, rngs[id])
 			seq := int64(0)
 			for ctx.Err() == nil {
-				k := registerKey(c.rng.IntN(w.Keys))
+				k := registerKey(int(time.Since(start)/w.Window), c.rng.IntN(w.Keys))
 				seq++
 				// Unique values: a read names the write it saw.
 				val := int64(id+1)*1_000_000_000 + seq
@@ -124,7 +135,7 @@ func (w *Register) read(ctx context.Context, c *Client, k string) (v int64, etag
 		w.hist.Complete(op, Acked, out, nil)
 		return v, resp.Header.Get("ETag"), true, true
 	case err == nil && resp.Status == 404:
-		// A register that was set up cannot vanish: a definite observation.
+		// Not written yet (or lost): a definite observation.
 		out.Absent = true
 		w.hist.Complete(op, Acked, out, nil)
 		return 0, "", false, true
@@ -166,8 +177,16 @@ func (w *Register) Check(ctx context.Context, t Target, dir string) Result {
 	// history: a write lost at the end shows there.
 	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(3, 4)))
 	var unread []string
-	for i := range w.Keys {
-		k := registerKey(i)
+	keys := map[string]bool{}
+	for _, op := range w.hist.Ops() {
+		keys[op.Key] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
 		for {
 			if _, _, _, answered := w.read(ctx, c, k); answered || ctx.Err() != nil {
 				break
@@ -203,6 +222,10 @@ func judgeRegisters(res Result, ops []Op, dir string, timeout time.Duration) Res
 			if dir != "" {
 				p := filepath.Join(dir, "register-"+v.Key+"-minimal.jsonl")
 				if WriteJSONL(p, v.Minimal) == nil {
+					res.Artifacts = append(res.Artifacts, p)
+				}
+				p = filepath.Join(dir, "register-"+v.Key+"-history.jsonl")
+				if WriteJSONL(p, v.All) == nil {
 					res.Artifacts = append(res.Artifacts, p)
 				}
 			}

@@ -116,8 +116,8 @@ func (r *report) markdown() string {
 			notes = append(notes, fmt.Sprintf("- %s, %d partitions: %s", x.Mode, x.Partitions, x.Note))
 		}
 		if x.LoadFailed > 0 || x.LoadWrites > 0 {
-			notes = append(notes, fmt.Sprintf("- %s, %d partitions: load %d writes acknowledged, %d attempts failed or timed out; leaders before the kill %v.",
-				x.Mode, x.Partitions, x.LoadWrites, x.LoadFailed, x.Leads))
+			notes = append(notes, fmt.Sprintf("- %s, %d partitions: load %d writes acknowledged, %d attempts failed or timed out; leaders before the kill %v; failed probe attempts %v.",
+				x.Mode, x.Partitions, x.LoadWrites, x.LoadFailed, x.Leads, x.ProbeFailures))
 		}
 	}
 	if len(notes) > 0 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +38,12 @@ type runResult struct {
 	Lost       int             // acknowledged writes missing or wrong afterwards
 	LoadWrites int             // load writes acknowledged from the load start to the end
 	LoadFailed int             // load write attempts that failed
-	SettleTime time.Duration   // database creation until every partition led (and settled)
-	Settled    bool
-	Note       string
+	// ProbeFailures counts the probes' failed attempts by answer (status
+	// and problem type, or "error: …"), to see where failover time goes.
+	ProbeFailures map[string]int
+	SettleTime    time.Duration // database creation until every partition led (and settled)
+	Settled       bool
+	Note          string
 }
 
 func (r runResult) quantile(q float64) time.Duration {
@@ -243,6 +247,27 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 
 	// kill -9, then one prober per partition the victim led: writes through
 	// a survivor until one is acknowledged.
+	var fmu sync.Mutex
+	res.ProbeFailures = map[string]int{}
+	failure := func(err error, st int, body []byte, took time.Duration) {
+		var why string
+		if err != nil {
+			why = "error: " + err.Error()
+			if i := strings.LastIndex(why, ": "); i > 0 {
+				why = "error: " + why[i+2:]
+			}
+		} else {
+			var pb struct{ Type string }
+			_ = json.Unmarshal(body, &pb)
+			why = fmt.Sprintf("%d %s", st, strings.TrimPrefix(pb.Type, "https://doppio.dev/problems/"))
+		}
+		if took > cfg.ProbeTimeout/2 {
+			why += " (slow)"
+		}
+		fmu.Lock()
+		res.ProbeFailures[why]++
+		fmu.Unlock()
+	}
 	killedAt := time.Now()
 	victim.kill()
 	times := make([]time.Duration, len(victimLed))
@@ -257,13 +282,15 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 				path := fmt.Sprintf("/%s/Counter/%s/%d", dbName, groups[p], i)
 				through := survivors[(p+attempt)%len(survivors)].addr
 				actx, acancel := context.WithTimeout(ctx, cfg.ProbeTimeout+500*time.Millisecond)
-				st, _, err := do(actx, through, "PUT", path, map[string]any{"n": i, "writer": "probe"}, "X-Doppio-Timeout", cfg.ProbeTimeout.String())
+				sent := time.Now()
+				st, body, err := do(actx, through, "PUT", path, map[string]any{"n": i, "writer": "probe"}, "X-Doppio-Timeout", cfg.ProbeTimeout.String())
 				acancel()
 				if err == nil && st == 201 {
 					times[k] = time.Since(killedAt)
 					record(ack{path, i})
 					return
 				}
+				failure(err, st, body, time.Since(sent))
 				// A failed attempt is often fast (the old leader refuses
 				// connections): pace the retries so probing does not
 				// starve the cluster.

@@ -17,8 +17,9 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(), startCommand())
+	root.AddCommand(devCommand(), startCommand(), routerCommand())
 	addClientCommands(root)
+	root.AddCommand(changesCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
 		os.Exit(1)

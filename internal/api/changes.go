@@ -35,6 +35,9 @@ type ReplicaAddr struct {
 }
 
 const (
+	// headerChangeSources names, per partition, the node and role of the
+	// replica a stream started reading: "0=n2/follower,1=n3/follower".
+	headerChangeSources = "X-Doppio-Change-Sources"
 	// changesHeartbeat is how often an idle stream writes a checkpoint-only
 	// line, so consumers see progress past filtered transactions and both
 	// ends notice a dead connection.
@@ -169,6 +172,7 @@ type streamItem struct {
 	hasPos bool             // false for snapshot events: not resumable mid-bootstrap
 	err    error            // the partition's stream failed for good
 	opened bool             // the partition's first source is open (nothing else set)
+	source string           // with opened: "node/role" of the replica read
 }
 
 // changes streams GET /_changes/{db}: every selected partition is read by
@@ -189,6 +193,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 	// Answer 200 only once every partition's source is open, so a
 	// checkpoint out of the retained log is a 410 and not a stream error.
 	var pending []streamItem
+	sources := make([]string, 0, len(cr.partitions))
 	for opened := 0; opened < len(cr.partitions); {
 		select {
 		case it := <-items:
@@ -197,6 +202,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 				return it.err
 			case it.opened:
 				opened++
+				sources = append(sources, fmt.Sprintf("%d=%s", it.part, it.source))
 			default:
 				pending = append(pending, it)
 			}
@@ -204,7 +210,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 			return ctx.Err()
 		}
 	}
-	sw := &streamWriter{w: w, sse: cr.sse, cp: changes.Checkpoint{DB: cr.db.Name}, booting: len(cr.partitions)}
+	sw := &streamWriter{w: w, bw: bufio.NewWriterSize(w, 64<<10), sse: cr.sse, cp: changes.Checkpoint{DB: cr.db.Name}, booting: len(cr.partitions)}
 	for _, part := range cr.partitions {
 		pos := changes.Position{Partition: part}
 		if cr.from != nil {
@@ -223,6 +229,13 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 		h.Set("Content-Type", "application/x-ndjson")
 	}
 	h.Set("Cache-Control", "no-store")
+	// Which replica serves each partition (at the start), for diagnostics.
+	slices.SortFunc(sources, func(a, b string) int {
+		pa, _ := strconv.Atoi(a[:strings.IndexByte(a, '=')])
+		pb, _ := strconv.Atoi(b[:strings.IndexByte(b, '=')])
+		return pa - pb
+	})
+	h.Set(headerChangeSources, strings.Join(sources, ","))
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	for _, it := range pending {
@@ -263,6 +276,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, p params) error
 // streamWriter frames the merged stream as NDJSON or Server-Sent Events.
 type streamWriter struct {
 	w       http.ResponseWriter
+	bw      *bufio.Writer // fewer, larger chunks than the server's 4 KiB
 	sse     bool
 	cp      changes.Checkpoint
 	booting int    // partitions still sending their snapshot
@@ -364,11 +378,14 @@ func (sw *streamWriter) writeError(err error) {
 
 func (sw *streamWriter) emit(b []byte) error {
 	sw.last = time.Now()
-	_, err := sw.w.Write(b)
+	_, err := sw.bw.Write(b)
 	return err
 }
 
 func (sw *streamWriter) flush() {
+	if sw.bw.Flush() != nil {
+		return
+	}
 	if f, ok := sw.w.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -413,7 +430,7 @@ func (s *Server) readPartition(ctx context.Context, cr changesRequest, part int,
 			if st.progressed {
 				backoff = 50 * time.Millisecond
 			}
-			if st.bootstrap && st.booted {
+			if st.booted {
 				bootstrap = false
 			}
 			if ctx.Err() != nil {
@@ -526,6 +543,7 @@ type partStream struct {
 	opened       bool
 	progressed   bool
 	tables       map[string]*schema.Table
+	source       string // "node/role" of the replica read
 }
 
 func (st *partStream) open(ctx context.Context) bool {
@@ -533,7 +551,7 @@ func (st *partStream) open(ctx context.Context) bool {
 		return true
 	}
 	st.opened = true
-	return send(ctx, st.items, streamItem{part: st.part, opened: true})
+	return send(ctx, st.items, streamItem{part: st.part, opened: true, source: st.source})
 }
 
 func (st *partStream) table(name string) (*schema.Table, error) {
@@ -561,7 +579,14 @@ func (st *partStream) render(ev *changes.Event) ([]byte, error) {
 
 // local reads the partition from the replica hosted here.
 func (st *partStream) local(ctx context.Context) error {
-	rep, _, ok := st.s.router.Hosted(st.cr.db.Name, st.part)
+	rep, g, ok := st.s.router.Hosted(st.cr.db.Name, st.part)
+	if ok {
+		role := "follower"
+		if _, leads := g.Leader(); leads {
+			role = "leader"
+		}
+		st.source = st.s.cfg.NodeID + "/" + role
+	}
 	if !ok {
 		return &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
 			Detail: fmt.Sprintf("node %s does not host partition %s/%d", st.s.cfg.NodeID, st.cr.db.Name, st.part)}
@@ -673,6 +698,10 @@ func (st *partStream) remote(ctx context.Context, addr ReplicaAddr) error {
 		}
 		return &problem.Error{Kind: kind, Operation: -1, RetryAfter: 1,
 			Detail: fmt.Sprintf("node %s: %s", addr.Node, pb.Detail)}
+	}
+	st.source = addr.Node + "/unknown"
+	if v := resp.Header.Get(headerChangeSources); strings.HasPrefix(v, strconv.Itoa(st.part)+"=") {
+		st.source = strings.TrimPrefix(v, strconv.Itoa(st.part)+"=")
 	}
 	if st.bootstrap && !st.open(ctx) {
 		return ctx.Err()

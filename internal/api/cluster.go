@@ -45,13 +45,15 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-// forward replays r, with body, on the leader's node and copies its answer.
-func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, to *router.ElsewhereError) error {
+// forward replays r, with body, on the node at addr (the partition's
+// leader, or for a router any node; to says which and why) and copies its
+// answer.
+func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr string, to error) error {
 	if by := r.Header.Get(headerForwardedBy); by != "" {
 		return &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
 			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+to.HTTP+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"syscall"
 	"time"
@@ -66,6 +67,9 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 	deadline, _ := r.Context().Deadline()
 	backoff := retryFirst
 	var body []byte
+	if s.relay != nil && relayed(rt.pattern) {
+		return s.relayAny(w, r)
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && body != nil {
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -79,9 +83,9 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 			if r.Header.Get(headerForwardedBy) != "" {
 				// Never forwarded twice: the node that sent it here routes
 				// it again.
-				return s.forward(w, r, body, to)
+				return s.forward(w, r, body, to.HTTP, to)
 			}
-			err = s.forward(w, r, body, to)
+			err = s.forward(w, r, body, to.HTTP, to)
 		}
 		if w.wrote || !notApplied(r, err) || r.Context().Err() != nil {
 			return err
@@ -109,19 +113,22 @@ func retryMargin(deadline time.Time) time.Duration {
 // forwardError turns a failed forwarding exchange into the error to
 // answer; it proves nothing was applied there when the connection was
 // refused (the request never arrived) or the request is a read.
-func forwardError(r *http.Request, to *router.ElsewhereError, err error) error {
+func forwardError(r *http.Request, to error, err error) error {
 	pe := &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
 		Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
-	if errors.Is(err, syscall.ECONNREFUSED) || r.Method == http.MethodGet || r.Method == http.MethodHead {
+	var op *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") || r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return &notAppliedThere{pe}
 	}
-	return pe
+	// The write may have reached the leader before the exchange broke.
+	return &problem.Error{Kind: problem.Indeterminate, Operation: -1,
+		Detail: fmt.Sprintf("%s, but the exchange with it failed: %v; the write may or may not have been applied", to.Error(), err)}
 }
 
 // refusedThere reads a forwarded request's 503 answer that proves nothing
 // was applied there (or any 503 to a read) into an error, so that the
 // request can be routed again instead of answered.
-func refusedThere(r *http.Request, resp *http.Response, to *router.ElsewhereError) error {
+func refusedThere(r *http.Request, resp *http.Response, to error) error {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		return nil
 	}

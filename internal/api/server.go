@@ -81,6 +81,7 @@ type Server struct {
 
 	clusterInfo Cluster
 	peers       *http.Client // forwarding to other nodes
+	relay       func() []Peer
 }
 
 // New returns a server over catalog and router; registry receives the

@@ -22,8 +22,12 @@ const (
 	TooLarge                 // 413: body, document, batch or transaction too large
 	MediaType                // 415: unsupported Content-Type
 	Invalid                  // 422: the document does not match its schema
-	Unavailable              // 503: not ready, no leader; retry later
+	Unavailable              // 503: not ready, no leader; nothing was applied, retry later
 	Gone                     // 410: a change-stream position is no longer retained; bootstrap
+	// Indeterminate (504): a write reached the replication log but its
+	// outcome was not learnt before the deadline; it may or may not be
+	// applied, so it must not be retried blindly (read to find out).
+	Indeterminate
 )
 
 var kinds = [...]struct {
@@ -31,16 +35,17 @@ var kinds = [...]struct {
 	slug   string
 	title  string
 }{
-	Malformed:    {http.StatusBadRequest, "malformed", "Malformed request"},
-	NotFound:     {http.StatusNotFound, "not-found", "Not found"},
-	NotAllowed:   {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
-	Conflict:     {http.StatusConflict, "conflict", "Conflict"},
-	Precondition: {http.StatusPreconditionFailed, "precondition-failed", "Precondition failed"},
-	TooLarge:     {http.StatusRequestEntityTooLarge, "too-large", "Too large"},
-	MediaType:    {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
-	Invalid:      {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
-	Unavailable:  {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
-	Gone:         {http.StatusGone, "checkpoint-expired", "Checkpoint no longer retained"},
+	Malformed:     {http.StatusBadRequest, "malformed", "Malformed request"},
+	NotFound:      {http.StatusNotFound, "not-found", "Not found"},
+	NotAllowed:    {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+	Conflict:      {http.StatusConflict, "conflict", "Conflict"},
+	Precondition:  {http.StatusPreconditionFailed, "precondition-failed", "Precondition failed"},
+	TooLarge:      {http.StatusRequestEntityTooLarge, "too-large", "Too large"},
+	MediaType:     {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
+	Invalid:       {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
+	Unavailable:   {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	Gone:          {http.StatusGone, "checkpoint-expired", "Checkpoint no longer retained"},
+	Indeterminate: {http.StatusGatewayTimeout, "outcome-unknown", "Outcome unknown"},
 }
 
 // Status is the HTTP status of k.

@@ -26,7 +26,13 @@
 //     group it led wakes up and elects within a few ticks.
 //   - Transport: gRPC, one long-lived stream per ordered node pair carrying
 //     batches of Raft messages of all groups; snapshots go on their own
-//     streams, in chunks, and replace the receiver's range atomically.
+//     streams as sstables, and replace the receiver's range (data and Raft
+//     state) in one atomic Pebble ingestion (see snapshot.go).
+//   - Leadership: CheckQuorum and PreVote. A NotLeaderError promises the
+//     write was not applied; a proposal in the log when its leader steps
+//     down waits for the entry applied at its index (committed, or
+//     superseded), so its outcome is known unless the caller's deadline
+//     passes first (problem.Indeterminate).
 //
 // Reads: ReadIndex makes a read linearizable (Raft ReadIndex, one quorum
 // round shared by the concurrent readers of a group); FreshAt bounds the

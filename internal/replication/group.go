@@ -3,6 +3,8 @@ package replication
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,9 @@ type Group struct {
 
 	incoming *incomingSnapshot
 	notified [2]uint64 // leader and term last reported to OnLeadership
+	// campaignUntil: this replica was chosen to replace a leader seen dead
+	// and campaigns on every tick until then while no leader is known.
+	campaignUntil uint64
 }
 
 // groupInfo is a consistent view of a group for readers outside the loop.
@@ -277,14 +282,7 @@ func (g *Group) maybeQuiesce() {
 	// A leader that cannot see a quorum keeps ticking, so that CheckQuorum
 	// makes it step down rather than lead, quiesced, a group that has
 	// elected another leader.
-	voters := g.st.applied.conf().GetVoters()
-	seen := 0
-	for _, id := range voters {
-		if id == self || g.host.transport.alive(id) {
-			seen++
-		}
-	}
-	if seen <= len(voters)/2 {
+	if !g.quorumVisible() {
 		return
 	}
 	term := bs.HardState.GetTerm()
@@ -300,6 +298,40 @@ func (g *Group) maybeQuiesce() {
 	g.quiesce()
 }
 
+// successor is the replica that campaigns at once when the leader's node
+// dead is seen down: among the other voters this node sees alive, the one
+// a hash of the partition picks, so that a dead node's leaderships spread
+// over the survivors and every survivor picks the same one (if views
+// differ, the others' election timeouts still elect someone).
+func (g *Group) successor(dead uint64) uint64 {
+	var alive []uint64
+	for _, id := range g.st.applied.conf().GetVoters() {
+		if id != dead && (id == g.host.cfg.NodeID || g.host.transport.alive(id)) {
+			alive = append(alive, id)
+		}
+	}
+	if len(alive) == 0 {
+		return 0
+	}
+	slices.Sort(alive)
+	h := fnv.New64a()
+	h.Write(g.prefix)
+	return alive[h.Sum64()%uint64(len(alive))]
+}
+
+// quorumVisible reports whether the transport sees a quorum of the
+// group's voters (this node included) alive.
+func (g *Group) quorumVisible() bool {
+	voters := g.st.applied.conf().GetVoters()
+	seen := 0
+	for _, id := range voters {
+		if id == g.host.cfg.NodeID || g.host.transport.alive(id) {
+			seen++
+		}
+	}
+	return seen > len(voters)/2
+}
+
 // persist writes a Ready's snapshot, entries and hard state to b, and
 // notes the log position of this node's new proposals. It reports whether
 // it wrote anything.
@@ -311,7 +343,16 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 		if snap == nil || snap.applied.Index != idx {
 			panic("replication: raft installs a snapshot whose data is not staged")
 		}
-		g.st.installSnapshot(b, snap)
+		hs := g.st.hard
+		if !raft.IsEmptyHardState(rd.HardState) {
+			hs = rd.HardState
+		}
+		if err := g.st.installSnapshot(g.host.cfg.NodeID, snap, hs); err != nil {
+			// Raft believes the snapshot installed; it is not. Stop rather
+			// than diverge (a restart asks for it again).
+			panic(fmt.Sprintf("replication: partition %x: installing snapshot: %v", []byte(g.prefix), err))
+		}
+		snap.discard()
 		g.incoming = nil
 		wrote = true
 		// The snapshot covers the indexes of these proposals without telling

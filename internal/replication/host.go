@@ -108,6 +108,7 @@ type Host struct {
 	readSeq      uint64
 	compactTicks uint64
 	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
+	staging      string              // where received snapshots are staged
 	later        []func()            // run once the current Readies are handled
 }
 
@@ -135,6 +136,12 @@ func NewHost(cfg Config) (*Host, error) {
 		snapshots:  map[*Group]struct{}{},
 	}
 	h.raftLog = raftLogger{h.log}
+	// Snapshots a crash interrupted are discarded: raft asks again.
+	staging, err := cfg.Engine.StagingDir("snapshots")
+	if err != nil {
+		return nil, err
+	}
+	h.staging = staging
 	h.compactTicks = uint64(cfg.CompactInterval / cfg.TickInterval)
 	if h.compactTicks == 0 {
 		h.compactTicks = 1
@@ -275,6 +282,14 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		StepDownOnRemoval:         true,
+		// A proposal is made only by a replica that believes it leads, and
+		// a write set is valid only against the state of the leader that
+		// evaluated it. If Raft stepped down since (a message of a newer
+		// term), the proposal must fail, not travel to the new leader: there
+		// it would be committed over writes the new leader acknowledged, and
+		// Replicate, never seeing the entry in this log, would answer "not
+		// applied" so the request would run twice.
+		DisableProposalForwarding: true,
 		Logger:                    h.raftLog,
 	})
 	if err != nil {
@@ -320,6 +335,8 @@ func (h *Host) Remove(p keys.Partition) error {
 		delete(h.dirty, g)
 		delete(h.readGroups, g)
 		delete(h.snapshots, g)
+		g.incoming.discard()
+		g.incoming = nil
 		g.removed = true
 		g.publish()
 	})
@@ -380,6 +397,9 @@ func (h *Host) tick() {
 	for g := range h.active {
 		g.rn.Tick()
 		h.dirty[g] = struct{}{}
+		if g.campaignUntil > h.ticks && g.lead == 0 && !g.removed && g.rn.BasicStatus().RaftState == raft.StateFollower {
+			_ = g.rn.Campaign()
+		}
 		g.retryReads()
 		if g.isLeader {
 			if g.transferring && g.rn.BasicStatus().LeadTransferee == 0 {
@@ -463,6 +483,8 @@ func (h *Host) processReady() {
 		}
 	}
 	for g := range h.snapshots {
+		// Not installed (raft found it stale): its files go.
+		g.incoming.discard()
 		g.incoming = nil
 	}
 	clear(h.snapshots)
@@ -518,10 +540,19 @@ func (h *Host) peerDown(id uint64) {
 			}
 			_ = g.rn.ForgetLeader()
 			g.wakeUp()
-			// Spend most of the election timeout at once: the randomized
-			// remainder still separates the candidates.
-			for i := 0; i < h.cfg.ElectionTicks-1; i++ {
-				g.rn.Tick()
+			if g.successor(id) == h.cfg.NodeID {
+				// The chosen successor campaigns now (PreVote first, so a
+				// refusal, e.g. from a peer that has not yet seen the
+				// leader die, costs nothing) and again each tick for an
+				// election timeout while no leader is known.
+				_ = g.rn.Campaign()
+				g.campaignUntil = h.ticks + uint64(h.cfg.ElectionTicks)
+			} else {
+				// Spend most of the election timeout at once: the
+				// randomized remainder still separates the candidates.
+				for i := 0; i < h.cfg.ElectionTicks-1; i++ {
+					g.rn.Tick()
+				}
 			}
 			h.dirty[g] = struct{}{}
 			n++
@@ -584,6 +615,9 @@ func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSna
 			err = fmt.Errorf("partition %x not hosted on node %d", name, h.cfg.NodeID)
 			return
 		}
+		if g.incoming != nil {
+			g.incoming.discard()
+		}
 		g.incoming = snap
 		h.snapshots[g] = struct{}{}
 		g.wakeUp()
@@ -593,7 +627,11 @@ func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSna
 		h.dirty[g] = struct{}{}
 	})
 	if cerr != nil {
+		snap.discard()
 		return cerr
+	}
+	if err != nil {
+		snap.discard()
 	}
 	return err
 }

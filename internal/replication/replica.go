@@ -49,7 +49,7 @@ func (e *NotLeaderError) Unwrap() error {
 // whose fate this replica could not learn (deadline, snapshot, shutdown):
 // it must not be run again blindly.
 func outcomeUnknown(format string, args ...any) *problem.Error {
-	return unavailable(format, args...)
+	return problem.New(problem.Indeterminate, format, args...)
 }
 
 func unavailable(format string, args ...any) *problem.Error {
@@ -64,6 +64,10 @@ func (g *Group) Partition() keys.Partition { return g.prefix }
 // Applied implements partition.Replicator: the SCN of the last write set
 // applied on this replica.
 func (g *Group) Applied() partition.SCN { return g.info.Load().applied }
+
+// Removed reports whether the replica no longer takes part in its group
+// (it applied its own removal, or the node stopped hosting it).
+func (g *Group) Removed() bool { return g.info.Load().removed }
 
 // Leader returns the leader this replica knows of (0 if none) and whether
 // it is this replica, ready to take writes.
@@ -88,7 +92,7 @@ func (g *Group) Lead(ctx context.Context) error {
 		inf := g.info.Load()
 		switch {
 		case inf.removed:
-			return unavailable("replica of %x was removed from this node", []byte(g.prefix))
+			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))}
 		case inf.leader && inf.ready && !inf.transferring:
 			return nil
 		case !inf.leader && inf.lead != 0:
@@ -125,6 +129,12 @@ func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partitio
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
 			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			return
+		}
+		if !g.quorumVisible() {
+			// Appended now, it could neither commit nor be known not to:
+			// refuse it while it is surely not applied.
+			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "this leader cannot reach a quorum of its replicas; the write was not applied"}})
 			return
 		}
 		if err := g.rn.Propose(data); err != nil {
@@ -169,7 +179,7 @@ func (g *Group) ReadIndex(ctx context.Context) error {
 	w := &readWaiter{done: make(chan error, 1)}
 	ok := h.enqueue(func() {
 		if g.removed {
-			w.finish(unavailable("replica of %x was removed from this node", []byte(g.prefix)))
+			w.finish(&NotLeaderError{Leader: g.lead, Term: g.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))})
 			return
 		}
 		if g.lead == 0 {

@@ -7,6 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
@@ -14,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
 )
 
 // A snapshot of a partition is every key under its prefix except the Raft
@@ -21,23 +26,44 @@ import (
 // one Pebble iterator (a consistent point in time), plus the applied state
 // read through the same iterator, which gives the snapshot's position.
 //
-// Stream: 'h' header (sender, partition, the MsgSnap), then 'd' chunks of
-// (key, value) pairs, then 't' trailer (the applied state). The receiver
-// stages everything and steps the MsgSnap restated at the trailer's
-// position; the Ready that installs it deletes the range and writes the
-// pairs in one batch.
+// The sender writes the keys as sstables straight into the stream (no
+// file, no copy in memory): each table holds a run of keys and a range
+// deletion over the span it covers, and the tables tile the partition's
+// data spans (below and above the Raft section) without overlapping.
+//
+// Stream: 'h' header (sender, partition, the MsgSnap); per table, 'c'
+// chunks of its bytes then 'e' its end; then 't' trailer (the applied
+// state). The receiver writes the tables to files in a staging directory
+// and steps the MsgSnap restated at the trailer's position. The Ready that
+// installs it adds one more table covering the Raft section (a range
+// deletion, the hard state, applied and truncated states at the snapshot)
+// and ingests all of them in one Pebble ingestion, which is atomic: after
+// a crash the replica has either its old state (and raft asks for the
+// snapshot again; the staged files are discarded at start) or the
+// snapshot's, whole, with a Raft state that agrees with it.
 const (
 	snapHeader  byte = 'h'
-	snapData    byte = 'd'
+	snapChunk   byte = 'c'
+	snapEnd     byte = 'e'
 	snapTrailer byte = 't'
 )
 
-type kv struct{ key, value []byte }
+// snapshotTableBytes is about how many key and value bytes one sstable of
+// a snapshot holds (a variable for tests).
+var snapshotTableBytes = 32 << 20
 
-// incomingSnapshot is a received snapshot waiting for raft to install it.
+// incomingSnapshot is a received snapshot waiting for raft to install it:
+// its tables, staged in dir.
 type incomingSnapshot struct {
 	applied appliedState
-	kvs     []kv
+	dir     string
+	tables  []string
+}
+
+func (s *incomingSnapshot) discard() {
+	if s != nil {
+		_ = os.RemoveAll(s.dir)
+	}
 }
 
 // sendSnapshot streams the partition to m's recipient in the background
@@ -68,6 +94,39 @@ func (t *transport) sendSnapshot(g *Group, m *raftpb.Message) {
 	}()
 }
 
+// streamWritable sends the bytes of one sstable as 'c' frames of about
+// snapshotChunk bytes, and 'e' once the table is finished.
+type streamWritable struct {
+	s   grpc.ClientStream
+	buf []byte
+}
+
+func (w *streamWritable) Write(p []byte) error {
+	w.buf = append(w.buf, p...)
+	if len(w.buf) >= snapshotChunk {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *streamWritable) flush() error {
+	if len(w.buf) <= 1 {
+		return nil
+	}
+	err := w.s.SendMsg(wrapperspb.Bytes(w.buf))
+	w.buf = append(w.buf[:0], snapChunk)
+	return err
+}
+
+func (w *streamWritable) Finish() error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	return w.s.SendMsg(wrapperspb.Bytes([]byte{snapEnd}))
+}
+
+func (w *streamWritable) Abort() {}
+
 func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition, head []byte) error {
 	p := t.peer(to)
 	if p == nil {
@@ -94,45 +153,25 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 	if err := s.SendMsg(wrapperspb.Bytes(frame)); err != nil {
 		return err
 	}
-	it, err := t.host.engine.NewIter(prefix, prefix.End())
+	e := t.host.engine
+	it, err := e.NewIter(prefix, prefix.End())
 	if err != nil {
 		return err
 	}
 	defer it.Close()
-	raftPrefix := prefix.Raft()
-	appliedKey := prefix.RaftApplied()
-	var applied []byte
-	chunk := []byte{snapData}
-	for ok := it.First(); ok; {
-		k := it.Key()
-		if bytes.HasPrefix(k, raftPrefix) {
-			if ok = it.SeekGE(appliedKey); ok && bytes.Equal(it.Key(), appliedKey) {
-				applied = append([]byte(nil), it.Value()...)
-			}
-			ok = it.SeekGE(keys.PrefixEnd(raftPrefix))
-			continue
-		}
-		chunk = appendBytes(appendBytes(chunk, k), it.Value())
-		if len(chunk) >= snapshotChunk {
-			if err := s.SendMsg(wrapperspb.Bytes(chunk)); err != nil {
-				return err
-			}
-			chunk = []byte{snapData}
-		}
-		ok = it.Next()
-	}
-	if err := it.Error(); err != nil {
-		return err
-	}
-	if applied == nil {
-		return errors.New("partition has no applied state")
-	}
-	if len(chunk) > 1 {
-		if err := s.SendMsg(wrapperspb.Bytes(chunk)); err != nil {
+	for _, span := range dataSpans(prefix) {
+		if err := writeSpanTables(e, s, it, span[0], span[1]); err != nil {
 			return err
 		}
 	}
-	if err := s.SendMsg(wrapperspb.Bytes(append([]byte{snapTrailer}, applied...))); err != nil {
+	appliedKey := prefix.RaftApplied()
+	if !it.SeekGE(appliedKey) || !bytes.Equal(it.Key(), appliedKey) {
+		if err := it.Error(); err != nil {
+			return err
+		}
+		return errors.New("partition has no applied state")
+	}
+	if err := s.SendMsg(wrapperspb.Bytes(append([]byte{snapTrailer}, it.Value()...))); err != nil {
 		return err
 	}
 	if err := s.CloseSend(); err != nil {
@@ -142,14 +181,67 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 	return s.RecvMsg(&reply)
 }
 
-// serveSnapshot receives one snapshot and hands it to the host.
-func (t *transport) serveSnapshot(s grpc.ServerStream) error {
+// dataSpans are the spans of partition p a snapshot carries: everything
+// but the Raft section.
+func dataSpans(p keys.Partition) [][2][]byte {
+	rp := p.Raft()
+	return [][2][]byte{{p, rp}, {keys.PrefixEnd(rp), p.End()}}
+}
+
+// writeSpanTables writes the keys of [start, end) as sstables of about
+// snapshotTableBytes into s, each with a range deletion over its part of
+// the span, so that ingesting them replaces the span whole.
+func writeSpanTables(e *storage.Engine, s grpc.ClientStream, it *storage.Iter, start, end []byte) error {
+	from := start
+	w := e.NewSSTWriter(&streamWritable{s: s, buf: []byte{snapChunk}})
+	size := 0
+	for ok := it.SeekGE(start); ok && bytes.Compare(it.Key(), end) < 0; ok = it.Next() {
+		k := it.Key()
+		if size >= snapshotTableBytes {
+			next := bytes.Clone(k)
+			if err := w.DeleteRange(from, next); err != nil {
+				return err
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+			from, size = next, 0
+			w = e.NewSSTWriter(&streamWritable{s: s, buf: []byte{snapChunk}})
+		}
+		if err := w.Set(k, it.Value()); err != nil {
+			return err
+		}
+		size += len(k) + len(it.Value())
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if err := w.DeleteRange(from, end); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+var snapshotSeq atomic.Uint64
+
+// serveSnapshot receives one snapshot into staged files and hands it to
+// the host.
+func (t *transport) serveSnapshot(s grpc.ServerStream) (err error) {
 	var (
 		name    string
 		msg     *raftpb.Message
 		snap    = &incomingSnapshot{}
 		trailer bool
+		cur     *os.File
 	)
+	defer func() {
+		if cur != nil {
+			cur.Close()
+		}
+		if err != nil {
+			snap.discard()
+		}
+	}()
 	for {
 		var f wrapperspb.BytesValue
 		err := s.RecvMsg(&f)
@@ -163,9 +255,17 @@ func (t *transport) serveSnapshot(s grpc.ServerStream) error {
 		if len(b) == 0 {
 			return errFrame
 		}
-		r := reader{b: b[1:]}
+		if h := testHooks.Load(); h != nil && h.frame != nil {
+			if err := h.frame(t.self, b[0]); err != nil {
+				return err
+			}
+		}
 		switch b[0] {
 		case snapHeader:
+			if msg != nil {
+				return errFrame
+			}
+			r := reader{b: b[1:]}
 			r.uvarint() // sender
 			name = string(r.bytes())
 			m := &raftpb.Message{}
@@ -173,15 +273,41 @@ func (t *transport) serveSnapshot(s grpc.ServerStream) error {
 				return errFrame
 			}
 			msg = m
-		case snapData:
-			for len(r.b) > 0 && r.err == nil {
-				k, v := r.bytes(), r.bytes()
-				snap.kvs = append(snap.kvs, kv{key: k, value: v})
+			dir, err := os.MkdirTemp(t.host.staging, fmt.Sprintf("%x-", name))
+			if err != nil {
+				return err
 			}
-			if r.err != nil {
+			snap.dir = dir
+		case snapChunk:
+			if msg == nil || trailer {
 				return errFrame
 			}
+			if cur == nil {
+				path := filepath.Join(snap.dir, fmt.Sprintf("%06d.sst", len(snap.tables)))
+				if cur, err = os.Create(path); err != nil {
+					return err
+				}
+				snap.tables = append(snap.tables, path)
+			}
+			if _, err := cur.Write(b[1:]); err != nil {
+				return err
+			}
+		case snapEnd:
+			if cur == nil {
+				return errFrame
+			}
+			if err := cur.Sync(); err != nil {
+				return err
+			}
+			err := cur.Close()
+			cur = nil
+			if err != nil {
+				return err
+			}
 		case snapTrailer:
+			if msg == nil || cur != nil {
+				return errFrame
+			}
 			a, err := decodeApplied(b[1:])
 			if err != nil {
 				return err
@@ -195,12 +321,6 @@ func (t *transport) serveSnapshot(s grpc.ServerStream) error {
 	if msg == nil || !trailer || msg.GetType() != raftpb.MsgSnap {
 		return errFrame
 	}
-	prefix := keys.Partition(name)
-	for _, e := range snap.kvs {
-		if !bytes.HasPrefix(e.key, prefix) || inRaftSection(prefix, e.key) {
-			return fmt.Errorf("snapshot key %x outside partition %x", e.key, name)
-		}
-	}
 	// Restate the snapshot at the position the sender actually read.
 	a := snap.applied
 	msg.Snapshot = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
@@ -211,3 +331,58 @@ func (t *transport) serveSnapshot(s grpc.ServerStream) error {
 	}
 	return s.SendMsg(&wrapperspb.BytesValue{})
 }
+
+// snapshotHooks let tests fail or stop snapshot handling at chosen points.
+type snapshotHooks struct {
+	// frame sees every snapshot frame a node receives before it is
+	// handled; an error fails the stream there.
+	frame func(node uint64, kind byte) error
+	// ingest runs on a node's loop right before ("before") and right after
+	// ("after") a snapshot's ingestion.
+	ingest func(node uint64, stage string)
+}
+
+var testHooks atomic.Pointer[snapshotHooks]
+
+func ingestHook(node uint64, stage string) {
+	if h := testHooks.Load(); h != nil && h.ingest != nil {
+		h.ingest(node, stage)
+	}
+}
+
+// raftTable writes the table that replaces the Raft section of partition p
+// on installing snap: a range deletion over the section (the old log and
+// states), the hard state hs and the applied and truncated states at the
+// snapshot's position.
+func raftTable(e *storage.Engine, p keys.Partition, path string, snap *incomingSnapshot, hs *raftpb.HardState) error {
+	out, err := storage.FileWritable(path)
+	if err != nil {
+		return err
+	}
+	w := e.NewSSTWriter(out)
+	hsb, err := proto.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	trunc := entryID{Index: snap.applied.Index, Term: snap.applied.Term}
+	points := []kv{
+		{p.RaftHardState(), hsb},
+		{p.RaftApplied(), snap.applied.encode()},
+		{p.RaftTruncated(), trunc.encode()},
+	}
+	slices.SortFunc(points, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
+	for _, pt := range points {
+		if err := w.Set(pt.key, pt.value); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	rp := p.Raft()
+	if err := w.DeleteRange(rp, keys.PrefixEnd(rp)); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+type kv struct{ key, value []byte }

@@ -1,9 +1,12 @@
 package replication
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -291,21 +294,27 @@ func (s *raftStorage) truncate(b *storage.Batch, index uint64) error {
 	return nil
 }
 
-// installSnapshot replaces everything under the partition prefix (outside
-// the Raft section) with kvs and resets the log to start after the
-// snapshot's position, all in b.
-func (s *raftStorage) installSnapshot(b *storage.Batch, snap *incomingSnapshot) {
-	p := s.prefix
-	rp := p.Raft()
-	b.DeleteRange(p, rp)
-	b.DeleteRange(keys.PrefixEnd(rp), p.End())
-	for _, kv := range snap.kvs {
-		b.Set(kv.key, kv.value)
+// installSnapshot replaces the partition's whole range, data and Raft
+// section, with the staged snapshot in one atomic Pebble ingestion (see
+// raftTable); hs is the hard state to hold with it (its commit at least the
+// snapshot's index, so a restart right after finds a consistent state).
+func (s *raftStorage) installSnapshot(node uint64, snap *incomingSnapshot, hs *raftpb.HardState) error {
+	hs = proto.Clone(hs).(*raftpb.HardState)
+	if hs.GetCommit() < snap.applied.Index {
+		hs.Commit = new(snap.applied.Index)
 	}
-	lp := p.RaftLogPrefix()
-	b.DeleteRange(lp, keys.PrefixEnd(lp))
+	rt := filepath.Join(snap.dir, "raft.sst")
+	if err := raftTable(s.engine, s.prefix, rt, snap, hs); err != nil {
+		return err
+	}
+	ingestHook(node, "before")
+	if err := s.engine.Ingest(context.Background(), append(slices.Clone(snap.tables), rt)); err != nil {
+		return err
+	}
+	ingestHook(node, "after")
 	s.trunc = entryID{Index: snap.applied.Index, Term: snap.applied.Term}
-	b.Set(p.RaftTruncated(), s.trunc.encode())
 	s.last, s.lastTerm = s.trunc.Index, s.trunc.Term
-	s.setApplied(b, snap.applied)
+	s.applied = snap.applied
+	s.hard = hs
+	return nil
 }

@@ -51,10 +51,13 @@ const (
 	methodMessages = "/" + serviceName + "/Messages"
 	methodSnapshot = "/" + serviceName + "/Snapshot"
 
-	frameTarget   = 4 << 20 // a batch frame is cut at about this size
-	maxQueued     = 10000   // messages queued per peer before dropping (raft retransmits)
-	snapshotChunk = 1 << 20
+	frameTarget = 4 << 20 // a batch frame is cut at about this size
+	maxQueued   = 10000   // messages queued per peer before dropping (raft retransmits)
 )
+
+// snapshotChunk is about the size of one frame of a snapshot (a variable
+// for tests).
+var snapshotChunk = 1 << 20
 
 // inbound is one received Raft message.
 type inbound struct {

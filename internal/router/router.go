@@ -201,7 +201,7 @@ func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access)
 	defer cancel()
 	for {
 		rep, g, ok := r.Hosted(db.Name, p)
-		if ok {
+		if ok && !g.Removed() {
 			if a.Read && a.Staleness > 0 && time.Since(g.FreshAt()) <= a.Staleness {
 				return rep, nil
 			}

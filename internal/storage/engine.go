@@ -20,7 +20,9 @@ import (
 
 // Engine is an open Pebble store.
 type Engine struct {
-	db *pebble.DB
+	db   *pebble.DB
+	opts *pebble.Options
+	dir  string
 
 	// waiters maps a topic to the channel closed by the next committed
 	// batch that names it (see Batch.Notify and Engine.Changed).
@@ -49,6 +51,7 @@ func Open(dir string, o Options) (*Engine, error) {
 		MemTableSize:       64 << 20,
 		Logger:             quietLogger{o.Logger},
 	}
+	opts.EnsureDefaults() // the options sstables for Ingest are written with
 	// A document read is a point Get: a bloom filter per table (10 bits
 	// per key, about 1% false positives) lets it skip the tables of every
 	// level that do not hold the key instead of seeking in each.
@@ -60,7 +63,7 @@ func Open(dir string, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
-	return &Engine{db: db, waiters: map[string]chan struct{}{}}, nil
+	return &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}, nil
 }
 
 // Close flushes nothing extra (the WAL is already synced) and closes.

@@ -1,0 +1,147 @@
+package changes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	ichanges "github.com/doppio-db/doppio/internal/changes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// CheckpointStore keeps a consumer's progress: one checkpoint per
+// partition (a checkpoint of that partition alone).
+type CheckpointStore interface {
+	// Load returns the stored checkpoints of the partitions, by partition
+	// (absent: none stored).
+	Load(ctx context.Context, db string, partitions []int) (map[int]string, error)
+	// Save stores the checkpoints, by partition.
+	Save(ctx context.Context, db string, cps map[int]string) error
+}
+
+// MemoryStore is a CheckpointStore in memory: progress survives
+// reconnections and restarts of a Consumer, not of the process.
+type MemoryStore struct {
+	mu  sync.Mutex
+	cps map[string]map[int]string
+}
+
+// Load implements CheckpointStore.
+func (m *MemoryStore) Load(_ context.Context, db string, partitions []int) (map[int]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int]string{}
+	for _, p := range partitions {
+		if cp, ok := m.cps[db][p]; ok {
+			out[p] = cp
+		}
+	}
+	return out, nil
+}
+
+// Save implements CheckpointStore.
+func (m *MemoryStore) Save(_ context.Context, db string, cps map[int]string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cps == nil {
+		m.cps = map[string]map[int]string{}
+	}
+	if m.cps[db] == nil {
+		m.cps[db] = map[int]string{}
+	}
+	for p, cp := range cps {
+		m.cps[db][p] = cp
+	}
+	return nil
+}
+
+// EtcdStore keeps checkpoints in etcd under Prefix (one key per database
+// and partition: Prefix/db/partition).
+type EtcdStore struct {
+	Client *clientv3.Client
+	Prefix string // e.g. "/myapp/consumers/indexer/checkpoints"
+	// Guard, when set, makes every Save conditional: it is applied only
+	// while Guard holds (the Consumer of a group sets it to "this
+	// instance still owns the partitions").
+	guard func(partitions []int) []clientv3.Cmp
+}
+
+func (s *EtcdStore) key(db string, p int) string { return fmt.Sprintf("%s/%s/%d", s.Prefix, db, p) }
+
+// Load implements CheckpointStore.
+func (s *EtcdStore) Load(ctx context.Context, db string, partitions []int) (map[int]string, error) {
+	out := map[int]string{}
+	for _, p := range partitions {
+		resp, err := s.Client.Get(ctx, s.key(db, p))
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) > 0 {
+			out[p] = string(resp.Kvs[0].Value)
+		}
+	}
+	return out, nil
+}
+
+// ErrNotOwner is returned by a guarded Save after the instance lost a
+// partition it saves.
+var ErrNotOwner = errors.New("changes: partition no longer owned by this consumer")
+
+// Save implements CheckpointStore, atomically for all partitions.
+func (s *EtcdStore) Save(ctx context.Context, db string, cps map[int]string) error {
+	var ops []clientv3.Op
+	var ps []int
+	for p, cp := range cps {
+		ops = append(ops, clientv3.OpPut(s.key(db, p), cp))
+		ps = append(ps, p)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	slices.Sort(ps)
+	var cmps []clientv3.Cmp
+	if s.guard != nil {
+		cmps = s.guard(ps)
+	}
+	resp, err := s.Client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// splitCheckpoint returns the checkpoint of partition p alone.
+func splitCheckpoint(cp string, p int) (string, bool) {
+	c, err := ichanges.ParseCheckpoint(cp)
+	if err != nil {
+		return "", false
+	}
+	pos, ok := c.Get(p)
+	if !ok {
+		return "", false
+	}
+	one := ichanges.Checkpoint{DB: c.DB, Positions: []ichanges.Position{pos}}
+	return one.String(), true
+}
+
+// mergeCheckpoints combines single-partition checkpoints into one.
+func mergeCheckpoints(db string, cps map[int]string) (string, error) {
+	out := ichanges.Checkpoint{DB: db}
+	for p, cp := range cps {
+		c, err := ichanges.ParseCheckpoint(cp)
+		if err != nil {
+			return "", fmt.Errorf("stored checkpoint of partition %d: %w", p, err)
+		}
+		pos, ok := c.Get(p)
+		if !ok || c.DB != db {
+			return "", fmt.Errorf("stored checkpoint of partition %d is not of %s/%d", p, db, p)
+		}
+		out.Set(pos)
+	}
+	return out.String(), nil
+}

@@ -1,0 +1,156 @@
+package changes
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/doppio-db/doppio/client"
+)
+
+// Event is one document's change in a committed transaction, or one
+// document of a bootstrap snapshot.
+type Event struct {
+	SCN       string          `json:"scn"` // "generation:sequence" of the transaction
+	Partition int             `json:"partition"`
+	Table     string          `json:"table"`
+	Key       []any           `json:"key"`
+	Op        string          `json:"op"` // insert, update or delete
+	Before    json.RawMessage `json:"before"`
+	After     json.RawMessage `json:"after"`
+	TxnEnd    bool            `json:"txnEnd"`
+	Snapshot  bool            `json:"snapshot,omitempty"`
+	Timestamp int64           `json:"ts"` // commit time, Unix milliseconds
+	// Checkpoint resumes the stream right after this event (empty on
+	// snapshot events: an interrupted bootstrap starts again).
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// Time is the event's commit time.
+func (e *Event) Time() time.Time { return time.UnixMilli(e.Timestamp) }
+
+// Line is one line of a stream: an event, or (Event nil) a checkpoint.
+type Line struct {
+	Event      *Event
+	Checkpoint string
+	Raw        []byte // the line as received, without its newline
+}
+
+// Options select what a stream carries and where it starts.
+type Options struct {
+	Tables     []string // default: every table
+	Partitions []int    // default: every partition
+	// From is a checkpoint to resume after; empty starts at the newest
+	// commit (or with a snapshot, when Bootstrap is set).
+	From      string
+	Bootstrap bool
+	// HTTPClient sends the request (default: a client without timeout;
+	// a stream lasts as long as it is read).
+	HTTPClient *http.Client
+}
+
+// ErrBootstrapRequired is returned (wrapped in a *client.Error with status
+// 410) when a checkpoint is older than the change log retains: the
+// consumer must start again with a bootstrap.
+var ErrBootstrapRequired = errors.New("changes: checkpoint no longer retained; bootstrap required")
+
+// IsBootstrapRequired reports whether err means the checkpoint fell out of
+// the retained log.
+func IsBootstrapRequired(err error) bool {
+	var ce *client.Error
+	return errors.Is(err, ErrBootstrapRequired) || errors.As(err, &ce) && ce.Status == http.StatusGone
+}
+
+// Stream is one open change stream.
+type Stream struct {
+	body io.ReadCloser
+	br   *bufio.Reader
+}
+
+// Open starts streaming db's changes from the server at baseURL.
+func Open(ctx context.Context, baseURL, db string, o Options) (*Stream, error) {
+	q := url.Values{}
+	if len(o.Tables) > 0 {
+		q.Set("tables", strings.Join(o.Tables, ","))
+	}
+	if len(o.Partitions) > 0 {
+		ps := make([]string, len(o.Partitions))
+		for i, p := range o.Partitions {
+			ps[i] = strconv.Itoa(p)
+		}
+		q.Set("partitions", strings.Join(ps, ","))
+	}
+	if o.From != "" {
+		q.Set("from", o.From)
+	}
+	if o.Bootstrap {
+		q.Set("bootstrap", "true")
+	}
+	u := strings.TrimRight(baseURL, "/") + "/_changes/" + url.PathEscape(db)
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		e := &client.Error{Status: resp.StatusCode}
+		_ = json.Unmarshal(b, e)
+		e.Status = resp.StatusCode
+		return nil, e
+	}
+	return &Stream{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 256<<10)}, nil
+}
+
+// Next returns the next line. A stream that the server ends with an error
+// line returns that error (a *client.Error); IsBootstrapRequired tells a
+// trimmed checkpoint.
+func (s *Stream) Next() (Line, error) {
+	raw, err := s.br.ReadBytes('\n')
+	if err != nil {
+		if err == io.EOF && len(raw) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return Line{}, err
+	}
+	raw = raw[:len(raw)-1]
+	var line struct {
+		Event
+		Error *client.Error `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &line); err != nil {
+		return Line{}, fmt.Errorf("changes: bad line %q: %w", raw, err)
+	}
+	if line.Error != nil {
+		return Line{}, line.Error
+	}
+	l := Line{Checkpoint: line.Checkpoint, Raw: raw}
+	if line.SCN != "" {
+		ev := line.Event
+		l.Event = &ev
+	}
+	return l, nil
+}
+
+// Close ends the stream.
+func (s *Stream) Close() error { return s.body.Close() }

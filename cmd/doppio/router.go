@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/node"
+)
+
+func routerCommand() *cobra.Command {
+	var (
+		id, httpAddr string
+		etcd         []string
+		maxDoc       int
+		timeout      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "Run a stateless router in front of a Doppio cluster",
+		Long: `Run a stateless router: the cluster's REST API with no storage.
+
+It watches the routing table in the cluster's etcd and sends each document
+request to its partition's leader, asks every partition's leader for a
+query without a partition key, and relays schema and /_cluster requests to
+any live node. Run as many as you like, e.g.
+
+  doppio router --etcd http://127.0.0.1:2379 --http 127.0.0.1:8080`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := newLogger()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rt, err := node.StartRouter(ctx, node.RouterConfig{
+				ID: id, HTTPAddr: httpAddr, EtcdEndpoints: etcd, Logger: logger,
+				API: api.Config{MaxDocumentBytes: maxDoc, RequestTimeout: timeout},
+			})
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			logger.Info("shutting down")
+			return rt.Close()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&id, "id", "router", "name of this router in X-Doppio-Forwarded-By")
+	fl.StringVar(&httpAddr, "http", "127.0.0.1:8080", "REST listen address (port 0 picks a free port)")
+	fl.StringSliceVar(&etcd, "etcd", nil, "the cluster's etcd endpoints, comma-separated (required)")
+	fl.IntVar(&maxDoc, "max-document-bytes", 1<<20, "largest accepted document")
+	fl.DurationVar(&timeout, "request-timeout", 5*time.Second, "longest a request waits for a leader (X-Doppio-Timeout shortens it)")
+	_ = cmd.MarkFlagRequired("etcd")
+	return cmd
+}

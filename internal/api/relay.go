@@ -1,0 +1,69 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/problem"
+)
+
+// Peer is a storage node a stateless router may relay to.
+type Peer struct {
+	ID   string
+	HTTP string // host:port
+}
+
+// Relay makes s a stateless router (`doppio router`): it hosts no
+// partition, so document requests go to their partition's leader (the
+// router.Router it was attached with finds none here), and the requests
+// that a node answers from its own state (schemas, whose index progress is
+// per replica, the cluster view, internal routes) go to any live node that
+// peers returns. Call it before SetReady(true).
+func (s *Server) Relay(peers func() []Peer) { s.relay = peers }
+
+// relayed reports whether a route is answered by any storage node rather
+// than by the partition's leader.
+func relayed(pattern string) bool {
+	return strings.HasPrefix(pattern, "/_schemas") || strings.HasPrefix(pattern, "/_cluster") || strings.HasPrefix(pattern, "/_internal/")
+}
+
+type relayTarget Peer
+
+func (t relayTarget) Error() string {
+	return fmt.Sprintf("node %s (%s) serves this request", t.ID, t.HTTP)
+}
+
+// relayAny forwards r to a live node, the first one peers lists while it
+// answers (so a schema read after a schema write through this router sees
+// it: both reach the same node's catalog), moving on while nodes refuse it
+// without applying it, within r's deadline.
+func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
+	var body []byte
+	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(s.cfg.MaxRequestBytes)))
+		if err != nil {
+			return err
+		}
+		body = b
+	}
+	deadline, _ := r.Context().Deadline()
+	backoff := retryFirst
+	for {
+		peers := s.relay()
+		var err error = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: "no storage node is registered"}}
+		for _, p := range peers {
+			err = s.forward(w, r, body, p.HTTP, relayTarget(p))
+			if w.wrote || !notApplied(r, err) {
+				return err
+			}
+		}
+		if r.Context().Err() != nil || time.Until(deadline) < backoff+retryMargin(deadline) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, retryMax)
+	}
+}

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/router"
+)
+
+// RouterConfig configures a stateless router process.
+type RouterConfig struct {
+	// ID names the router in X-Doppio-Forwarded-By (default "router").
+	ID string
+	// HTTPAddr is the REST listen address (":0" picks a free port).
+	HTTPAddr string
+	// EtcdEndpoints of the cluster's etcd, where the routing table lives.
+	EtcdEndpoints []string
+	// API limits and request deadline, as on a node.
+	API    api.Config
+	Logger *slog.Logger
+}
+
+// Router is a stateless `doppio router`: the REST API of the cluster with
+// no storage. It watches the routing table in etcd (live nodes, published
+// leaderships) and the catalog, sends each document request to its
+// partition's leader, asks every partition's leader for a query over all
+// partitions, and relays schema and cluster requests to any live node.
+// /healthz, /readyz and /metrics are its own.
+type Router struct {
+	log      *slog.Logger
+	listener net.Listener
+	http     *http.Server
+	client   *clientv3.Client
+	catalog  *catalog.Catalog
+	view     *membership.View
+	router   *router.Router
+	api      *api.Server
+	wg       sync.WaitGroup
+}
+
+// StartRouter starts a router; it answers /healthz at once and the rest
+// once the catalog and the routing table are loaded.
+func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
+	if len(cfg.EtcdEndpoints) == 0 {
+		return nil, errors.New("a router needs the cluster's etcd endpoints")
+	}
+	if cfg.ID == "" {
+		cfg.ID = "router"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.API.NodeID = cfg.ID
+	rt := &Router{log: cfg.Logger}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt.api = api.New(cfg.API, nil, nil, registry, rt.log, nil)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	rt.listener = ln
+	rt.http = &http.Server{Handler: rt.api, ReadHeaderTimeout: 10 * time.Second}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		if err := rt.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			rt.log.Error("http server stopped", "err", err)
+		}
+	}()
+	if err := rt.open(ctx, cfg); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	rt.api.SetReady(true)
+	rt.log.Info("doppio router ready", "id", cfg.ID, "http", rt.Addr(), "etcd", cfg.EtcdEndpoints)
+	return rt, nil
+}
+
+func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: quietZap()})
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+	rt.client = cli
+	if rt.catalog, err = catalog.Open(ctx, cli, etcdPrefix); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if rt.view, err = membership.Open(ctx, cli, etcdPrefix, rt.log); err != nil {
+		return err
+	}
+	// No replica is ever opened here, so every request is routed
+	// elsewhere: to the leader the routing table names.
+	rt.router = router.New(router.Config{
+		Tables:    rt.catalog.Tables,
+		Directory: directory{rt.view},
+		Logger:    rt.log,
+	})
+	rt.api.Attach(rt.catalog, rt.router)
+	rt.api.Relay(func() []api.Peer {
+		nodes := rt.view.Nodes()
+		out := make([]api.Peer, len(nodes))
+		for i, n := range nodes {
+			out[i] = api.Peer{ID: n.ID, HTTP: n.HTTP}
+		}
+		return out
+	})
+	return nil
+}
+
+// Addr is the HTTP address the router listens on.
+func (rt *Router) Addr() string { return rt.listener.Addr().String() }
+
+// Close stops serving and closes the watches.
+func (rt *Router) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	if rt.http != nil {
+		errs = append(errs, rt.http.Shutdown(ctx))
+	}
+	rt.wg.Wait()
+	if rt.router != nil {
+		rt.router.Close()
+	}
+	if rt.view != nil {
+		rt.view.Close()
+	}
+	if rt.catalog != nil {
+		rt.catalog.Close()
+	}
+	if rt.client != nil {
+		errs = append(errs, rt.client.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,77 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2/objstorage"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// SSTWriter builds an sstable for Ingest. Points are added in strictly
+// increasing key order; range deletions are non-overlapping and in order.
+// A range deletion does not delete the points of its own table: ingested,
+// they all take one sequence number, and a deletion only hides older keys.
+type SSTWriter struct {
+	w *sstable.Writer
+}
+
+// NewSSTWriter returns a writer of an sstable, in the format this store
+// ingests, to out (see FileWritable for a file).
+func (e *Engine) NewSSTWriter(out objstorage.Writable) *SSTWriter {
+	return &SSTWriter{w: sstable.NewWriter(out, e.opts.MakeWriterOptions(0, e.db.TableFormat()))}
+}
+
+// Set adds a point.
+func (w *SSTWriter) Set(key, value []byte) error { return w.w.Set(key, value) }
+
+// DeleteRange adds a deletion of [start, end).
+func (w *SSTWriter) DeleteRange(start, end []byte) error { return w.w.DeleteRange(start, end) }
+
+// Close finishes the table (Finish on its Writable).
+func (w *SSTWriter) Close() error { return w.w.Close() }
+
+// FileWritable creates the file path for an sstable; Finish syncs it.
+func FileWritable(path string) (objstorage.Writable, error) {
+	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, err
+	}
+	return objstorageprovider.NewFileWritable(f), nil
+}
+
+// Ingest adds the sstables at paths to the store atomically: after a crash
+// either all of them are in or none is. Their key ranges must not overlap
+// one another. The files are moved (or copied) in, and removed on success.
+// An ingestion can replace whatever was tailed (a snapshot replaces a
+// partition's change log), so every waiter on Changed wakes.
+func (e *Engine) Ingest(ctx context.Context, paths []string) error {
+	if err := e.db.Ingest(ctx, paths); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	for t, ch := range e.waiters {
+		close(ch)
+		delete(e.waiters, t)
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// StagingDir returns an empty directory next to the store (on the same
+// file system, so Ingest can link files from it) for files about to be
+// ingested; name tells apart the users. What a crash left there is gone.
+func (e *Engine) StagingDir(name string) (string, error) {
+	dir := filepath.Join(e.dir+".staging", name)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("clear staging directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("staging directory: %w", err)
+	}
+	return dir, nil
+}

@@ -400,7 +400,7 @@ func startPostgres(ctx context.Context, dir string, threads int, logf func(strin
 		"full_page_writes = on",
 		"wal_sync_method = fdatasync",
 		"shared_buffers = 1GB",
-		"max_wal_size = 4GB",
+		"max_wal_size = 1GB",
 		fmt.Sprintf("max_connections = %d", threads*2+20),
 	}
 	f, err := os.OpenFile(filepath.Join(s.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -500,7 +500,7 @@ func startMariaDB(ctx context.Context, dir string, threads int, logf func(string
 		"--innodb-doublewrite=1",
 		"--innodb-flush-method=fsync",
 		"--innodb-buffer-pool-size=1G",
-		"--innodb-log-file-size=512M",
+		"--innodb-log-file-size=256M",
 		fmt.Sprintf("--max-connections=%d", threads*2+20),
 	}
 	args := append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + s.sock, fmt.Sprintf("--port=%d", port),

@@ -257,6 +257,7 @@ func runAll(ctx context.Context, c config, args string) error {
 			}
 		}
 	}
+	summarizeProfiles(filepath.Join(c.Out, "profiles"), bin)
 	res.Elapsed = time.Since(res.Started)
 	if err := writeReport(res, c.Out); err != nil {
 		return err
@@ -446,4 +447,24 @@ func fetch(ctx context.Context, url, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// summarizeProfiles writes next to each profile its top functions by
+// cumulative share (`go tool pprof -top -cum`), for readers without Go.
+func summarizeProfiles(dir, bin string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pprof"))
+	for _, f := range files {
+		args := []string{"tool", "pprof", "-top", "-cum", "-nodecount=60"}
+		if strings.HasSuffix(f, "-allocs.pprof") {
+			args = append(args, "-sample_index=alloc_space")
+		}
+		out, err := exec.Command("go", append(args, bin, f)...).Output()
+		if err != nil {
+			logf("pprof %s: %v", f, err)
+			continue
+		}
+		if err := os.WriteFile(strings.TrimSuffix(f, ".pprof")+".txt", out, 0o644); err != nil {
+			logf("%v", err)
+		}
+	}
 }

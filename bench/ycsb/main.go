@@ -46,7 +46,7 @@ func main() {
 	flag.IntVar(&c.Records, "records", 100_000, "records loaded into each store (YCSB recordcount)")
 	flag.IntVar(&c.FieldLength, "fieldlength", 100, "bytes per field (10 fields per record)")
 	flag.IntVar(&c.Threads, "threads", 16, "YCSB client threads, the same for every store")
-	flag.DurationVar(&c.Duration, "duration", 30*time.Second, "run time of each workload (YCSB maxexecutiontime)")
+	flag.DurationVar(&c.Duration, "duration", 20*time.Second, "run time of each workload (YCSB maxexecutiontime)")
 	flag.IntVar(&c.Partitions, "partitions", 8, "Doppio partitions")
 	flag.StringVar(&stores, "stores", "doppio-1,doppio-3,postgres,mariadb", "stores to run, in order")
 	flag.StringVar(&wls, "workloads", "A,B,C,F,D,E", "workloads, in order (D and E insert; E after D)")

@@ -33,6 +33,8 @@ type config struct {
 	Stores      []string
 	Workloads   []string
 	Profile     []string
+	DoppioHTTP  string
+	Routing     string
 	Out         string
 	Dir         string
 	Quick       bool
@@ -44,11 +46,13 @@ func main() {
 	flag.IntVar(&c.Records, "records", 100_000, "records loaded into each store (YCSB recordcount)")
 	flag.IntVar(&c.FieldLength, "fieldlength", 100, "bytes per field (10 fields per record)")
 	flag.IntVar(&c.Threads, "threads", 16, "YCSB client threads, the same for every store")
-	flag.DurationVar(&c.Duration, "duration", 30*time.Second, "run time of each workload (YCSB maxexecutiontime)")
+	flag.DurationVar(&c.Duration, "duration", 20*time.Second, "run time of each workload (YCSB maxexecutiontime)")
 	flag.IntVar(&c.Partitions, "partitions", 8, "Doppio partitions")
 	flag.StringVar(&stores, "stores", "doppio-1,doppio-3,postgres,mariadb", "stores to run, in order")
 	flag.StringVar(&wls, "workloads", "A,B,C,F,D,E", "workloads, in order (D and E insert; E after D)")
 	flag.StringVar(&prof, "profile", "A,C", "workloads during which Doppio's single node is profiled (CPU; allocations after the last)")
+	flag.StringVar(&c.DoppioHTTP, "doppio-http", "socket", "Doppio binding's HTTP client: socket (a blocking keep-alive connection per thread, like JDBC's) or jdk (one shared java.net.http.HttpClient)")
+	flag.StringVar(&c.Routing, "doppio-routing", "smart", "Doppio binding's routing: smart (each request to its partition's leader, from GET /_cluster, as the Go client's smart routing) or node (thread i to node i mod n, which forwards)")
 	flag.StringVar(&c.Out, "out", "docs/benchmarks/ycsb", "report directory")
 	flag.StringVar(&c.Dir, "dir", "", "working directory for the stores' data (default a new temporary directory, removed after)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke run: 5,000 records, 3 s per workload, 8 threads; report under -out/quick")
@@ -76,6 +80,12 @@ func main() {
 		if labelOf(s) == "" {
 			fatalf("unknown store %q", s)
 		}
+	}
+	if c.DoppioHTTP != "socket" && c.DoppioHTTP != "jdk" {
+		fatalf("-doppio-http must be socket or jdk")
+	}
+	if c.Routing != "smart" && c.Routing != "node" {
+		fatalf("-doppio-routing must be smart or node")
 	}
 	for _, w := range c.Workloads {
 		if _, ok := workloadByName(w); !ok {
@@ -247,6 +257,7 @@ func runAll(ctx context.Context, c config, args string) error {
 			}
 		}
 	}
+	summarizeProfiles(filepath.Join(c.Out, "profiles"), bin)
 	res.Elapsed = time.Since(res.Started)
 	if err := writeReport(res, c.Out); err != nil {
 		return err
@@ -271,9 +282,9 @@ func startStore(ctx context.Context, c config, res *results, jar, bin, work, id 
 	var err error
 	switch id {
 	case "doppio-1":
-		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, logf)
+		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, c.DoppioHTTP, c.Routing, logf)
 	case "doppio-3":
-		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, logf)
+		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, c.DoppioHTTP, c.Routing, logf)
 	case "postgres":
 		s, err = startPostgres(ctx, dir, c.Threads*4, logf)
 	case "mariadb":
@@ -436,4 +447,24 @@ func fetch(ctx context.Context, url, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// summarizeProfiles writes next to each profile its top functions by
+// cumulative share (`go tool pprof -top -cum`), for readers without Go.
+func summarizeProfiles(dir, bin string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pprof"))
+	for _, f := range files {
+		args := []string{"tool", "pprof", "-top", "-cum", "-nodecount=60"}
+		if strings.HasSuffix(f, "-allocs.pprof") {
+			args = append(args, "-sample_index=alloc_space")
+		}
+		out, err := exec.Command("go", append(args, bin, f)...).Output()
+		if err != nil {
+			logf("pprof %s: %v", f, err)
+			continue
+		}
+		if err := os.WriteFile(strings.TrimSuffix(f, ".pprof")+".txt", out, 0o644); err != nil {
+			logf("%v", err)
+		}
+	}
 }

@@ -121,6 +121,8 @@ type doppioStore struct {
 	nodes      int
 	partitions int
 	pprof      string
+	httpClient string // the binding's doppio.http
+	routing    string // the binding's doppio.routing
 	logPath    string
 	done       chan error
 }
@@ -144,7 +146,7 @@ func tableSchema(fields int) string {
 
 var nodeLine = regexp.MustCompile(`^node (n\d+): (http://\S+)`)
 
-func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, logf func(string, ...any)) (*doppioStore, error) {
+func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, httpClient, routing string, logf func(string, ...any)) (*doppioStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -152,7 +154,7 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	if err != nil {
 		return nil, err
 	}
-	s := &doppioStore{nodes: nodes, partitions: partitions, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
+	s := &doppioStore{nodes: nodes, partitions: partitions, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
 	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port)}
 	if nodes > 1 {
 		args = append(args, "--nodes", strconv.Itoa(nodes))
@@ -299,7 +301,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 }
 
 func (s *doppioStore) Binding() (string, map[string]string) {
-	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix)}
+	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix), "doppio.http": s.httpClient, "doppio.routing": s.routing}
 }
 
 func (s *doppioStore) Settings() string {
@@ -309,7 +311,17 @@ func (s *doppioStore) Settings() string {
 	}
 	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first %d characters of the YCSB key (about 900 document groups), k = the key; "+
 		"documents: Avro record of field0..field9 strings; every write acknowledged after its Raft commit and a synced Pebble batch (defaults). "+
-		"YCSB threads spread over the nodes' REST addresses round robin; a node forwards what it does not lead.", mode, s.partitions, s.nodes, groupPrefix)
+		"%s HTTP client: %s.", mode, s.partitions, s.nodes, groupPrefix, routingDesc[s.routing], httpClientDesc[s.httpClient])
+}
+
+var routingDesc = map[string]string{
+	"smart": "Each request goes straight to its partition's leader (`doppio.routing=smart`: leaders from `GET /_cluster` at start, partition = xxhash64 of the encoded partition key, as the Go client's smart routing).",
+	"node":  "YCSB threads spread over the nodes' REST addresses round robin (`doppio.routing=node`); a node forwards what it does not lead.",
+}
+
+var httpClientDesc = map[string]string{
+	"socket": "`doppio.http=socket`, a blocking keep-alive HTTP/1.1 connection per YCSB thread (as each JDBC thread has its own connection)",
+	"jdk":    "`doppio.http=jdk`, one java.net.http.HttpClient shared by the threads (HTTP/1.1 keep-alive)",
 }
 
 func (s *doppioStore) PprofAddr() string { return s.pprof }
@@ -388,7 +400,7 @@ func startPostgres(ctx context.Context, dir string, threads int, logf func(strin
 		"full_page_writes = on",
 		"wal_sync_method = fdatasync",
 		"shared_buffers = 1GB",
-		"max_wal_size = 4GB",
+		"max_wal_size = 1GB",
 		fmt.Sprintf("max_connections = %d", threads*2+20),
 	}
 	f, err := os.OpenFile(filepath.Join(s.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -488,7 +500,7 @@ func startMariaDB(ctx context.Context, dir string, threads int, logf func(string
 		"--innodb-doublewrite=1",
 		"--innodb-flush-method=fsync",
 		"--innodb-buffer-pool-size=1G",
-		"--innodb-log-file-size=512M",
+		"--innodb-log-file-size=256M",
 		fmt.Sprintf("--max-connections=%d", threads*2+20),
 	}
 	args := append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + s.sock, fmt.Sprintf("--port=%d", port),

@@ -39,17 +39,27 @@ import site.ycsb.StringByteIterator;
  * just before the start key, base64url). That couples this binding to the cursor format; a
  * {@code from=} parameter on collection reads would remove it.
  *
- * <p>One HttpClient (HTTP/1.1, keep-alive connection reuse) is shared by all threads. Thread i
- * talks to node {@code doppio.urls[i mod n]} (comma-separated); a node that does not lead a key's
- * partition forwards the request to the leader.
+ * <p>{@code doppio.http=jdk} (the default): one java.net.http.HttpClient (HTTP/1.1, keep-alive
+ * connection reuse) shared by all threads. {@code doppio.http=socket}: each thread its own
+ * blocking keep-alive HTTP/1.1 connection ({@link Http1}), the way each JDBC thread has its own
+ * connection. Thread i talks to node {@code doppio.urls[i mod n]} (comma-separated); a node that
+ * does not lead a key's partition forwards the request to the leader. With {@code
+ * doppio.routing=smart} every request goes straight to its partition's leader instead ({@link
+ * Routes}, read from GET /_cluster at start), as the Go client's smart routing does.
  */
 public class DoppioClient extends DB {
   private static final Object LOCK = new Object();
   private static HttpClient http;
+  private static Routes routes;
+  private static boolean routesFetched;
   private static final AtomicInteger THREADS = new AtomicInteger();
 
-  private String base;
+  private String origin; // scheme://host:port
+  private String base;   // /db/table/
   private int groupPrefix;
+  private boolean socket; // doppio.http=socket
+  private final Map<String, Http1> conns = new HashMap<>(); // origin -> this thread's connection
+  private Routes myRoutes;
 
   @Override
   public void init() throws DBException {
@@ -63,8 +73,33 @@ public class DoppioClient extends DB {
     if (url.endsWith("/")) {
       url = url.substring(0, url.length() - 1);
     }
-    base = url + "/" + db + "/" + table + "/";
+    URI u = URI.create(url);
+    origin = u.getScheme() + "://" + u.getRawAuthority();
+    base = "/" + db + "/" + table + "/";
+    String routing = p.getProperty("doppio.routing", "node");
+    if (!routing.equals("node") && !routing.equals("smart")) {
+      throw new DBException("doppio.routing must be node or smart, not " + routing);
+    }
+    String mode = p.getProperty("doppio.http", "jdk");
+    if (!mode.equals("jdk") && !mode.equals("socket")) {
+      throw new DBException("doppio.http must be jdk or socket, not " + mode);
+    }
+    socket = mode.equals("socket");
     synchronized (LOCK) {
+      if (routing.equals("smart") && !routesFetched) {
+        String first = urls[0].trim();
+        URI f = URI.create(first);
+        try {
+          routes = Routes.fetch(f.getScheme() + "://" + f.getRawAuthority(), db);
+        } catch (IOException e) {
+          throw new DBException("doppio.routing=smart: " + e.getMessage(), e);
+        }
+        if (routes == null) {
+          throw new DBException("doppio.routing=smart: a partition of " + db + " has no known leader in /_cluster");
+        }
+        routesFetched = true;
+      }
+      myRoutes = routes;
       if (http == null) {
         http = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -82,8 +117,36 @@ public class DoppioClient extends DB {
     return base + Json.pathSegment(group(key)) + "/" + Json.pathSegment(key);
   }
 
-  private HttpResponse<byte[]> send(HttpRequest req) throws IOException, InterruptedException {
-    return http.send(req, HttpResponse.BodyHandlers.ofByteArray());
+  @Override
+  public void cleanup() {
+    for (Http1 c : conns.values()) {
+      c.close();
+    }
+  }
+
+  /** Where requests of document group g go: its leader, or this thread's node. */
+  private String originOf(String g) {
+    return myRoutes != null ? myRoutes.leaderOf(g) : origin;
+  }
+
+  /** Sends a request for target (a path and query) to the node at to. */
+  private Http1.Response send(String to, String method, String target, byte[] body) throws IOException, InterruptedException {
+    if (socket) {
+      Http1 c = conns.get(to);
+      if (c == null) {
+        c = new Http1(URI.create(to));
+        conns.put(to, c);
+      }
+      return c.send(method, target, body);
+    }
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(to + target));
+    if (body != null) {
+      b.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofByteArray(body));
+    } else {
+      b.method(method, HttpRequest.BodyPublishers.noBody());
+    }
+    HttpResponse<byte[]> resp = http.send(b.build(), HttpResponse.BodyHandlers.ofByteArray());
+    return new Http1.Response(resp.statusCode(), resp.body());
   }
 
   private static Status status(int code) {
@@ -111,9 +174,9 @@ public class DoppioClient extends DB {
     String f = fieldsParam(fields);
     String uri = docPath(key) + (f.isEmpty() ? "" : "?" + f);
     try {
-      HttpResponse<byte[]> resp = send(HttpRequest.newBuilder(URI.create(uri)).GET().build());
-      if (resp.statusCode() != 200) {
-        return status(resp.statusCode());
+      Http1.Response resp = send(originOf(group(key)), "GET", uri, null);
+      if (resp.status() != 200) {
+        return status(resp.status());
       }
       try (JsonParser jp = Json.FACTORY.createParser(resp.body())) {
         if (jp.nextToken() != JsonToken.START_OBJECT) {
@@ -151,9 +214,9 @@ public class DoppioClient extends DB {
           if (!f.isEmpty()) {
             uri.append('&').append(f);
           }
-          HttpResponse<byte[]> resp = send(HttpRequest.newBuilder(URI.create(uri.toString())).GET().build());
-          if (resp.statusCode() != 200) {
-            return status(resp.statusCode());
+          Http1.Response resp = send(originOf(group), "GET", uri.toString(), null);
+          if (resp.status() != 200) {
+            return status(resp.status());
           }
           String next = Json.readList(resp.body(), result);
           if (next == null) {
@@ -175,30 +238,22 @@ public class DoppioClient extends DB {
 
   @Override
   public Status update(String table, String key, Map<String, ByteIterator> values) {
-    byte[] body = Json.patchSet(values);
-    HttpRequest req = HttpRequest.newBuilder(URI.create(docPath(key)))
-        .header("Content-Type", "application/json")
-        .method("PATCH", HttpRequest.BodyPublishers.ofByteArray(body)).build();
-    return write(req);
+    return write(key, "PATCH", Json.patchSet(values));
   }
 
   @Override
   public Status insert(String table, String key, Map<String, ByteIterator> values) {
-    byte[] body = Json.object(values);
-    HttpRequest req = HttpRequest.newBuilder(URI.create(docPath(key)))
-        .header("Content-Type", "application/json")
-        .PUT(HttpRequest.BodyPublishers.ofByteArray(body)).build();
-    return write(req);
+    return write(key, "PUT", Json.object(values));
   }
 
   @Override
   public Status delete(String table, String key) {
-    return write(HttpRequest.newBuilder(URI.create(docPath(key))).DELETE().build());
+    return write(key, "DELETE", null);
   }
 
-  private Status write(HttpRequest req) {
+  private Status write(String key, String method, byte[] body) {
     try {
-      return status(send(req).statusCode());
+      return status(send(originOf(group(key)), method, docPath(key), body).status());
     } catch (IOException e) {
       return Status.ERROR;
     } catch (InterruptedException e) {

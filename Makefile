@@ -24,6 +24,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSON$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeBinary$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
 	$(GO) test -run='^$$' -fuzz='^FuzzRequest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/api
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/query
+	$(GO) test -run='^$$' -fuzz='^FuzzParseCheckpoint$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/changes
 
 # HTTP benchmarks of the document API next to a no-op handler (the ceiling).
 bench:

@@ -54,3 +54,11 @@ bench-failover:
 .PHONY: torture
 torture:
 	$(GO) run ./torture/cmd/torture $(TORTURE_FLAGS)
+
+# YCSB A-F against Doppio (1 node; 3 nodes x 3 replicas), PostgreSQL and
+# MariaDB in one run, durable settings; needs Java 17 + Maven (installs the
+# databases with apt-get when absent); writes docs/benchmarks/ycsb/.
+# YCSB_FLAGS=-quick for a smoke run; `go run ./bench/ycsb -h` lists the flags.
+.PHONY: bench-ycsb
+bench-ycsb:
+	$(GO) run ./bench/ycsb $(YCSB_FLAGS)

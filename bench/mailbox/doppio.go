@@ -126,13 +126,13 @@ func (s *doppioSystem) Load(ctx context.Context, mailbox string, msgs []Message)
 }
 
 // idempotent sends a request that may be repeated (the load's transactions
-// put fixed keys), again after a 503 whose outcome is unknown, as a client
-// of the documented contract does; a loaded machine can make a 500-document
-// transaction outlast the server's deadline.
+// put fixed keys), again after a 503 (not applied) or a 504 (outcome
+// unknown), as a client of the documented contract may; a loaded machine
+// can make a 500-document transaction outlast the server's deadline.
 func (s *doppioSystem) idempotent(ctx context.Context, method, path string, body []byte) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		if _, err = s.do(ctx, method, path, body, 200, 201); err == nil || !strings.Contains(err.Error(), ": 503 ") {
+		if _, err = s.do(ctx, method, path, body, 200, 201); err == nil || !(strings.Contains(err.Error(), ": 503 ") || strings.Contains(err.Error(), ": 504 ")) {
 			return err
 		}
 		time.Sleep(time.Second)

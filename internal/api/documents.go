@@ -476,11 +476,13 @@ func documentPath(db, table string, key keys.Tuple) string {
 	return b.String()
 }
 
+var segmentEscaper = strings.NewReplacer("(", "%28", ")", "%29", ",", "%2C")
+
 // keySegment escapes a string key part so the path addresses it and only
 // it: "." and ".." would be refused as path tricks and "(…)" read as a
 // multi-get, so their bytes are percent-encoded too.
 func keySegment(v string) string {
-	e := strings.NewReplacer("(", "%28", ")", "%29", ",", "%2C").Replace(url.PathEscape(v))
+	e := segmentEscaper.Replace(url.PathEscape(v))
 	if e == "." || e == ".." {
 		e = strings.ReplaceAll(e, ".", "%2E")
 	}

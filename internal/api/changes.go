@@ -68,7 +68,7 @@ type changesRequest struct {
 
 func (s *Server) parseChanges(r *http.Request, p params) (changesRequest, error) {
 	var cr changesRequest
-	d, err := s.database(p.db)
+	d, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return cr, err
 	}
@@ -91,7 +91,7 @@ func (s *Server) parseChanges(r *http.Request, p params) (changesRequest, error)
 			if name == "" {
 				return cr, problem.Field(problem.Malformed, "tables", "tables %q has an empty name", v)
 			}
-			if _, ok := s.catalog.Table(d.Name, name); !ok {
+			if _, ok := s.catalog.LookupTable(r.Context(), d.Name, name); !ok {
 				return cr, problem.Field(problem.NotFound, "tables", "table %q does not exist in database %q", name, d.Name)
 			}
 			cr.filter.Tables[name] = true

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -60,12 +61,12 @@ type target struct {
 	multi []keys.Tuple // full keys of a multi-get, else nil
 }
 
-func (s *Server) target(p params) (target, error) {
-	d, err := s.database(p.db)
+func (s *Server) target(ctx context.Context, p params) (target, error) {
+	d, err := s.database(ctx, p.db)
 	if err != nil {
 		return target{}, err
 	}
-	t, err := s.table(p.db, p.table)
+	t, err := s.table(ctx, p.db, p.table)
 	if err != nil {
 		return target{}, err
 	}
@@ -157,7 +158,7 @@ func (o readOptions) render(t *schema.Table, rec partition.Record) ([]byte, int,
 }
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
-	tg, err := s.target(p)
+	tg, err := s.target(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -489,8 +490,8 @@ func keySegment(v string) string {
 	return e
 }
 
-func (s *Server) fullKeyTarget(p params, verb string) (target, error) {
-	tg, err := s.target(p)
+func (s *Server) fullKeyTarget(ctx context.Context, p params, verb string) (target, error) {
+	tg, err := s.target(ctx, p)
 	if err != nil {
 		return tg, err
 	}
@@ -510,7 +511,7 @@ func (s *Server) fullKeyTarget(p params, verb string) (target, error) {
 // documentWrite parses what every single-document write starts with: the
 // full key, the conditional headers and the body.
 func (s *Server) documentWrite(r *http.Request, p params, verb string) (target, partition.Condition, []byte, error) {
-	tg, err := s.fullKeyTarget(p, verb)
+	tg, err := s.fullKeyTarget(r.Context(), p, verb)
 	if err != nil {
 		return tg, partition.Condition{}, nil, err
 	}
@@ -559,7 +560,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p params) error {
 }
 
 func (s *Server) insert(w http.ResponseWriter, r *http.Request, p params) error {
-	tg, err := s.target(p)
+	tg, err := s.target(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -586,7 +587,7 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request, p params) error 
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, p params) error {
-	tg, err := s.target(p)
+	tg, err := s.target(r.Context(), p)
 	if err != nil {
 		return err
 	}

@@ -125,11 +125,11 @@ func (s *Server) indexesReady(rep *partition.Replica, t *schema.Table, plan *que
 // limit and cursor semantics as a one-group query. A partition led here is
 // searched here; any other is asked of its leader's node.
 func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) error {
-	d, err := s.database(p.db)
+	d, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return err
 	}
-	t, err := s.table(p.db, p.table)
+	t, err := s.table(r.Context(), p.db, p.table)
 	if err != nil {
 		return err
 	}
@@ -244,11 +244,11 @@ func firstError(errs []error) error {
 // groups, with its sort values and documents, for the node that merges
 // (GET /_internal/query/{db}/{table}/{partition}).
 func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params) error {
-	d, err := s.database(p.db)
+	d, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return err
 	}
-	t, err := s.table(p.db, p.table)
+	t, err := s.table(r.Context(), p.db, p.table)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -65,8 +66,8 @@ func (s *Server) listDatabases(w http.ResponseWriter, r *http.Request, _ params)
 	return writeJSON(w, http.StatusOK, map[string]any{"databases": out})
 }
 
-func (s *Server) database(name string) (schema.Database, error) {
-	d, ok := s.catalog.Database(name)
+func (s *Server) database(ctx context.Context, name string) (schema.Database, error) {
+	d, ok := s.catalog.LookupDatabase(ctx, name)
 	if !ok {
 		return d, problem.New(problem.NotFound, "database %q does not exist", name)
 	}
@@ -74,7 +75,7 @@ func (s *Server) database(name string) (schema.Database, error) {
 }
 
 func (s *Server) getDatabase(w http.ResponseWriter, r *http.Request, p params) error {
-	d, err := s.database(p.db)
+	d, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return err
 	}
@@ -104,11 +105,11 @@ func (s *Server) putDatabase(w http.ResponseWriter, r *http.Request, p params) e
 	return writeJSON(w, status, s.databaseView(d))
 }
 
-func (s *Server) table(db, name string) (*schema.Table, error) {
-	if _, err := s.database(db); err != nil {
+func (s *Server) table(ctx context.Context, db, name string) (*schema.Table, error) {
+	if _, err := s.database(ctx, db); err != nil {
 		return nil, err
 	}
-	t, ok := s.catalog.Table(db, name)
+	t, ok := s.catalog.LookupTable(ctx, db, name)
 	if !ok {
 		return nil, problem.New(problem.NotFound, "table %q does not exist in database %q", name, db)
 	}
@@ -184,7 +185,7 @@ func viewTable(t *schema.Table) tableView {
 }
 
 func (s *Server) getTable(w http.ResponseWriter, r *http.Request, p params) error {
-	t, err := s.table(p.db, p.table)
+	t, err := s.table(r.Context(), p.db, p.table)
 	if err != nil {
 		return err
 	}
@@ -202,7 +203,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 	if len(body.Schema) == 0 {
 		return problem.Field(problem.Malformed, "schema", "the table needs a document schema")
 	}
-	if _, err := s.database(p.db); err != nil {
+	if _, err := s.database(r.Context(), p.db); err != nil {
 		return err
 	}
 	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema)
@@ -225,7 +226,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, p params) error {
-	t, err := s.table(p.db, p.table)
+	t, err := s.table(r.Context(), p.db, p.table)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,8 +38,8 @@ type opResult struct {
 }
 
 // operation turns one parsed operation body into a partition operation.
-func (s *Server) operation(db schema.Database, b opBody) (partition.Operation, error) {
-	t, err := s.table(db.Name, b.Table)
+func (s *Server) operation(ctx context.Context, db schema.Database, b opBody) (partition.Operation, error) {
+	t, err := s.table(ctx, db.Name, b.Table)
 	if err != nil {
 		return partition.Operation{}, err
 	}
@@ -157,7 +158,7 @@ func withOperation(err error, i int) error {
 }
 
 func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
-	db, err := s.database(p.db)
+	db, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return err
 	}
@@ -176,7 +177,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 	}
 	ops := make([]partition.Operation, len(body.Ops))
 	for i, b := range body.Ops {
-		op, err := s.operation(db, b)
+		op, err := s.operation(r.Context(), db, b)
 		if err != nil {
 			return withOperation(err, i)
 		}
@@ -239,7 +240,7 @@ type batchResult struct {
 // batch applies independent operations, each atomically on its own and in
 // order, and reports each outcome; one failing does not stop the others.
 func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
-	db, err := s.database(p.db)
+	db, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return err
 	}
@@ -304,7 +305,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 			Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail, Field: pe.Field,
 		}}, err
 	}
-	op, err := s.operation(db, b)
+	op, err := s.operation(r.Context(), db, b)
 	if err != nil {
 		return fail(err)
 	}

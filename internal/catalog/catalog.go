@@ -113,6 +113,45 @@ func (c *Catalog) Database(name string) (schema.Database, bool) {
 	return d, ok
 }
 
+// LookupDatabase is Database for a request: when the cache does not hold
+// the database yet, it reads etcd (a linearizable read) before answering
+// "no". A database created through another node, or through a router
+// that forwarded the PUT, is therefore usable here as soon as its creation
+// was acknowledged, without waiting for the watch to deliver it. Only a
+// miss costs the round trip; an error reading etcd answers the cached "no".
+func (c *Catalog) LookupDatabase(ctx context.Context, name string) (schema.Database, bool) {
+	if d, ok := c.Database(name); ok {
+		return d, true
+	}
+	c.refresh(ctx, c.dbKey(name))
+	return c.Database(name)
+}
+
+// LookupTable is Table with the same read-through on a miss as
+// LookupDatabase.
+func (c *Catalog) LookupTable(ctx context.Context, db, table string) (*schema.Table, bool) {
+	if t, ok := c.Table(db, table); ok {
+		return t, true
+	}
+	c.refresh(ctx, c.tableKey(db, table))
+	return c.Table(db, table)
+}
+
+// refresh reads one key from etcd and applies it to the cache (revisions
+// keep it from undoing anything newer the watch brought meanwhile).
+func (c *Catalog) refresh(ctx context.Context, key string) {
+	resp, err := c.cli.Get(ctx, key)
+	if err != nil {
+		c.logger.Debug("catalog read-through failed", "key", key, "err", err)
+		return
+	}
+	for _, kv := range resp.Kvs {
+		if _, err := c.applyKV(string(kv.Key), kv.Value, kv.ModRevision); err != nil {
+			c.logger.Warn("ignoring unusable catalog entry", "key", string(kv.Key), "err", err)
+		}
+	}
+}
+
 // Databases returns every database, sorted by name.
 func (c *Catalog) Databases() []schema.Database {
 	c.mu.RLock()

@@ -441,3 +441,39 @@ func TestSubscribeCancel(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestLookupReadsThroughOnAMiss: a catalog whose watch has not delivered a
+// database or table another writer created (here: no watch at all) still
+// finds them with LookupDatabase and LookupTable, because a miss reads etcd;
+// names that do not exist stay missing.
+func TestLookupReadsThroughOnAMiss(t *testing.T) {
+	srv, _, a := setup(t)
+	b := newCatalog(newClient(t, srv), prefix)
+	if err := b.load(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Database("mail"); ok {
+		t.Fatal("the unwatched catalog already holds the database; the test proves nothing")
+	}
+	if d, ok := b.LookupDatabase(ctx(t), "mail"); !ok || d.Name != "mail" {
+		t.Fatalf("LookupDatabase(mail) = %+v, %v; want the database", d, ok)
+	}
+	if tb, ok := b.LookupTable(ctx(t), "mail", "Message"); !ok || tb.Latest() != 1 {
+		t.Fatalf("LookupTable(mail, Message) = %v, %v; want version 1", tb, ok)
+	}
+	if _, ok := b.Database("mail"); !ok {
+		t.Fatal("the read-through did not fill the cache")
+	}
+	if _, ok := b.LookupDatabase(ctx(t), "nope"); ok {
+		t.Fatal("LookupDatabase(nope) found a database that was never created")
+	}
+	if _, ok := b.LookupTable(ctx(t), "mail", "Nope"); ok {
+		t.Fatal("LookupTable(mail, Nope) found a table that was never created")
+	}
+}

@@ -26,6 +26,7 @@ type route struct {
 type params struct {
 	db, table, version string
 	partition          string
+	name               string   // a datastream
 	key                []string // percent-decoded key segments
 	lastRaw            string   // the last key segment, still escaped
 }
@@ -40,6 +41,13 @@ func routes() []*route {
 		{method: "GET", pattern: "/_internal/replicas", handle: (*Server).internalReplicas},
 		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", handle: (*Server).queryPartition},
 		{method: "GET", pattern: "/_changes/{db}", handle: (*Server).changes, stream: true},
+		{method: "GET", pattern: "/_datastreams", handle: (*Server).listDatastreams},
+		{method: "GET", pattern: "/_datastreams/{name}", handle: (*Server).getDatastream},
+		{method: "PUT", pattern: "/_datastreams/{name}", handle: (*Server).putDatastream},
+		{method: "DELETE", pattern: "/_datastreams/{name}", handle: (*Server).deleteDatastream},
+		{method: "POST", pattern: "/_datastreams/{name}/pause", handle: (*Server).pauseDatastream},
+		{method: "POST", pattern: "/_datastreams/{name}/resume", handle: (*Server).resumeDatastream},
+		{method: "GET", pattern: "/_datastreams/{name}/status", handle: (*Server).datastreamStatus},
 		{method: "GET", pattern: "/_schemas", handle: (*Server).listDatabases},
 		{method: "GET", pattern: "/_schemas/{db}", handle: (*Server).getDatabase},
 		{method: "PUT", pattern: "/_schemas/{db}", handle: (*Server).putDatabase},
@@ -143,6 +151,8 @@ func (rt *route) bind(segs, raw []string) (params, bool) {
 			p.version = segs[i]
 		case "{partition}":
 			p.partition = segs[i]
+		case "{name}":
+			p.name = segs[i]
 		default:
 			if segs[i] != pat {
 				return p, false

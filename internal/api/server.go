@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/router"
@@ -71,6 +72,7 @@ type Server struct {
 	cfg     Config
 	catalog *catalog.Catalog
 	router  *router.Router
+	streams *datastream.Manager
 	log     *slog.Logger
 	routes  []*route
 	ready   atomic.Bool

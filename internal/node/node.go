@@ -18,6 +18,7 @@ import (
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/controller"
+	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
@@ -81,6 +82,7 @@ type Node struct {
 	reg     *membership.Registration
 	router  *router.Router
 	api     *api.Server
+	streams *datastream.Manager
 	self    uint64 // Raft id
 
 	// parts maps a partition prefix to its (database, partition), for
@@ -228,6 +230,14 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	})
 	n.api.Attach(n.catalog, n.router)
 	registry.MustRegister(newCollector(n))
+	n.streams, err = datastream.Open(ctx, datastream.Config{
+		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Schemas: n.catalog,
+		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.router}, Registry: registry, Logger: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("datastreams: %w", err)
+	}
+	n.api.AttachDatastreams(n.streams)
 	return nil
 }
 
@@ -297,6 +307,10 @@ func (n *Node) Close() error {
 		errs = append(errs, n.http.Shutdown(ctx))
 	}
 	n.wg.Wait()
+	if n.streams != nil {
+		// Tasks write their checkpoints and give their ownerships up.
+		n.streams.Close()
+	}
 	if n.reg != nil {
 		// Leave at once: routers stop sending here, peers elect.
 		errs = append(errs, n.reg.Close())

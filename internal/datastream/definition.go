@@ -1,0 +1,430 @@
+package datastream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// Definition is what a user declares about a datastream. Its JSON form is
+// the body of PUT /_datastreams/{name}.
+type Definition struct {
+	Name     string `json:"name"`
+	Database string `json:"database"`
+	// Tables selects the tables whose changes the stream carries; empty:
+	// every table, including tables created later.
+	Tables []string `json:"tables,omitempty"`
+	// Partitions selects the partitions the stream reads; empty: all.
+	Partitions []int     `json:"partitions,omitempty"`
+	Sink       Sink      `json:"sink"`
+	AutoPause  AutoPause `json:"autoPause"`
+	// From is where a partition without a checkpoint starts: "now" (the
+	// transactions committed from the stream's creation on) or "earliest"
+	// (the oldest transaction the change log retains).
+	From string `json:"from"`
+}
+
+// Sink is where a datastream delivers.
+type Sink struct {
+	Type    string   `json:"type"` // "kafka"
+	Brokers []string `json:"brokers"`
+	// Topics is "per-table" ({prefix}{db}.{table}) or "per-database"
+	// ({prefix}{db}).
+	Topics      string `json:"topics"`
+	TopicPrefix string `json:"topicPrefix"`
+	// Format of record values: "json" (the change event as GET /_changes
+	// renders it) or "avro" (the post-image, Avro binary at the table's
+	// latest schema version; a delete is a tombstone).
+	Format string `json:"format"`
+	// TopicPartitions and ReplicationFactor are used when a missing topic
+	// is created; 0 leaves them to the broker's defaults.
+	TopicPartitions   int `json:"topicPartitions,omitempty"`
+	ReplicationFactor int `json:"replicationFactor,omitempty"`
+}
+
+// AutoPause is the policy for a partition whose sink keeps failing: after
+// Failures consecutive failures it is paused for ResumeAfter, then tried
+// again.
+type AutoPause struct {
+	Failures    int      `json:"failures"`
+	ResumeAfter Duration `json:"resumeAfter"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("60s").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Defaults.
+const (
+	DefaultFailures    = 5
+	DefaultResumeAfter = Duration(60 * time.Second)
+	FromNow            = "now"
+	FromEarliest       = "earliest"
+	TopicsPerTable     = "per-table"
+	TopicsPerDatabase  = "per-database"
+	FormatJSON         = "json"
+	FormatAvro         = "avro"
+)
+
+var (
+	nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+	// Kafka's legal topic characters.
+	topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]*$`)
+)
+
+// ValidName reports whether s can name a datastream: a letter, then up to
+// 63 letters, digits, '_', '-' or '.'.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Catalog is what validation needs of the schema catalog.
+type Catalog interface {
+	LookupDatabase(ctx context.Context, name string) (schema.Database, bool)
+	LookupTable(ctx context.Context, db, table string) (*schema.Table, bool)
+}
+
+// Parse decodes and validates the body of PUT /_datastreams/{name}: every
+// field is checked, defaults are filled, and the first problem found is a
+// *problem.Error naming its field ("sink.brokers", "autoPause.failures").
+// Unknown databases, tables and partitions are NotFound; anything else
+// wrong is Malformed.
+func Parse(ctx context.Context, name string, body []byte, cat Catalog) (Definition, error) {
+	var d Definition
+	if !ValidName(name) {
+		return d, problem.Field(problem.Malformed, "name", "invalid datastream name %q: want a letter, then up to 63 letters, digits, '_', '-' or '.'", name)
+	}
+	top, err := object(body, "")
+	if err != nil {
+		return d, err
+	}
+	if err := known(top, "", "name", "database", "tables", "partitions", "sink", "autoPause", "from"); err != nil {
+		return d, err
+	}
+	if raw, ok := top["name"]; ok {
+		var n string
+		if err := field(raw, "name", &n); err != nil {
+			return d, err
+		}
+		if n != name {
+			return d, problem.Field(problem.Malformed, "name", "the body names datastream %q but the path names %q", n, name)
+		}
+	}
+	d.Name = name
+	if err := field(top["database"], "database", &d.Database); err != nil {
+		return d, err
+	}
+	if _, ok := top["database"]; !ok || d.Database == "" {
+		return d, problem.Field(problem.Malformed, "database", "a datastream needs the database whose changes it carries")
+	}
+	if err := field(top["tables"], "tables", &d.Tables); err != nil {
+		return d, err
+	}
+	if err := field(top["partitions"], "partitions", &d.Partitions); err != nil {
+		return d, err
+	}
+	if err := field(top["from"], "from", &d.From); err != nil {
+		return d, err
+	}
+	if err := parseSink(top["sink"], &d.Sink); err != nil {
+		return d, err
+	}
+	if err := parseAutoPause(top["autoPause"], &d.AutoPause); err != nil {
+		return d, err
+	}
+	if err := d.validate(); err != nil {
+		return d, err
+	}
+	return d, d.resolve(ctx, cat)
+}
+
+// validate checks what needs no catalog and fills defaults.
+func (d *Definition) validate() error {
+	switch d.From {
+	case "":
+		d.From = FromNow
+	case FromNow, FromEarliest:
+	default:
+		return problem.Field(problem.Malformed, "from", "from must be %q or %q, not %q", FromNow, FromEarliest, d.From)
+	}
+	for _, t := range d.Tables {
+		if t == "" {
+			return problem.Field(problem.Malformed, "tables", "tables has an empty name")
+		}
+	}
+	d.Tables = sortedUnique(d.Tables)
+	for _, p := range d.Partitions {
+		if p < 0 {
+			return problem.Field(problem.Malformed, "partitions", "partition %d is not a partition number", p)
+		}
+	}
+	d.Partitions = sortedUnique(d.Partitions)
+	s := &d.Sink
+	switch s.Type {
+	case "kafka":
+	case "":
+		return problem.Field(problem.Malformed, "sink.type", `the sink needs a type ("kafka")`)
+	default:
+		return problem.Field(problem.Malformed, "sink.type", `sink type %q is not supported (only "kafka")`, s.Type)
+	}
+	if len(s.Brokers) == 0 {
+		return problem.Field(problem.Malformed, "sink.brokers", "the Kafka sink needs at least one broker address (host:port)")
+	}
+	for i, b := range s.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return problem.Field(problem.Malformed, "sink.brokers", "broker %d (%q) is not host:port", i, b)
+		}
+	}
+	switch s.Topics {
+	case "":
+		s.Topics = TopicsPerTable
+	case TopicsPerTable, TopicsPerDatabase:
+	default:
+		return problem.Field(problem.Malformed, "sink.topics", "topics must be %q or %q, not %q", TopicsPerTable, TopicsPerDatabase, s.Topics)
+	}
+	if !topicRE.MatchString(s.TopicPrefix) || len(s.TopicPrefix) > 120 {
+		return problem.Field(problem.Malformed, "sink.topicPrefix", "topic prefix %q may hold only letters, digits, '.', '_' and '-' (at most 120)", s.TopicPrefix)
+	}
+	switch s.Format {
+	case "":
+		s.Format = FormatJSON
+	case FormatJSON, FormatAvro:
+	default:
+		return problem.Field(problem.Malformed, "sink.format", "format must be %q or %q, not %q", FormatJSON, FormatAvro, s.Format)
+	}
+	if s.TopicPartitions < 0 || s.TopicPartitions > 10000 {
+		return problem.Field(problem.Malformed, "sink.topicPartitions", "topicPartitions must be 1 to 10000 (or 0 for the broker's default), not %d", s.TopicPartitions)
+	}
+	if s.ReplicationFactor < 0 || s.ReplicationFactor > 32767 {
+		return problem.Field(problem.Malformed, "sink.replicationFactor", "replicationFactor must be 1 to 32767 (or 0 for the broker's default), not %d", s.ReplicationFactor)
+	}
+	a := &d.AutoPause
+	if a.Failures == 0 {
+		a.Failures = DefaultFailures
+	}
+	if a.Failures < 1 || a.Failures > 1000 {
+		return problem.Field(problem.Malformed, "autoPause.failures", "failures must be 1 to 1000, not %d", a.Failures)
+	}
+	if a.ResumeAfter == 0 {
+		a.ResumeAfter = DefaultResumeAfter
+	}
+	if a.ResumeAfter < Duration(100*time.Millisecond) || a.ResumeAfter > Duration(7*24*time.Hour) {
+		return problem.Field(problem.Malformed, "autoPause.resumeAfter", "resumeAfter must be 100ms to 168h, not %s", time.Duration(a.ResumeAfter))
+	}
+	return nil
+}
+
+// resolve checks the database, tables and partitions against the catalog.
+func (d *Definition) resolve(ctx context.Context, cat Catalog) error {
+	db, ok := cat.LookupDatabase(ctx, d.Database)
+	if !ok {
+		return problem.Field(problem.NotFound, "database", "database %q does not exist", d.Database)
+	}
+	for _, t := range d.Tables {
+		if _, ok := cat.LookupTable(ctx, d.Database, t); !ok {
+			return problem.Field(problem.NotFound, "tables", "table %q does not exist in database %q", t, d.Database)
+		}
+	}
+	for _, p := range d.Partitions {
+		if p >= db.Partitions {
+			return problem.Field(problem.NotFound, "partitions", "database %s has no partition %d (it has %d)", d.Database, p, db.Partitions)
+		}
+	}
+	return nil
+}
+
+// Selects reports whether the stream reads partition p.
+func (d *Definition) Selects(p int) bool {
+	return len(d.Partitions) == 0 || slices.Contains(d.Partitions, p)
+}
+
+// PartitionList is the partitions the stream reads of a database of n.
+func (d *Definition) PartitionList(n int) []int {
+	if len(d.Partitions) > 0 {
+		return slices.Clone(d.Partitions)
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// Topic names the topic of table's events.
+func (d *Definition) Topic(table string) string {
+	if d.Sink.Topics == TopicsPerDatabase {
+		return d.Sink.TopicPrefix + d.Database
+	}
+	return d.Sink.TopicPrefix + d.Database + "." + table
+}
+
+// sameRun reports whether two definitions run identically: tasks of a
+// stream whose definition changed otherwise restart.
+func sameRun(a, b Definition) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// --- strict decoding with precise field names ---
+
+func object(raw json.RawMessage, at string) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&m); err != nil || m == nil {
+		where := "the body"
+		if at != "" {
+			where = at
+		}
+		if err == nil {
+			err = fmt.Errorf("null")
+		}
+		p := problem.New(problem.Malformed, "%s must be a JSON object: %v", where, err)
+		p.Field = at
+		return nil, p
+	}
+	if dec.More() {
+		return nil, problem.Field(problem.Malformed, at, "data after the JSON object")
+	}
+	return m, nil
+}
+
+func known(m map[string]json.RawMessage, at string, names ...string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(names, k) {
+			return problem.Field(problem.Malformed, join(at, k), "unknown field %q (known: %v)", join(at, k), names)
+		}
+	}
+	return nil
+}
+
+func join(at, k string) string {
+	if at == "" {
+		return k
+	}
+	return at + "." + k
+}
+
+// field decodes raw (absent: leaves v) into v, naming name on a type error.
+func field(raw json.RawMessage, name string, v any) error {
+	if raw == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return problem.Field(problem.Malformed, name, "%s has the wrong type: %s", name, typeError(err))
+	}
+	return nil
+}
+
+func typeError(err error) string {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		return fmt.Sprintf("got a JSON %s, want %s", te.Value, goType(te.Type.String()))
+	}
+	return err.Error()
+}
+
+func goType(t string) string {
+	switch t {
+	case "string":
+		return "a string"
+	case "int":
+		return "an integer"
+	case "[]string":
+		return "an array of strings"
+	case "[]int":
+		return "an array of integers"
+	}
+	return t
+}
+
+func parseSink(raw json.RawMessage, s *Sink) error {
+	if raw == nil {
+		return problem.Field(problem.Malformed, "sink", `a datastream needs a sink ({"type":"kafka","brokers":[…]})`)
+	}
+	m, err := object(raw, "sink")
+	if err != nil {
+		return err
+	}
+	if err := known(m, "sink", "type", "brokers", "topics", "topicPrefix", "format", "topicPartitions", "replicationFactor"); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    any
+	}{
+		{"type", &s.Type}, {"brokers", &s.Brokers}, {"topics", &s.Topics}, {"topicPrefix", &s.TopicPrefix},
+		{"format", &s.Format}, {"topicPartitions", &s.TopicPartitions}, {"replicationFactor", &s.ReplicationFactor},
+	} {
+		if err := field(m[f.name], "sink."+f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseAutoPause(raw json.RawMessage, a *AutoPause) error {
+	if raw == nil {
+		return nil
+	}
+	m, err := object(raw, "autoPause")
+	if err != nil {
+		return err
+	}
+	if err := known(m, "autoPause", "failures", "resumeAfter"); err != nil {
+		return err
+	}
+	if err := field(m["failures"], "autoPause.failures", &a.Failures); err != nil {
+		return err
+	}
+	if raw := m["resumeAfter"]; raw != nil {
+		var s string
+		if err := field(raw, "autoPause.resumeAfter", &s); err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return problem.Field(problem.Malformed, "autoPause.resumeAfter", "resumeAfter %q is not a positive duration (e.g. \"60s\")", s)
+		}
+		a.ResumeAfter = Duration(d)
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a duration string (stored records).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func sortedUnique[T int | string](in []T) []T {
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,39 @@
+// Package datastream runs named pipelines (datastreams, as in Brooklin)
+// from databases' change logs to sinks: Kafka today.
+//
+// A datastream is a definition stored in etcd (database, optional table
+// and partition filters, the sink, an auto-pause policy, where to start)
+// plus its runtime state: whole-stream or per-partition pauses, and per
+// partition a checkpoint (the last SCN the sink acknowledged). It runs as
+// one task per (datastream, partition). A task reads the partition's
+// change log from a replica hosted on its node, produces each transaction's
+// events to the sink, waits for the sink's acknowledgement and only then
+// moves the checkpoint: delivery is at least once, and every record
+// carries its SCN so consumers drop what they have seen.
+//
+// Tasks are spread over the nodes by Assign, a pure function of the
+// tasks, the live nodes and the placement that every node computes alike:
+// a task runs on a live node placed to hold a replica of its partition,
+// preferably not the partition's preferred leader. A node runs a task only
+// while it holds the task's owner key in etcd, created under the node's
+// datastream lease; checkpoint writes compare that key, so a node that
+// lost its lease (dead, cut off) can neither run the task twice nor move
+// its checkpoint. When a node dies its lease expires and the next node in
+// the assignment takes the task over from the last checkpoint.
+//
+// A task whose sink refuses its records keeps retrying with backoff; after
+// the policy's count of consecutive failures it is auto-paused for the
+// policy's time, with its last error in the status, and the other
+// partitions go on.
+//
+// Layout in etcd under the prefix (next to the catalog and membership):
+//
+//	{prefix}/datastreams/defs/{name}               JSON Record: definition, pauses, creation time
+//	{prefix}/datastreams/owners/{name}/{partition} owner node id, under the owner's lease
+//	{prefix}/datastreams/tasks/{name}/{partition}  JSON TaskRecord: checkpoint, auto-pause, last error
+//	                                              (written by the owner only, fenced on the owner key)
+//	{prefix}/datastreams/status/{node}             JSON: the node's tasks' live status, under its lease
+//
+// What this package does not do: HTTP (internal/api), placement
+// (internal/controller), reading the change log (internal/changes).
+package datastream

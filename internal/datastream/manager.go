@@ -552,7 +552,9 @@ func (m *Manager) lost(t *task) {
 		return
 	default:
 	}
-	m.log.Warn("datastream task lost its ownership; stopping", "datastream", t.id.Stream, "partition", t.id.Partition)
+	if _, ok := m.record(t.id.Stream); ok {
+		m.log.Warn("datastream task lost its ownership; stopping", "datastream", t.id.Stream, "partition", t.id.Partition)
+	}
 	t.mu.Lock()
 	t.ownRev = -1 // nothing more is written
 	t.mu.Unlock()

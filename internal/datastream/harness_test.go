@@ -3,10 +3,12 @@ package datastream_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sort"
@@ -156,7 +158,7 @@ func (n *testNode) commit(g string, ops []op, pad int) txn {
 			continue
 		}
 		body = append(body, map[string]any{"op": "put", "table": o.table, "key": []any{g, o.id},
-			"document": map[string]any{"n": i, "pad": strings.Repeat("x", pad)}})
+			"document": map[string]any{"n": i, "pad": noise(pad)}})
 	}
 	b := n.must(200, "POST", "/shop/_txn", map[string]any{"ops": body})
 	var res struct{ SCN string }
@@ -168,6 +170,15 @@ func (n *testNode) commit(g string, ops []op, pad int) txn {
 		n.t.Fatalf("txn answer %s: %v", b, err)
 	}
 	return txn{group: g, scn: s, ops: ops}
+}
+
+// noise is n bytes that do not compress (Kafka limits compressed batches).
+func noise(n int) string {
+	b := make([]byte, (n*3+3)/4)
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return base64.StdEncoding.EncodeToString(b)[:n]
 }
 
 // event is one consumed Kafka record, as the checks need it.
@@ -328,84 +339,96 @@ func dedupe(evs []event) (delivery, error) {
 	return d, nil
 }
 
-// expected is, per group, the transactions committed in SCN order.
-func expected(txns []txn) map[string][]txn {
-	out := map[string][]txn{}
-	for _, tx := range txns {
-		out[tx.group] = append(out[tx.group], tx)
+// want is an event a committed transaction must produce.
+type want struct {
+	scn   partition.SCN
+	index int
+	table string
+	del   bool
+	end   bool
+}
+
+// streamKey is what a consumer can order by: the document group, and with
+// per-table topics the table too (a transaction's events then spread
+// over topics, ordered within each).
+func streamKey(group, table string, perTable bool) string {
+	if perTable {
+		return group + "|" + table
 	}
-	for _, ts := range out {
-		sort.Slice(ts, func(i, j int) bool { return ts[i].scn.Sequence < ts[j].scn.Sequence })
+	return group
+}
+
+// wanted is, per stream key, the events txns must produce in order.
+func wanted(txns []txn, perTable bool) map[string][]want {
+	sorted := slices.Clone(txns)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].scn.Sequence < sorted[j].scn.Sequence })
+	out := map[string][]want{}
+	for _, tx := range sorted {
+		for k, o := range tx.ops {
+			key := streamKey(tx.group, o.table, perTable)
+			out[key] = append(out[key], want{scn: tx.scn, index: k, table: o.table, del: o.del, end: k == len(tx.ops)-1})
+		}
 	}
 	return out
 }
 
-// check compares the deduplicated delivery of each group with its
-// committed transactions: every transaction, exactly once, in SCN order,
-// each event at its index with the right table, operation and boundary.
-// With exact, nothing else may be delivered; otherwise transactions not in
-// txns (commits whose acknowledgement was lost) may be, whole and in order.
-func check(d delivery, txns []txn, exact bool) error {
-	want := expected(txns)
-	for g, ts := range want {
-		got := d.groups[g]
-		i := 0
-		for _, tx := range ts {
-			// Skip whole unacknowledged transactions delivered before it.
-			for !exact && i < len(got) && got[i].scn.Sequence < tx.scn.Sequence {
-				s := got[i].scn
-				for i < len(got) && got[i].scn == s {
-					i++
-				}
+// check compares the deduplicated delivery with the committed
+// transactions: every event exactly once, in SCN order per group (per
+// group and table with per-table topics), at its index in its
+// transaction, with its table, operation and boundary. With exact,
+// nothing else may be delivered; otherwise events of other transactions
+// (commits whose acknowledgement was lost) may be, in order.
+func check(d delivery, txns []txn, exact, perTable bool) error {
+	ws := wanted(txns, perTable)
+	acked := map[string]bool{}
+	for _, tx := range txns {
+		acked[tx.group+"@"+tx.scn.String()] = true
+	}
+	got := map[string][]event{}
+	for g, evs := range d.groups {
+		for _, e := range evs {
+			if !exact && !acked[g+"@"+e.scn.String()] {
+				continue
 			}
-			for k, o := range tx.ops {
-				if i >= len(got) {
-					return fmt.Errorf("group %s: transaction %s event %d never delivered (%d of the group's %d transactions delivered)", g, tx.scn, k, countTxns(got), len(ts))
-				}
-				e := got[i]
-				wantOp := "insert"
-				if o.del {
-					wantOp = "delete"
-				}
-				if e.scn != tx.scn || e.index != k || e.table != o.table || (e.op != wantOp && !(wantOp == "insert" && e.op == "update")) || e.end != (k == len(tx.ops)-1) {
-					return fmt.Errorf("group %s: delivered %s #%d %s %s end=%v where transaction %s #%d %s %s end=%v was due",
-						g, e.scn, e.index, e.table, e.op, e.end, tx.scn, k, o.table, wantOp, k == len(tx.ops)-1)
-				}
-				i++
-			}
-		}
-		if exact && i != len(got) {
-			return fmt.Errorf("group %s: %d events delivered beyond its %d transactions (next: %s)", g, len(got)-i, len(ts), got[i].scn)
+			key := streamKey(g, e.table, perTable)
+			got[key] = append(got[key], e)
 		}
 	}
-	if exact {
-		for g := range d.groups {
-			if _, ok := want[g]; !ok {
-				return fmt.Errorf("group %s: delivered but never written", g)
+	for key, w := range ws {
+		g := got[key]
+		for i, x := range w {
+			if i >= len(g) {
+				return fmt.Errorf("%s: transaction %s event %d (%s) never delivered (%d of %d events delivered)", key, x.scn, x.index, x.table, len(g), len(w))
 			}
+			e := g[i]
+			op := e.op == "delete"
+			if e.scn != x.scn || e.index != x.index || e.table != x.table || op != x.del || e.end != x.end {
+				return fmt.Errorf("%s: delivered %s #%d %s %s end=%v where %s #%d %s delete=%v end=%v was due",
+					key, e.scn, e.index, e.table, e.op, e.end, x.scn, x.index, x.table, x.del, x.end)
+			}
+		}
+		if len(g) > len(w) {
+			return fmt.Errorf("%s: %d events delivered beyond its %d (next: %s)", key, len(g)-len(w), len(w), g[len(w)].scn)
+		}
+	}
+	for key := range got {
+		if _, ok := ws[key]; !ok {
+			return fmt.Errorf("%s: delivered but never written", key)
 		}
 	}
 	return nil
 }
 
-func countTxns(evs []event) int {
-	n := 0
-	for _, e := range evs {
-		if e.end {
-			n++
-		}
-	}
-	return n
-}
-
 // delivered reports whether the consumed events hold every transaction of
 // txns, and a summary otherwise.
-func delivered(evs []event, txns []txn) (bool, string) {
+func delivered(evs []event, txns []txn) (bool, string) { return deliveredAs(evs, txns, false) }
+
+func deliveredAs(evs []event, txns []txn, perTable bool) (bool, string) {
 	d, err := dedupe(evs)
 	if err != nil {
 		return false, err.Error()
 	}
-	if err := check(d, txns, false); err != nil {
+	if err := check(d, txns, false, perTable); err != nil {
 		return false, fmt.Sprintf("%d records consumed, %d redelivered: %v", len(evs), d.dups, err)
 	}
 	return true, ""

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/kafkatest"
 )
 
@@ -44,16 +45,16 @@ func TestFailingPartitionIsAutoPausedAndResumed(t *testing.T) {
 	txns := writeRound(n, groups, 2, seed, &nextID)
 	// A delete of an Order the group wrote: its record is a tombstone.
 	for _, tx := range txns {
-		if tx.group == groups[0][0] {
-			txns = append(txns, n.commit(tx.group, []op{{table: "Order", id: tx.ops[0].id, del: true}}, 0))
+		if tx.Group == groups[0][0] {
+			txns = append(txns, n.commit(tx.Group, []op{{Table: "Order", ID: tx.Ops[0].ID, Delete: true}}, 0))
 			break
 		}
 	}
-	c.waitFor(30*time.Second, "first round delivered", func(evs []event) (bool, string) { return deliveredAs(evs, txns, true) })
+	c.WaitFor(30*time.Second, "first round delivered", func(evs []event) (bool, string) { return deliveredAs(evs, txns, true) })
 
 	// The poison: a 4 KB Blob in partition bad, in a transaction with an
 	// Order, and more transactions after it everywhere.
-	poison := n.commit(groups[bad][0], []op{{table: "Order", id: 900_000}, {table: "Blob", id: 900_001}}, 4096)
+	poison := n.commit(groups[bad][0], []op{{Table: "Order", ID: 900_000}, {Table: "Blob", ID: 900_001}}, 4096)
 	after := writeRound(n, groups, 1, seed+1, &nextID)
 	pausedAt := time.Now()
 	st := waitPartition(t, n, "blobs", bad, 20*time.Second, func(p datastream.PartitionStatus) bool {
@@ -68,11 +69,11 @@ func TestFailingPartitionIsAutoPausedAndResumed(t *testing.T) {
 	// The other partitions deliver meanwhile.
 	var others []txn
 	for _, tx := range after {
-		if !contains(groups[bad], tx.group) {
+		if !contains(groups[bad], tx.Group) {
 			others = append(others, tx)
 		}
 	}
-	c.waitFor(10*time.Second, "other partitions deliver while one is auto-paused", func(evs []event) (bool, string) {
+	c.WaitFor(10*time.Second, "other partitions deliver while one is auto-paused", func(evs []event) (bool, string) {
 		return deliveredAs(evs, append(txns, others...), true)
 	})
 	for _, p := range n.status("blobs").Partitions {
@@ -80,11 +81,9 @@ func TestFailingPartitionIsAutoPausedAndResumed(t *testing.T) {
 			t.Fatalf("partition %d: %+v while partition %d is auto-paused", p.Partition, p, bad)
 		}
 	}
-	if hasAny(c.snapshot(), []txn{{group: poison.group, scn: poison.scn}}) {
-		for _, e := range c.snapshot() {
-			if e.group == poison.group && e.scn == poison.scn && e.table == "Blob" {
-				t.Fatalf("the refused Blob record was delivered")
-			}
+	for _, e := range c.Events() {
+		if e.Group == poison.Group && e.SCN == poison.SCN && e.Table == "Blob" {
+			t.Fatalf("the refused Blob record was delivered")
 		}
 	}
 
@@ -98,22 +97,22 @@ func TestFailingPartitionIsAutoPausedAndResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := append(append(txns, poison), after...)
-	c.waitFor(30*time.Second, "the auto-paused partition delivers after resumeAfter", func(evs []event) (bool, string) {
+	c.WaitFor(30*time.Second, "the auto-paused partition delivers after resumeAfter", func(evs []event) (bool, string) {
 		return deliveredAs(evs, all, true)
 	})
 	resumedBy := time.Now()
 	if resumedBy.Before(*st.AutoPausedUntil) {
 		t.Fatalf("delivered at %v, before the auto-pause ended at %v", resumedBy, st.AutoPausedUntil)
 	}
-	evs := c.snapshot()
-	d, err := dedupe(evs)
+	evs := c.Events()
+	d, err := streamcheck.Dedupe(evs)
 	if err == nil {
-		err = check(d, all, true, true)
+		err = streamcheck.Check(d, all, true, true)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d records, %d redelivered after the failures", len(evs), d.dups)
+	t.Logf("%d records, %d redelivered after the failures", len(evs), d.Dups)
 	waitPartition(t, n, "blobs", bad, 10*time.Second, func(p datastream.PartitionStatus) bool {
 		return p.State == datastream.StateRunning && p.Failures == 0 && p.Lag.Transactions == 0 && p.LastError != nil
 	})
@@ -121,15 +120,15 @@ func TestFailingPartitionIsAutoPausedAndResumed(t *testing.T) {
 	// Avro values: the post-image at the latest version; a delete is a
 	// tombstone.
 	for _, e := range evs {
-		if e.op == "delete" {
-			if e.value != nil || e.version != "" {
-				t.Fatalf("delete record %s has value %x, version %q: want a tombstone", e.scn, e.value, e.version)
+		if e.Op == "delete" {
+			if e.Value != nil || e.Version != "" {
+				t.Fatalf("delete record %s has value %x, version %q: want a tombstone", e.SCN, e.Value, e.Version)
 			}
 			continue
 		}
-		n, pad, err := decodeDoc(e.value)
-		if err != nil || e.version != "1" || n != int64(e.index) || (e.group == poison.group && e.scn == poison.scn) != (len(pad) == 4096) {
-			t.Fatalf("record %s #%d of %s: n=%d pad %d bytes version %q err %v", e.scn, e.index, e.table, n, len(pad), e.version, err)
+		n, pad, err := decodeDoc(e.Value)
+		if err != nil || e.Version != "1" || n != int64(e.Index) || (e.Group == poison.Group && e.SCN == poison.SCN) != (len(pad) == 4096) {
+			t.Fatalf("record %s #%d of %s: n=%d pad %d bytes version %q err %v", e.SCN, e.Index, e.Table, n, len(pad), e.Version, err)
 		}
 	}
 }

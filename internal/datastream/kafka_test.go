@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/kafkatest"
 )
 
@@ -37,7 +38,7 @@ func writeRound(n *testNode, groups [][]string, rounds int, seed uint64, nextID 
 						if k == 1 {
 							table = "Item"
 						}
-						ops = append(ops, op{table: table, id: id})
+						ops = append(ops, op{Table: table, ID: id})
 						id++
 					}
 					tx := n.commit(g, ops, 0)
@@ -82,15 +83,15 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	c := consume(t, broker.Addr(), "cdc.shop")
 
 	txns := writeRound(n, groups, 5, seed+1, &nextID)
-	evs := c.waitFor(30*time.Second, "every transaction delivered", func(evs []event) (bool, string) { return delivered(evs, txns) })
-	d, err := dedupe(evs)
+	evs := c.WaitFor(30*time.Second, "every transaction delivered", func(evs []event) (bool, string) { return delivered(evs, txns) })
+	d, err := streamcheck.Dedupe(evs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := check(d, txns, true, false); err != nil {
+	if err := streamcheck.Check(d, txns, true, false); err != nil {
 		t.Fatalf("%v (the %d transactions written before the datastream must not be delivered)", err, len(before))
 	}
-	t.Logf("%d transactions delivered exactly once after dedupe (%d records, %d redelivered)", len(txns), len(evs), d.dups)
+	t.Logf("%d transactions delivered exactly once after dedupe (%d records, %d redelivered)", len(txns), len(evs), d.Dups)
 
 	// Every partition is owned, running and caught up.
 	waitStatus(t, n, "cdc", 10*time.Second, func(p datastream.PartitionStatus) bool {
@@ -100,10 +101,10 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	// Pause: nothing more is delivered; the lag shows.
 	n.must(200, "POST", "/_datastreams/cdc/pause", nil)
 	time.Sleep(time.Second) // a round in flight completes
-	consumed := len(c.snapshot())
+	consumed := len(c.Events())
 	paused := writeRound(n, groups, 2, seed+2, &nextID)
 	time.Sleep(2 * time.Second)
-	if got := len(c.snapshot()); got != consumed {
+	if got := len(c.Events()); got != consumed {
 		t.Fatalf("%d records arrived while the datastream was paused", got-consumed)
 	}
 	st := waitStatus(t, n, "cdc", 5*time.Second, func(p datastream.PartitionStatus) bool {
@@ -116,7 +117,7 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	// Resume: the paused transactions follow with no gap.
 	n.must(200, "POST", "/_datastreams/cdc/resume", nil)
 	txns = append(txns, paused...)
-	c.waitFor(30*time.Second, "transactions written while paused delivered after resume", func(evs []event) (bool, string) { return delivered(evs, txns) })
+	c.WaitFor(30*time.Second, "transactions written while paused delivered after resume", func(evs []event) (bool, string) { return delivered(evs, txns) })
 
 	// Pause one partition: the others keep delivering.
 	n.must(200, "POST", "/_datastreams/cdc/pause?partitions=2", nil)
@@ -124,15 +125,15 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	more := writeRound(n, groups, 2, seed+3, &nextID)
 	var others, held []txn
 	for _, tx := range more {
-		if contains(groups[2], tx.group) {
+		if contains(groups[2], tx.Group) {
 			held = append(held, tx)
 		} else {
 			others = append(others, tx)
 		}
 	}
-	c.waitFor(30*time.Second, "unpaused partitions deliver", func(evs []event) (bool, string) { return delivered(evs, append(txns, others...)) })
+	c.WaitFor(30*time.Second, "unpaused partitions deliver", func(evs []event) (bool, string) { return delivered(evs, append(txns, others...)) })
 	time.Sleep(time.Second)
-	if ok, _ := delivered(c.snapshot(), held); ok || hasAny(c.snapshot(), held) {
+	if ok, _ := delivered(c.Events(), held); ok || hasAny(c.Events(), held) {
 		t.Fatalf("partition 2 delivered while paused")
 	}
 	ps := n.status("cdc").Partitions
@@ -141,9 +142,9 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	}
 	n.must(200, "POST", "/_datastreams/cdc/resume?partitions=2", nil)
 	txns = append(txns, more...)
-	evs = c.waitFor(30*time.Second, "paused partition delivers after resume", func(evs []event) (bool, string) { return delivered(evs, txns) })
-	if d, err = dedupe(evs); err == nil {
-		err = check(d, txns, true, false)
+	evs = c.WaitFor(30*time.Second, "paused partition delivers after resume", func(evs []event) (bool, string) { return delivered(evs, txns) })
+	if d, err = streamcheck.Dedupe(evs); err == nil {
+		err = streamcheck.Check(d, txns, true, false)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -177,10 +178,10 @@ func contains(gs []string, g string) bool {
 func hasAny(evs []event, txns []txn) bool {
 	scns := map[string]bool{}
 	for _, tx := range txns {
-		scns[tx.group+"@"+tx.scn.String()] = true
+		scns[tx.Group+"@"+tx.SCN.String()] = true
 	}
 	for _, e := range evs {
-		if scns[e.group+"@"+e.scn.String()] {
+		if scns[e.Group+"@"+e.SCN.String()] {
 			return true
 		}
 	}

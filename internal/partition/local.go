@@ -30,6 +30,13 @@ type Replicator interface {
 	ReadIndex(ctx context.Context) error
 }
 
+// DurableApplier is implemented by a Replicator whose applied write sets
+// are durable before they become visible (so reads need not wait for a
+// document group's latch, see Replica.ReadFence).
+type DurableApplier interface {
+	AppliesDurableWrites() bool
+}
+
 // InFlightError is a Replicate failure whose write set may still be
 // applied (its entry is in the replication log, but the caller's deadline
 // came first). Settled is closed once its fate is decided, applied or

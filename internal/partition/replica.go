@@ -71,8 +71,13 @@ func (r *Replica) Applied() SCN { return r.repl.Applied() }
 // before the call is visible, and no write that is applied but not yet
 // durable is. (The storage engine makes a batch visible before its WAL sync
 // completes; the group's latch is held until the sync, so waiting for it is
-// enough.)
+// enough.) A replicator that applies only durable write sets (Raft: its log
+// is synced before an entry commits) needs no wait: what is visible is
+// durable, and an answered write was applied before its answer.
 func (r *Replica) ReadFence(ctx context.Context, group []byte) error {
+	if d, ok := r.repl.(DurableApplier); ok && d.AppliesDurableWrites() {
+		return nil
+	}
 	if err := r.latch.wait(ctx, string(group)); err != nil {
 		return problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)
 	}

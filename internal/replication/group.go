@@ -69,6 +69,9 @@ type groupInfo struct {
 	transferring bool
 	quiesced     bool
 	removed      bool
+	// soleVoter: the applied configuration's only voter is this replica
+	// (no joint configuration), so no other replica can be elected.
+	soleVoter    bool
 	applied      partition.SCN
 	appliedIndex uint64
 	appliedAt    time.Time
@@ -179,13 +182,22 @@ func (g *Group) members() []uint64 {
 
 func (g *Group) hasMember(id uint64) bool { return slices.Contains(g.members(), id) }
 
+// soleVoter reports whether this replica is the only voter of the applied
+// configuration, outside any joint configuration.
+func (g *Group) soleVoter() bool {
+	cs := g.st.applied.conf()
+	v := cs.GetVoters()
+	return len(v) == 1 && v[0] == g.host.cfg.NodeID && len(cs.GetVotersOutgoing()) == 0
+}
+
 // publish makes the loop's view of the group visible to other goroutines.
 func (g *Group) publish() {
 	old := g.info.Load()
 	inf := &groupInfo{
 		lead: g.lead, term: g.term, leader: g.isLeader, ready: g.ready,
 		transferring: g.transferring, quiesced: g.quiesced, removed: g.removed,
-		applied: g.st.applied.SCN, appliedIndex: g.st.applied.Index,
+		soleVoter: g.soleVoter(),
+		applied:   g.st.applied.SCN, appliedIndex: g.st.applied.Index,
 		appliedAt: g.appliedAt, freshAt: g.freshAt,
 	}
 	if old != nil && old.lead == inf.lead && old.term == inf.term && old.leader == inf.leader &&

@@ -455,19 +455,31 @@ func (h *Host) processReady() {
 			break
 		}
 		b := h.engine.NewBatch()
-		write := false
+		write, sync := false, false
 		var after []func()
 		now := time.Now()
 		for _, r := range rds {
 			if r.g.persist(b, r.rd) {
 				write = true
 			}
+			// Log entries, term and vote must be durable before the
+			// messages that rely on them go out; a snapshot is ingested
+			// already. A Ready that only applies committed entries (and
+			// moves the commit index) needs no fsync: its entries are
+			// durable in the log, and a crash that loses the batch
+			// re-applies them on restart, deterministically, from the
+			// applied index stored in the same batch.
+			sync = sync || r.rd.MustSync || !raft.IsEmptySnap(r.rd.Snapshot)
 			fns, wrote := r.g.apply(b, r.rd.CommittedEntries, now)
 			write = write || wrote
 			after = append(after, fns...)
 		}
 		if write {
-			if err := h.engine.Commit(b); err != nil {
+			commit := h.engine.CommitNoSync
+			if sync {
+				commit = h.engine.Commit
+			}
+			if err := commit(b); err != nil {
 				// The log and the state machine can no longer be trusted to
 				// match what Raft believes; stop rather than diverge.
 				panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))

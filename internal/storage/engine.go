@@ -165,6 +165,19 @@ func (e *Engine) Commit(b *Batch) error {
 	return nil
 }
 
+// CommitNoSync applies the batch without waiting for its WAL sync: it is
+// visible at once and durable with the next synced commit. Only for a
+// batch whose loss in a crash is repaired on restart (Raft's application of
+// entries that are already durable in its log).
+func (e *Engine) CommitNoSync(b *Batch) error {
+	defer b.b.Close()
+	if err := b.b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	b.committed()
+	return nil
+}
+
 // Enqueue applies the batch to the WAL and memtable in call order without
 // waiting for the sync; the caller must call Wait. Batches enqueued in order
 // become durable in that order.

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The mailbox benchmark's two request types, one at a time, against Doppio
+// and PostgreSQL started in the same run (the peer the goal is measured
+// against), on a small set A (64 mailboxes of 100 messages), 8 concurrent
+// clients:
+//
+//	go test -run '^$' -bench Requests -benchtime 2000x ./bench/mailbox
+//
+// Reported per request: mean and p99 latency (ms), and the CPU time of this
+// process (user+system, µs) — all of Doppio's work, server and client, but
+// only the client's for PostgreSQL — with allocations (Doppio: server and
+// client). -reqprofile DIR writes a CPU profile of each sub-benchmark's
+// measured requests only (not the load) to DIR/<name>.cpu.
+
+var reqProfile = flag.String("reqprofile", "", "directory for CPU profiles of the measured requests of each BenchmarkRequests sub-benchmark")
+
+const benchBoxes, benchClients = 64, 8
+
+var (
+	benchMu      sync.Mutex
+	benchSystems = map[string]*benchSystem{}
+)
+
+type benchSystem struct {
+	sys    System
+	nextID []atomic.Int64
+}
+
+// benchOpen starts (once per test binary) and loads the named system.
+func benchOpen(b *testing.B, name string) *benchSystem {
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if s := benchSystems[name]; s != nil {
+		return s
+	}
+	dir, err := os.MkdirTemp("", "mailbox-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := config{Clients: benchClients, Seed: 1, Parts: 8, Progress: func(string, ...any) {}}
+	sys, err := openSystem(ctx, cfg, name, dir)
+	if err != nil {
+		b.Skipf("%s: %v", name, err)
+	}
+	set := setSpec{Name: "A", Mailboxes: benchBoxes, Messages: 100}
+	if err := load(ctx, sys, set, cfg); err != nil {
+		b.Fatal(err)
+	}
+	if err := sys.Ready(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := verify(ctx, sys, set, cfg.Seed); err != nil {
+		b.Fatal(err)
+	}
+	s := &benchSystem{sys: sys, nextID: make([]atomic.Int64, benchBoxes)}
+	for i := range s.nextID {
+		s.nextID[i].Store(100)
+	}
+	benchSystems[name] = s
+	return s
+}
+
+func BenchmarkRequests(b *testing.B) {
+	for _, name := range []string{"doppio", "postgres"} {
+		label := map[string]string{"doppio": "Doppio", "postgres": "PostgreSQL"}[name]
+		b.Run(label+"/inbox", func(b *testing.B) {
+			s := benchOpen(b, name)
+			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
+				hits, err := s.sys.Inbox(ctx, mailboxName("A", r.IntN(benchBoxes)), pageSize)
+				if err == nil && len(hits) != pageSize {
+					err = fmt.Errorf("inbox answered %d messages, want %d", len(hits), pageSize)
+				}
+				return err
+			})
+		})
+		b.Run(label+"/insert", func(b *testing.B) {
+			s := benchOpen(b, name)
+			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
+				mb := r.IntN(benchBoxes)
+				id := s.nextID[mb].Add(1)
+				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
+			})
+		})
+	}
+}
+
+// runRequests sends b.N requests from benchClients closed-loop clients and
+// reports latency and this process's CPU time per request.
+func runRequests(b *testing.B, op func(context.Context, *rand.Rand) error) {
+	ctx := context.Background()
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		lat  []time.Duration
+		wg   sync.WaitGroup
+		fail atomic.Value
+	)
+	b.ReportAllocs()
+	if *reqProfile != "" {
+		f, err := os.Create(filepath.Join(*reqProfile, strings.ReplaceAll(b.Name(), "/", "_")+".cpu"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for c := range benchClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			var local []time.Duration
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := op(ctx, r); err != nil {
+					fail.CompareAndSwap(nil, err)
+					return
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := fail.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	cpu := cpuTime() - cpu0
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	b.ReportMetric(float64(sum.Microseconds())/float64(len(lat))/1000, "mean-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

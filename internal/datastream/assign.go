@@ -1,6 +1,7 @@
 package datastream
 
 import (
+	"math"
 	"slices"
 	"strconv"
 
@@ -35,6 +36,12 @@ type Shape struct {
 	Partitions map[PartitionRef]Placement
 }
 
+type cand struct {
+	task  TaskID
+	order uint64
+	nodes []string // ranked, best first
+}
+
 // loadSlack is how far above the mean a node's task count may go (25%)
 // before tasks that hash to it go to their next candidate.
 const loadSlack = 1.25
@@ -48,18 +55,17 @@ const loadSlack = 1.25
 //     one is live (reading there would load the node that takes writes);
 //   - candidates are ranked by a hash of (task, node) — rendezvous
 //     hashing, so a change elsewhere does not reorder a task's choices —
-//     and a task takes its first candidate that has fewer than
-//     ceil(1.25 × tasks / nodes) tasks, visiting tasks in hash order; when
-//     all its candidates are full it takes the least loaded one.
+//     and a task takes its first candidate below the load limit, visiting
+//     tasks in hash order; when all its candidates are full it takes the
+//     least loaded one. The limit is the mean load rounded up while it is
+//     small, else 1.25 × the mean (at most ceil(1.25 × mean) either way);
+//   - a node left below the mean rounded down (while it is small), or
+//     below mean / 1.25, then takes a task from a node with at least two
+//     more, along the shortest chain of moves to candidates.
 //
 // Preferred leaders rather than current ones keep tasks still while
 // leaderships move back and forth; the controller makes them agree.
 func Assign(tasks []TaskID, s Shape) map[TaskID]string {
-	type cand struct {
-		task  TaskID
-		order uint64
-		nodes []string // ranked, best first
-	}
 	var cs []cand
 	eligible := map[string]bool{}
 	for _, t := range tasks {
@@ -108,7 +114,13 @@ func Assign(tasks []TaskID, s Shape) map[TaskID]string {
 	if len(cs) == 0 {
 		return out
 	}
-	limit := int(loadSlack*float64(len(cs))/float64(len(eligible)) + 0.999999)
+	// Tight (ceil of the mean) while tasks are few, 25% slack once a
+	// node has several: slack keeps tasks still when others come and go.
+	mean := float64(len(cs)) / float64(len(eligible))
+	limit, floor := int(loadSlack*mean), int(mean/loadSlack)
+	if c := int(math.Ceil(mean)); c >= limit {
+		limit, floor = c, int(mean)
+	}
 	load := map[string]int{}
 	for _, c := range cs {
 		pick := ""
@@ -130,33 +142,24 @@ func Assign(tasks []TaskID, s Shape) map[TaskID]string {
 		out[c.task] = pick
 	}
 	// Hashing bounds loads from above only: a node can lose every draw.
-	// Fill nodes below mean/1.25 with tasks they can run, taken from the
-	// most loaded of those tasks' owners.
-	floor := int(float64(len(cs)) / float64(len(eligible)) / loadSlack)
+	// A node below the floor takes a task it can run from a node with at
+	// least two more, directly or along a shortest chain of such moves
+	// (n takes a task of a, a one of b, ... from a loaded node).
 	nodes := make([]string, 0, len(eligible))
 	for n := range eligible {
 		nodes = append(nodes, n)
 	}
 	slices.Sort(nodes)
+	owners := make([]string, len(cs))
+	for i, c := range cs {
+		owners[i] = out[c.task]
+	}
 	for _, n := range nodes {
-		for load[n] < floor {
-			best := -1
-			for i, c := range cs {
-				o := out[c.task]
-				if o == n || load[o] <= load[n]+1 || !slices.Contains(c.nodes, n) {
-					continue
-				}
-				if best < 0 || load[o] > load[out[cs[best].task]] {
-					best = i
-				}
-			}
-			if best < 0 {
-				break
-			}
-			load[out[cs[best].task]]--
-			out[cs[best].task] = n
-			load[n]++
+		for load[n] < floor && shiftTo(n, cs, owners, load) {
 		}
+	}
+	for i, c := range cs {
+		out[c.task] = owners[i]
 	}
 	return out
 }
@@ -169,4 +172,40 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// shiftTo moves one task's worth of load to node n from a node carrying
+// at least two more, along the shortest chain of reassignments (each task
+// moving to one of its candidates), breadth first in a deterministic
+// order. It reports false when no chain exists.
+func shiftTo(n string, cs []cand, owners []string, load map[string]int) bool {
+	type step struct {
+		task int    // the task that moves ...
+		to   string // ... to this node
+	}
+	via := map[string]step{n: {-1, ""}}
+	queue := []string{n}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for i, c := range cs {
+			o := owners[i]
+			if _, seen := via[o]; seen || !slices.Contains(c.nodes, u) {
+				continue
+			}
+			via[o] = step{i, u}
+			if load[o] > load[n]+1 {
+				load[o]--
+				load[n]++
+				for x := o; x != n; {
+					st := via[x]
+					owners[st.task] = st.to
+					x = st.to
+				}
+				return true
+			}
+			queue = append(queue, o)
+		}
+	}
+	return false
 }

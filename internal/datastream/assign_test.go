@@ -159,6 +159,36 @@ func TestAssignSpreadsEvenly(t *testing.T) {
 	t.Logf("highest load: %.2f × the mean", worst)
 }
 
+// TestAssignSpreadsFewTasksExactly: a stream over a database with one or
+// two partitions per node (spread placement, three replicas) runs exactly
+// as many tasks on every node.
+func TestAssignSpreadsFewTasksExactly(t *testing.T) {
+	for nodes := 3; nodes <= 7; nodes++ {
+		for k := 1; k <= 2; k++ {
+			shape := Shape{Live: map[string]bool{}, Partitions: map[PartitionRef]Placement{}}
+			var ids []string
+			for i := range nodes {
+				id := fmt.Sprintf("n%d", i+1)
+				ids = append(ids, id)
+				shape.Live[id] = true
+			}
+			for p := range k * nodes {
+				reps := []string{ids[p%nodes], ids[(p+1)%nodes], ids[(p+2)%nodes]}
+				shape.Partitions[PartitionRef{"db", p}] = Placement{Nodes: reps, Leader: reps[0]}
+			}
+			load := map[string]int{}
+			for _, n := range Assign(streamTasks("s", "db", k*nodes), shape) {
+				load[n]++
+			}
+			for _, id := range ids {
+				if load[id] != k {
+					t.Fatalf("%d nodes, %d tasks: loads %v, want %d each", nodes, k*nodes, load, k)
+				}
+			}
+		}
+	}
+}
+
 // TestAssignIsStableUnderUnrelatedChanges: adding a stream over another
 // database, or a node dying, moves few tasks besides those that must move
 // (the dead node's). Rendezvous ranking keeps a task's preferences fixed;

@@ -84,6 +84,7 @@ type groupInfo struct {
 type proposal struct {
 	id    proposalID
 	index uint64 // log index once appended
+	term  uint64 // term of its entry once appended
 	done  chan proposalResult
 }
 
@@ -431,7 +432,7 @@ func (g *Group) noteProposals(ents []*raftpb.Entry) {
 			continue
 		}
 		if p := g.proposals[id]; p != nil {
-			p.index = e.GetIndex()
+			p.index, p.term = e.GetIndex(), e.GetTerm()
 			g.byIndex[p.index] = append(g.byIndex[p.index], p)
 		}
 	}
@@ -507,6 +508,7 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 	if !changed {
 		return after, false
 	}
+	after = g.supersedeBeyond(a.Index, a.Term, after)
 	g.st.setApplied(b, a)
 	g.appliedAt = now
 	if !slices.Contains(g.members(), g.host.cfg.NodeID) && !g.removed {
@@ -516,6 +518,40 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 		delete(g.host.active, g)
 	}
 	return after, true
+}
+
+// supersedeBeyond settles the proposals appended past index (the last
+// applied) at a term older than term (the last applied entry's). Terms never
+// decrease along a Raft log and the committed log is a prefix of every
+// later leader's, so the committed entry at any later index has a term of
+// at least term: an entry of an older term there can never be committed.
+// Without this, a deposed leader's proposals past the new leader's log
+// (their entries truncated when it followed) would settle only once enough
+// later writes filled their indexes, keeping their document groups latched
+// meanwhile, forever on an idle partition (found by the fault suite:
+// delay nemesis, a set's final read timed out on a latched group).
+func (g *Group) supersedeBeyond(index, term uint64, after []func()) []func() {
+	for i, ps := range g.byIndex {
+		if i <= index {
+			continue
+		}
+		kept := ps[:0]
+		for _, p := range ps {
+			if p.term >= term {
+				kept = append(kept, p)
+				continue
+			}
+			delete(g.proposals, p.id)
+			err := &NotLeaderError{Leader: g.lead, Term: g.term, detail: "the write was superseded by a new leader's log and not applied"}
+			after = append(after, func() { p.finish(proposalResult{err: err}) })
+		}
+		if len(kept) == 0 {
+			delete(g.byIndex, i)
+		} else {
+			g.byIndex[i] = kept
+		}
+	}
+	return after
 }
 
 // send hands a Ready's messages to the transport.

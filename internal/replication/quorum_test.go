@@ -191,3 +191,85 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 func containsValue(record, value string) bool {
 	return len(record) >= len(value) && record[len(record)-len(value):] == value
 }
+
+// TestDeposedLeadersProposalsSettleWithoutLaterWrites: a leader cut off
+// with several writes appended to its log (never replicated) is deposed;
+// the new leader's log ends before most of them and nobody writes again.
+// Every one of those writes must still learn, soon after the heal, that it
+// was not applied: the caller holds its document group until then, so a
+// write waiting for later entries to fill its index would keep the group
+// latched for as long as the partition stays idle. Found by the fault
+// suite (delay nemesis: a set's final read timed out on a latched group).
+func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1, 2, 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	old := c.leader(p, 5*time.Second)
+	if _, err := c.write(ctx, old, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.waitApplied(p, 1, 5*time.Second, 1, 2, 3)
+
+	c.isolate(old)
+	const pending = 3
+	results := make(chan error, pending)
+	g := c.host(old).Group(p)
+	for i := 1; i <= pending; i++ {
+		go func() {
+			_, err := g.Replicate(ctx, writeSet(i))
+			results <- err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := g.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.LastIndex >= st.AppliedIndex+pending {
+			break // all appended at the old leader
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off leader appended only %d of %d writes", st.LastIndex-st.AppliedIndex, pending)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var lead uint64
+	for lead == 0 {
+		for _, id := range c.ids() {
+			if _, ok := c.host(id).Group(p).Leader(); ok && id != old {
+				lead = id
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the majority elected no leader")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.awaitStepDown(p, old, 5*time.Second)
+	c.heal()
+	// No write follows: only the new leader's own empty entry fills one of
+	// the old leader's indexes.
+	for range pending {
+		select {
+		case err := <-results:
+			var nl *NotLeaderError
+			if !errors.As(err, &nl) {
+				t.Fatalf("a deposed leader's write ended with %v, want a NotLeaderError (not applied)", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a deposed leader's write never learnt its outcome: its index was never filled")
+		}
+	}
+	st := c.sameState(p, 1, 2, 3)
+	if _, ok := st[string(p.Document("t", docKey(0)))]; !ok {
+		t.Fatal("the acknowledged first write is missing")
+	}
+	for i := 1; i <= pending; i++ {
+		if v, ok := st[string(p.Document("t", docKey(i)))]; ok {
+			t.Fatalf("write %d, answered as not applied, is there: %q", i, v)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -77,23 +78,26 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 	}
 	enc, _ := keys.EncodeTuple(tg.key)
 	group, _ := keys.EncodeTuple(tg.key[:1])
-	res, err := rep.Query(tg.table.Def.Name, group, enc[len(group):], qr.plan.Op, qr.opts)
-	if err != nil {
-		return err
-	}
 	if qr.count {
-		return writeJSON(w, http.StatusOK, map[string]int{"count": res.Count})
-	}
-	out := listBody{Documents: make([]listItem, 0, len(res.Keys)), Next: res.Next}
-	for _, rest := range res.Keys {
-		full := append(append([]byte(nil), group...), rest...)
-		item, ok, err := s.lookup(rep, tg.table, full, opts)
+		res, err := rep.Query(tg.table.Def.Name, group, enc[len(group):], qr.plan.Op, qr.opts)
 		if err != nil {
 			return err
 		}
-		if ok {
-			out.Documents = append(out.Documents, item)
+		return writeJSON(w, http.StatusOK, map[string]int{"count": res.Count})
+	}
+	res, recs, err := rep.QueryDocuments(tg.table.Def.Name, group, enc[len(group):], qr.plan.Op, qr.opts)
+	if err != nil {
+		return err
+	}
+	out := listBody{Documents: make([]listItem, 0, len(res.Keys)), Next: res.Next}
+	full := slices.Clip(group)
+	for i, rest := range res.Keys {
+		full = append(full[:len(group)], rest...)
+		item, err := s.listItem(tg.table, full, recs[i], opts)
+		if err != nil {
+			return err
 		}
+		out.Documents = append(out.Documents, item)
 	}
 	return writeList(w, out)
 }

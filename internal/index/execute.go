@@ -65,6 +65,21 @@ type Result struct {
 // Errors are *problem.Error (Malformed) for a bad cursor, else storage
 // errors.
 func Execute(r Reader, prefix keys.Partition, table string, group, restPrefix []byte, q Op, o Options) (Result, error) {
+	it, err := r.NewIter(prefix, prefix.End())
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := ExecuteIter(it, prefix, table, group, restPrefix, q, o)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// ExecuteIter is Execute reading through it, an iterator over the
+// partition's keys that the caller owns (its bounds are left moved), so the
+// caller can read the matching documents at the same point in time.
+func ExecuteIter(it *storage.Iter, prefix keys.Partition, table string, group, restPrefix []byte, q Op, o Options) (Result, error) {
 	var st start
 	if o.Cursor != "" && !o.Count {
 		c, err := decodeCursor(o.Cursor, o.Sort, cursorVersion)
@@ -73,18 +88,11 @@ func Execute(r Reader, prefix keys.Partition, table string, group, restPrefix []
 		}
 		st = c.start(o.Sort.Desc)
 	}
-	it, err := r.NewIter(prefix, prefix.End())
-	if err != nil {
-		return Result{}, err
-	}
 	e := &executor{
 		it: it, prefix: prefix, table: table, group: group, restPrefix: restPrefix,
 		ords: make(map[string]uint32),
 	}
 	p, err := e.run(q, o, st, o.Limit)
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return Result{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/doppio-db/doppio/internal/index"
 	"github.com/doppio-db/doppio/internal/keys"
@@ -144,6 +145,66 @@ func (r *Replica) Scan(table string, prefix, after []byte, limit int) ([]Entry, 
 // leading key parts restPrefix that follow the partition key.
 func (r *Replica) Query(table string, group, restPrefix []byte, op index.Op, o index.Options) (index.Result, error) {
 	return index.Execute(r.engine, r.prefix, table, group, restPrefix, op, o)
+}
+
+// QueryDocuments is Query with the documents of the page, read through the
+// query's own iterator: the same point in time as the index lists (every
+// key listed has its document: entries and documents are written in one
+// batch), and positioned by forward seeks in key order rather than one
+// point lookup, each with its own iterator, per document. Records[i] is
+// the document of Keys[i]; their Avro bytes are the caller's. (A key
+// without a document, which only an index being repaired could list, is
+// left out of Keys.)
+func (r *Replica) QueryDocuments(table string, group, restPrefix []byte, op index.Op, o index.Options) (index.Result, []Record, error) {
+	it, err := r.engine.NewIter(r.prefix, r.prefix.End())
+	if err != nil {
+		return index.Result{}, nil, err
+	}
+	defer it.Close()
+	res, err := index.ExecuteIter(it, r.prefix, table, group, restPrefix, op, o)
+	if err != nil || len(res.Keys) == 0 {
+		return res, nil, err
+	}
+	base := r.prefix.Document(table, group)
+	it.SetBounds(base, keys.PrefixEnd(base))
+	order := make([]int, len(res.Keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(res.Keys[a], res.Keys[b]) })
+	recs := make([]Record, len(res.Keys))
+	found := make([]bool, len(res.Keys))
+	var avro []byte // one buffer for every document's bytes
+	key := slices.Clip(base)
+	for _, i := range order {
+		key = append(key[:len(base)], res.Keys[i]...)
+		if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
+			if err := it.Error(); err != nil {
+				return index.Result{}, nil, err
+			}
+			continue
+		}
+		rec, err := decodeRecord(it.Value())
+		if err != nil {
+			return index.Result{}, nil, fmt.Errorf("document %x: %w", res.Keys[i], err)
+		}
+		if avro == nil {
+			avro = make([]byte, 0, len(rec.Avro)*len(res.Keys)*5/4)
+		}
+		start := len(avro)
+		avro = append(avro, rec.Avro...)
+		rec.Avro = avro[start:len(avro):len(avro)]
+		recs[i], found[i] = rec, true
+	}
+	n := 0
+	for i, ok := range found {
+		if ok {
+			res.Keys[n], recs[n] = res.Keys[i], recs[i]
+			n++
+		}
+	}
+	res.Keys, recs = res.Keys[:n], recs[:n]
+	return res, recs, nil
 }
 
 // QueryAll runs a secondary-index query over every document group of table

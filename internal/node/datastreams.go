@@ -27,7 +27,10 @@ func (c streamCluster) Shape() datastream.Shape {
 func (c streamCluster) Subscribe() (<-chan struct{}, func()) { return c.v.Subscribe() }
 
 // streamReplicas finds the replicas hosted here for datastream tasks.
-type streamReplicas struct{ r *router.Router }
+type streamReplicas struct {
+	r    *router.Router
+	self uint64 // this node's Raft id
+}
 
 func (s streamReplicas) Local(db string, p int) (changes.Log, string, bool) {
 	rep, g, ok := s.r.Hosted(db, p)
@@ -35,7 +38,7 @@ func (s streamReplicas) Local(db string, p int) (changes.Log, string, bool) {
 		return nil, "", false
 	}
 	role := "follower"
-	if _, leading := g.Leader(); leading {
+	if lead, _ := g.Leader(); lead == s.self {
 		role = "leader"
 	}
 	return rep, role, true

@@ -232,7 +232,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	registry.MustRegister(newCollector(n))
 	n.streams, err = datastream.Open(ctx, datastream.Config{
 		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Schemas: n.catalog,
-		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.router}, Registry: registry, Logger: n.log,
+		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.router, n.self}, Registry: registry, Logger: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("datastreams: %w", err)

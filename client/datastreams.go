@@ -1,0 +1,166 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DatastreamSpec is the definition of a datastream: a pipeline from a
+// database's change stream to a Kafka sink. Zero fields take the server's
+// defaults.
+type DatastreamSpec struct {
+	Database   string         `json:"database"`
+	Tables     []string       `json:"tables,omitempty"`
+	Partitions []int          `json:"partitions,omitempty"`
+	Sink       DatastreamSink `json:"sink"`
+	AutoPause  *AutoPause     `json:"autoPause,omitempty"`
+	From       string         `json:"from,omitempty"` // "now" (default) or "earliest"
+}
+
+// DatastreamSink is where a datastream delivers.
+type DatastreamSink struct {
+	Type              string   `json:"type"` // "kafka"
+	Brokers           []string `json:"brokers"`
+	Topics            string   `json:"topics,omitempty"` // "per-table" (default) or "per-database"
+	TopicPrefix       string   `json:"topicPrefix,omitempty"`
+	Format            string   `json:"format,omitempty"` // "json" (default) or "avro"
+	TopicPartitions   int      `json:"topicPartitions,omitempty"`
+	ReplicationFactor int      `json:"replicationFactor,omitempty"`
+}
+
+// AutoPause pauses a partition after Failures consecutive failures, for
+// ResumeAfter (a duration such as "60s").
+type AutoPause struct {
+	Failures    int    `json:"failures,omitempty"`
+	ResumeAfter string `json:"resumeAfter,omitempty"`
+}
+
+// Datastream is a datastream's definition, defaults filled, and state.
+type Datastream struct {
+	Name       string         `json:"name"`
+	Database   string         `json:"database"`
+	Tables     []string       `json:"tables,omitempty"`
+	Partitions []int          `json:"partitions,omitempty"`
+	Sink       DatastreamSink `json:"sink"`
+	AutoPause  AutoPause      `json:"autoPause"`
+	From       string         `json:"from"`
+	// State is "running", "paused" or "partially-paused".
+	State            string    `json:"state"`
+	PausedPartitions []int     `json:"pausedPartitions"`
+	Created          time.Time `json:"created"`
+	Updated          time.Time `json:"updated"`
+}
+
+// DatastreamStatus is a datastream's state per partition.
+type DatastreamStatus struct {
+	Name       string                `json:"name"`
+	Database   string                `json:"database"`
+	State      string                `json:"state"`
+	Partitions []DatastreamPartition `json:"partitions"`
+}
+
+// DatastreamPartition is one partition's task.
+type DatastreamPartition struct {
+	Partition int `json:"partition"`
+	// State is "running", "paused", "auto-paused" or "unassigned".
+	State      string `json:"state"`
+	Owner      string `json:"owner"`
+	Source     string `json:"source"`
+	Checkpoint string `json:"checkpoint"`
+	Latest     string `json:"latest"`
+	Lag        struct {
+		Transactions uint64   `json:"transactions"`
+		Seconds      *float64 `json:"seconds"` // nil when unknown
+	} `json:"lag"`
+	Throughput      float64    `json:"throughput"`
+	Delivered       uint64     `json:"delivered"`
+	AutoPausedUntil *time.Time `json:"autoPausedUntil"`
+	Failures        int        `json:"failures"`
+	LastError       *struct {
+		Message string    `json:"message"`
+		At      time.Time `json:"at"`
+	} `json:"lastError"`
+	Detail string `json:"detail"`
+}
+
+func datastreamPath(parts ...string) string {
+	p := "/_datastreams"
+	for _, s := range parts {
+		p += "/" + url.PathEscape(s)
+	}
+	return p
+}
+
+// PutDatastream creates the datastream name (created is true) or updates
+// its definition. spec is a DatastreamSpec or the definition's JSON
+// (json.RawMessage or []byte).
+func (c *Client) PutDatastream(ctx context.Context, name string, spec any) (Datastream, bool, error) {
+	r := newRequest(http.MethodPut, datastreamPath(name))
+	if err := r.jsonBody(spec); err != nil {
+		return Datastream{}, false, err
+	}
+	var d Datastream
+	res, err := c.call(ctx, r, &d)
+	if err != nil {
+		return Datastream{}, false, err
+	}
+	return d, res.status == http.StatusCreated, nil
+}
+
+// GetDatastream reads a datastream.
+func (c *Client) GetDatastream(ctx context.Context, name string) (Datastream, error) {
+	var d Datastream
+	_, err := c.call(ctx, newRequest(http.MethodGet, datastreamPath(name)), &d)
+	return d, err
+}
+
+// ListDatastreams reads every datastream.
+func (c *Client) ListDatastreams(ctx context.Context) ([]Datastream, error) {
+	var out struct {
+		Datastreams []Datastream `json:"datastreams"`
+	}
+	_, err := c.call(ctx, newRequest(http.MethodGet, datastreamPath()), &out)
+	return out.Datastreams, err
+}
+
+// DeleteDatastream deletes a datastream and its checkpoints.
+func (c *Client) DeleteDatastream(ctx context.Context, name string) error {
+	_, err := c.do(ctx, newRequest(http.MethodDelete, datastreamPath(name)))
+	return err
+}
+
+// PauseDatastream pauses the whole datastream, or the partitions given.
+func (c *Client) PauseDatastream(ctx context.Context, name string, partitions ...int) (Datastream, error) {
+	return c.pauseResume(ctx, name, "pause", partitions)
+}
+
+// ResumeDatastream resumes the whole datastream, or the partitions given
+// (auto-paused ones too).
+func (c *Client) ResumeDatastream(ctx context.Context, name string, partitions ...int) (Datastream, error) {
+	return c.pauseResume(ctx, name, "resume", partitions)
+}
+
+func (c *Client) pauseResume(ctx context.Context, name, verb string, partitions []int) (Datastream, error) {
+	r := newRequest(http.MethodPost, datastreamPath(name, verb))
+	if len(partitions) > 0 {
+		ps := make([]string, len(partitions))
+		for i, p := range partitions {
+			ps[i] = strconv.Itoa(p)
+		}
+		r.query["partitions"] = strings.Join(ps, ",")
+	}
+	var d Datastream
+	_, err := c.call(ctx, r, &d)
+	return d, err
+}
+
+// GetDatastreamStatus reads each partition's task state, lag and errors.
+func (c *Client) GetDatastreamStatus(ctx context.Context, name string) (DatastreamStatus, error) {
+	var s DatastreamStatus
+	_, err := c.call(ctx, newRequest(http.MethodGet, datastreamPath(name, "status")), &s)
+	return s, err
+}

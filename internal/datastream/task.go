@@ -33,6 +33,9 @@ const (
 	maxBackoff   = 5 * time.Second
 	// rateWindow is what throughput is averaged over.
 	rateWindow = 5 * time.Second
+	// readBatch bounds the transactions produced in one round (one wait
+	// for Kafka's acknowledgement, one checkpoint move).
+	readBatch = 128
 )
 
 // task runs one (datastream, partition) on this node.
@@ -201,7 +204,6 @@ func (t *task) loop(sink *kafkaSink) {
 		rdLog   changes.Log
 		backoff = firstBackoff
 		filter  changes.Filter
-		tables  = map[string]*schema.Table{}
 	)
 	if len(t.def.Tables) > 0 {
 		filter.Tables = map[string]bool{}
@@ -209,15 +211,13 @@ func (t *task) loop(sink *kafkaSink) {
 			filter.Tables[name] = true
 		}
 	}
+	// The catalog's current table, so images of a version it has just
+	// learnt render at once.
 	resolve := func(name string) (*schema.Table, error) {
-		if tb, ok := tables[name]; ok {
-			return tb, nil
-		}
 		tb, ok := t.m.schemas.Table(t.id.DB, name)
 		if !ok {
 			return nil, fmt.Errorf("the change log names table %q, unknown to the catalog", name)
 		}
-		tables[name] = tb
 		return tb, nil
 	}
 	for t.ctx.Err() == nil {
@@ -257,9 +257,19 @@ func (t *task) loop(sink *kafkaSink) {
 			continue
 		}
 		if rd == nil || l != rdLog {
+			if role == "learner" && !t.started() {
+				// A learner may still be installing its snapshot: where
+				// "now" is cannot be told from its log yet.
+				t.setWaiting("the replica on this node is still catching up")
+				t.sleep(pollEvery)
+				continue
+			}
 			pos, err := t.position(l, rec)
 			if err == nil {
 				rd, err = changes.NewReader(l, pos, filter)
+			}
+			if rd != nil {
+				rd.Batch = readBatch
 			}
 			if err != nil {
 				rd = nil
@@ -294,8 +304,7 @@ func (t *task) loop(sink *kafkaSink) {
 			err = sink.produce(t.ctx, recs)
 		}
 		if err != nil {
-			clear(tables) // a schema may have changed
-			rd = nil      // read again from the checkpoint
+			rd = nil // read again from the checkpoint
 			t.m.metrics.errors.WithLabelValues(t.id.Stream).Inc()
 			if t.ctx.Err() != nil || !t.fail(err, &backoff) {
 				return
@@ -327,6 +336,12 @@ func (t *task) position(l changes.Log, rec *Record) (changes.Position, error) {
 		t.m.log.Info("datastream task starts", "datastream", t.id.Stream, "partition", t.id.Partition, "after", scn.String(), "from", rec.From)
 	}
 	return changes.Position{Partition: t.id.Partition, SCN: scn}, nil
+}
+
+func (t *task) started() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rec.Started
 }
 
 func (t *task) checkpoint() partition.SCN {

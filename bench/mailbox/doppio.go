@@ -208,25 +208,20 @@ func (s *doppioSystem) query(ctx context.Context, mailbox, q string, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	var page struct {
-		Documents []struct {
-			Key      []json.RawMessage `json:"key"`
-			Document json.RawMessage   `json:"document"`
-		} `json:"documents"`
+	keys, docs, err := parsePage(b)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(b, &page); err != nil {
-		return nil, fmt.Errorf("query answer: %w", err)
-	}
-	hits := make([]Hit, len(page.Documents))
-	for i, d := range page.Documents {
-		if len(d.Key) != 2 {
-			return nil, fmt.Errorf("query answer: key %s has %d parts", d.Key, len(d.Key))
+	hits := make([]Hit, len(docs))
+	for i, doc := range docs {
+		if len(keys[i]) != 2 {
+			return nil, fmt.Errorf("query answer: key %q has %d parts", keys[i], len(keys[i]))
 		}
-		id, err := parseID(string(bytes.Trim(d.Key[1], `"`)))
+		id, err := parseID(string(bytes.Trim(keys[i][1], `"`)))
 		if err != nil {
 			return nil, err
 		}
-		hits[i] = Hit{ID: id, Doc: d.Document}
+		hits[i] = Hit{ID: id, Doc: doc}
 	}
 	return hits, nil
 }

@@ -34,8 +34,9 @@ type clusterNode struct {
 // startClusterNode starts node id against the etcd at endpoint.
 func startClusterNode(t *testing.T, id, data, endpoint string) *clusterNode {
 	t.Helper()
+	host := nodeHost(id)
 	args := []string{"start", "--id", id, "--data", filepath.Join(data, id),
-		"--http", freePort(t), "--grpc", freePort(t), "--etcd", endpoint}
+		"--http", freePortOn(t, host), "--grpc", freePortOn(t, host), "--etcd", endpoint}
 	n := &clusterNode{id: id, args: args}
 	n.devNode = runNode(t, args)
 	return n
@@ -47,9 +48,23 @@ func (n *clusterNode) restart(t *testing.T) {
 	n.devNode = runNode(t, n.args)
 }
 
-func freePort(t *testing.T) string {
+func freePort(t *testing.T) string { return freePortOn(t, "127.0.0.1") }
+
+// nodeHost gives each cluster node its own loopback address (n1 on
+// 127.0.0.11, n2 on 127.0.0.12, …), as separate hosts would have, so
+// nothing works only because every node shares one address.
+func nodeHost(id string) string {
+	var n int
+	if _, err := fmt.Sscanf(id, "n%d", &n); err != nil || n < 1 || n > 200 {
+		return "127.0.0.1"
+	}
+	return fmt.Sprintf("127.0.0.%d", 10+n)
+}
+
+// freePortOn returns host:port with a port free on host at the moment.
+func freePortOn(t *testing.T, host string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

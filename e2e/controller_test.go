@@ -136,7 +136,7 @@ func TestDeadNodesAreReplacedAndTheControllerFailsOver(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("n%d", i+1)
 			nodes[i] = startLoggedNode(t, id, []string{"start", "--id", id, "--data", filepath.Join(data, id),
-				"--http", freePort(t), "--grpc", freePort(t), "--etcd", etcd.Endpoints()[0],
+				"--http", freePortOn(t, nodeHost(id)), "--grpc", freePortOn(t, nodeHost(id)), "--etcd", etcd.Endpoints()[0],
 				"--dead-node-delay", delay.String()})
 		}()
 	}

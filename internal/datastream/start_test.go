@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/doppio-db/doppio/internal/changes"
@@ -13,11 +14,24 @@ import (
 // fakeLog is a change log in memory, keyed like the real one by
 // (generation, sequence); it counts reads.
 type fakeLog struct {
+	mu    sync.Mutex
 	ents  []partition.LogEntry
 	reads int
 }
 
+// add appends empty entries (transactions with no writes) up to seq, in
+// generation 1.
+func (l *fakeLog) add(seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := uint64(len(l.ents)) + 1; s <= seq; s++ {
+		l.ents = append(l.ents, partition.LogEntry{SCN: partition.SCN{Generation: 1, Sequence: s}, WriteSet: &partition.WriteSet{Mtime: int64(s)}})
+	}
+}
+
 func (l *fakeLog) ReadLog(from partition.SCN, limit int) ([]partition.LogEntry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.reads++
 	i := sort.Search(len(l.ents), func(i int) bool {
 		s := l.ents[i].SCN
@@ -29,6 +43,8 @@ func (l *fakeLog) ReadLog(from partition.SCN, limit int) ([]partition.LogEntry, 
 func (l *fakeLog) Commits() <-chan struct{} { return make(chan struct{}) }
 
 func (l *fakeLog) Applied() partition.SCN {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if len(l.ents) == 0 {
 		return partition.SCN{}
 	}

@@ -136,16 +136,19 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 // ownership up) and the background work.
 func (m *Manager) Close() {
 	m.cancel()
+	m.wg.Wait() // no task starts after this
 	m.mu.Lock()
-	tasks := make([]*task, 0, len(m.tasks))
+	tasks := make([]*task, 0, len(m.tasks)+len(m.stopping))
 	for _, t := range m.tasks {
 		tasks = append(tasks, t)
+	}
+	for _, t := range m.stopping {
+		tasks = append(tasks, t) // still giving up their keys
 	}
 	m.mu.Unlock()
 	for _, t := range tasks {
 		<-t.done
 	}
-	m.wg.Wait()
 	m.sessMu.Lock()
 	if m.session != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -151,6 +151,24 @@ type executor struct {
 	// (A full page has more, as moreKnown then tells.)
 	cut       func(c cursor) bool
 	moreKnown *bool
+
+	// budget, when positive, bounds the entries eval may read: past it,
+	// overflow is set and the sets eval returns are incomplete (a query
+	// whose matches are that many is answered by probing instead).
+	budget, scanned int
+	overflow        bool
+}
+
+// read counts one entry read by eval; false once past the budget.
+func (e *executor) read() bool {
+	if e.budget <= 0 {
+		return true
+	}
+	if e.scanned++; e.scanned > e.budget {
+		e.overflow = true
+		return false
+	}
+	return true
 }
 
 // reset readies the executor for another document group.
@@ -170,13 +188,28 @@ func (e *executor) reset(group []byte) {
 // matches (every one if limit <= 0) from st on, or just their number when
 // o.Count is set.
 func (e *executor) run(q Op, o Options, st start, limit int) (page, error) {
-	if !o.Count && o.Sort.Field != "" && !o.Sort.Multi && limit > 0 && e.cut == nil && !st.missing && probeable(q) {
-		p, ok, err := e.probeSorted(q, o.Sort, st, page{limit: limit})
-		if err != nil || ok {
-			return p, err
-		}
+	probe := !o.Count && o.Sort.Field != "" && !o.Sort.Multi && limit > 0 && e.cut == nil && !st.missing && probeable(q)
+	if probe {
+		// The matches are gathered the general way unless that reads more
+		// than gatherBudget entries: then a probing walk answers, which
+		// costs about the page, not the matches (a small mailbox is not
+		// walked twice, once to size a list and once to answer).
+		e.budget, e.scanned, e.overflow = gatherBudget*limit+probeSlack, 0, false
 	}
 	set, err := e.eval(q, true)
+	if probe {
+		over := e.overflow
+		e.budget, e.scanned, e.overflow = 0, 0, false
+		if err == nil && over {
+			e.reset(e.group)
+			p, ok, err := e.probeSorted(q, o.Sort, st, page{limit: limit})
+			if err != nil || ok {
+				return p, err
+			}
+			e.reset(e.group)
+			set, err = e.eval(q, true)
+		}
+	}
 	if err != nil {
 		return page{}, err
 	}
@@ -220,7 +253,7 @@ func (e *executor) scan(list, lower, upper []byte, fn func(value, rest []byte) b
 		return nil
 	}
 	e.it.SetBounds(lower, upper)
-	for ok := e.it.First(); ok; ok = e.it.Next() {
+	for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
 		v := e.it.Key()[len(list):]
 		n, err := valueLen(v)
 		if err != nil {
@@ -253,7 +286,7 @@ func (e *executor) all() (*roaring.Bitmap, error) {
 		lower := append(slices.Clip(base), e.restPrefix...)
 		e.universe = roaring.New()
 		e.it.SetBounds(lower, keys.PrefixEnd(lower))
-		for ok := e.it.First(); ok; ok = e.it.Next() {
+		for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
 			o, _ := e.ord(e.it.Key()[len(base):], true)
 			e.universe.Add(o)
 		}

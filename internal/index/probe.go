@@ -33,16 +33,22 @@ func probeable(q Op) bool {
 }
 
 // A probing walk may examine probeBudget documents per result asked for,
-// plus probeSlack, before it gives up; lists shorter than that are not
-// probed. (Variables so tests can make every query probe.)
+// plus probeSlack, before it gives up. (Variables so tests can make every
+// query probe.)
 var probeBudget, probeSlack = 64, 256
+
+// A sorted query that would read more than gatherBudget entries per result
+// asked for, plus probeSlack, to gather its matches is probed instead.
+var gatherBudget = 4
 
 // probeSorted fills p by walking the sort list from st. ok is false when
 // the walk gave up or reached the list's end before the page was full (the
 // matches without a sort value, which come last, are not known here); the
 // caller then runs the query the general way.
 func (e *executor) probeSorted(q Op, s Sort, st start, p page) (_ page, ok bool, err error) {
-	probe, err := e.it.Clone(pebble.CloneOptions{}) // same point in time
+	// Same point in time; the clone takes e.it's current bounds, so it is
+	// given the partition's.
+	probe, err := e.it.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: e.prefix, UpperBound: e.prefix.End()}})
 	if err != nil {
 		return p, false, err
 	}
@@ -62,17 +68,7 @@ func (e *executor) probeSorted(q Op, s Sort, st start, p page) (_ page, ok bool,
 		}
 	}
 	budget := probeBudget*p.limit + probeSlack
-	// A small list is cheaper to intersect with bitmaps than to probe (and
-	// a walk that reaches its end falls back anyway): count it first, keys
-	// only, up to the budget.
 	e.it.SetBounds(lower, upper)
-	n := 0
-	for more := e.it.First(); more && n < budget; more = e.it.Next() {
-		n++
-	}
-	if n < budget {
-		return p, false, e.it.Error()
-	}
 	more := e.it.First()
 	if s.Desc {
 		more = e.it.Last()

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -16,6 +17,7 @@ func TestWriteListMatchesEncodingJSON(t *testing.T) {
 		{Documents: []listItem{
 			{Key: keys.Tuple{"a\"b<\u2028>", int64(-7)}, Document: json.RawMessage(`{"x":1,"s":"\u00e9"}`)},
 			{Key: keys.Tuple{"m"}, Document: json.RawMessage(`{}`)},
+			{Key: keys.Tuple{"plain key-1", int64(1) << 62, "é", "a&b", "\x7f"}, Document: json.RawMessage(`[]`)},
 		}, Next: "AbC-_9"},
 	} {
 		rec := httptest.NewRecorder()
@@ -31,6 +33,9 @@ func TestWriteListMatchesEncodingJSON(t *testing.T) {
 		}
 		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 			t.Fatalf("Content-Type %q", ct)
+		}
+		if cl := rec.Header().Get("Content-Length"); cl != strconv.Itoa(rec.Body.Len()) {
+			t.Fatalf("Content-Length %q for %d bytes", cl, rec.Body.Len())
 		}
 	}
 }

@@ -89,17 +89,19 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 	if err != nil {
 		return err
 	}
-	out := listBody{Documents: make([]listItem, 0, len(res.Keys)), Next: res.Next}
+	docBytes := 0
+	if len(recs) > 0 {
+		docBytes = len(recs[0].Avro)
+	}
+	out := newListWriter(len(recs), docBytes)
 	full := slices.Clip(group)
 	for i, rest := range res.Keys {
 		full = append(full[:len(group)], rest...)
-		item, err := s.listItem(tg.table, full, recs[i], opts)
-		if err != nil {
+		if err := out.add(tg.table, full, recs[i], opts); err != nil {
 			return err
 		}
-		out.Documents = append(out.Documents, item)
 	}
-	return writeList(w, out)
+	return out.write(w, res.Next)
 }
 
 // lookup reads one document for a result list; a document deleted between

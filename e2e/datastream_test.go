@@ -100,6 +100,7 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 	owners := func() map[string][]int {
 		st, err := streamStatus(t, nodes[2], "ds")
 		if err != nil {
+			t.Logf("status: %v", err)
 			return nil
 		}
 		out := map[string][]int{}
@@ -181,7 +182,15 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 	}
 
 	time.Sleep(2 * time.Second)
-	o := owners()
+	var o map[string][]int
+	waitFor(t, 10*time.Second, "the status names every task's owner", func() (bool, string) {
+		o = owners()
+		n := 0
+		for _, ps := range o {
+			n += len(ps)
+		}
+		return n == partitions, fmt.Sprint(o)
+	})
 	victim := nodes[0]
 	for _, n := range nodes {
 		if len(o[n.id]) > len(o[victim.id]) {
@@ -232,9 +241,22 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 
 	// Every acknowledged transaction arrives, in order, exactly once after
 	// dedupe.
-	evs := c.WaitFor(60*time.Second, "every acknowledged transaction delivered", func(evs []streamcheck.Event) (bool, string) {
-		return streamcheck.Delivered(evs, acked, false)
-	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ok, why := streamcheck.Delivered(c.Events(), acked, false)
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			st, _, b, _ := survivor.try(context.Background(), "GET", "/_datastreams/ds/status", nil)
+			t.Logf("status (%d): %s", st, b)
+			_, _, b, _ = survivor.try(context.Background(), "GET", "/_cluster", nil)
+			t.Logf("cluster: %s", b)
+			t.Fatalf("every acknowledged transaction delivered: not within 60s: %s", why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	evs := c.Events()
 	// Every partition owned and caught up, the restarted node running
 	// tasks again.
 	var final datastream.Status

@@ -299,8 +299,13 @@ func (m *Manager) run() {
 	defer cancel()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var swept time.Time
 	for {
 		m.reconcile()
+		if time.Since(swept) > orphanSweep {
+			m.dropOrphanKeys()
+			swept = time.Now()
+		}
 		select {
 		case <-m.ctx.Done():
 			return
@@ -315,6 +320,10 @@ func (m *Manager) run() {
 		}
 	}
 }
+
+// orphanSweep is how often a node looks for owner keys it holds for
+// tasks it does not run.
+const orphanSweep = 5 * time.Second
 
 // Tasks lists the tasks of every datastream over the catalog's partitions.
 func (m *Manager) allTasks() ([]TaskID, map[string]*Record) {
@@ -395,6 +404,53 @@ func (m *Manager) stopAll() {
 	defer m.mu.Unlock()
 	for _, t := range m.tasks {
 		m.stopLocked(t)
+	}
+}
+
+// dropOwnerKey deletes okey if this node holds it under lease.
+func (m *Manager) dropOwnerKey(okey string, lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = m.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(okey), "=", m.node), clientv3.Compare(clientv3.LeaseValue(okey), "=", lease)).
+		Then(clientv3.OpDelete(okey)).Commit()
+}
+
+// dropOrphanKeys deletes owner keys this node holds for tasks it does not
+// run (a release that failed, an acquisition answered too late): left
+// alone they would keep the task from the node it is assigned to until
+// this node's lease ends.
+func (m *Manager) dropOrphanKeys() {
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := m.cli.Get(ctx, m.prefix+dirOwners, clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) != m.node {
+			continue
+		}
+		rest := strings.TrimPrefix(string(kv.Key), m.prefix+dirOwners)
+		name, ps, ok := strings.Cut(rest, "/")
+		p, okp := atoiOK(ps)
+		if !ok || !okp {
+			continue
+		}
+		m.mu.Lock()
+		held := false
+		for id := range m.tasks {
+			held = held || (id.Stream == name && id.Partition == p)
+		}
+		for id := range m.stopping {
+			held = held || (id.Stream == name && id.Partition == p)
+		}
+		m.mu.Unlock()
+		if held {
+			continue
+		}
+		m.log.Warn("dropping an owner key no task here holds", "datastream", name, "partition", p)
+		_, _ = m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -71,6 +72,7 @@ func (m *Manager) statusLoop() {
 	var last []byte
 	var lastLease clientv3.LeaseID
 	gauges := map[string]bool{}
+	leadCache := map[PartitionRef]LeaderState{}
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -104,6 +106,7 @@ func (m *Manager) statusLoop() {
 				delete(gauges, s)
 			}
 		}
+		ns.Leads = m.leads(leadCache)
 		body, _ := json.Marshal(ns)
 		lease, err := m.lease(m.ctx)
 		if err != nil {
@@ -115,7 +118,7 @@ func (m *Manager) statusLoop() {
 		ns.At = now.UnixMilli()
 		val, _ := json.Marshal(ns)
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
-		if len(ns.Streams) == 0 {
+		if len(ns.Streams) == 0 && len(ns.Leads) == 0 {
 			_, err = m.cli.Delete(ctx, m.statusKey(m.node))
 		} else {
 			_, err = m.cli.Put(ctx, m.statusKey(m.node), string(val), clientv3.WithLease(lease))
@@ -125,6 +128,56 @@ func (m *Manager) statusLoop() {
 			last, lastLease = body, lease
 		}
 	}
+}
+
+// leads returns the last transaction of each partition this node leads
+// that a datastream reads; cache keeps commit times already read.
+func (m *Manager) leads(cache map[PartitionRef]LeaderState) map[string]map[int]LeaderState {
+	_, recs := m.allTasks()
+	out := map[string]map[int]LeaderState{}
+	seen := map[PartitionRef]bool{}
+	for _, r := range recs {
+		db, ok := m.schemas.Database(r.Database)
+		if !ok {
+			continue
+		}
+		for _, p := range r.PartitionList(db.Partitions) {
+			ref := PartitionRef{r.Database, p}
+			if seen[ref] {
+				continue
+			}
+			seen[ref] = true
+			l, role, ok := m.replicas.Local(r.Database, p)
+			if !ok || role != "leader" {
+				continue
+			}
+			applied := l.Applied()
+			st, ok := cache[ref]
+			if !ok || st.SCN != applied.String() {
+				st = LeaderState{SCN: applied.String()}
+				if applied.Sequence > 0 {
+					prev := partition.SCN{Generation: applied.Generation, Sequence: applied.Sequence - 1}
+					if ents, err := l.ReadLog(prev, 1); err == nil && len(ents) > 0 && ents[0].SCN == applied {
+						st.Mtime = ents[0].Mtime
+					}
+				}
+				cache[ref] = st
+			}
+			if out[r.Database] == nil {
+				out[r.Database] = map[int]LeaderState{}
+			}
+			out[r.Database][p] = st
+		}
+	}
+	for ref := range cache {
+		if !seen[ref] {
+			delete(cache, ref)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Status answers GET /_datastreams/{name}/status from etcd (one
@@ -168,6 +221,15 @@ func (m *Manager) Status(ctx context.Context, name string) (Status, error) {
 			nodes[strings.TrimPrefix(string(kv.Key), m.prefix+dirStatus)] = ns
 		}
 	}
+	// The partition's latest transaction, as its leader reports it.
+	leaders := map[int]LeaderState{}
+	for _, ns := range nodes {
+		for p, ls := range ns.Leads[rec.Database] {
+			if cur, ok := leaders[p]; !ok || seqOf(ls.SCN) > seqOf(cur.SCN) {
+				leaders[p] = ls
+			}
+		}
+	}
 	out := Status{Name: name, Database: rec.Database, State: StateRunning, Partitions: []PartitionStatus{}}
 	if rec.Paused {
 		out.State = StatePaused
@@ -178,12 +240,12 @@ func (m *Manager) Status(ctx context.Context, name string) (Status, error) {
 	}
 	now := time.Now()
 	for _, p := range rec.PartitionList(db.Partitions) {
-		out.Partitions = append(out.Partitions, m.partitionStatus(&rec, p, owners[p], records[p], nodes, now))
+		out.Partitions = append(out.Partitions, m.partitionStatus(&rec, p, owners[p], records[p], nodes, leaders[p], now))
 	}
 	return out, nil
 }
 
-func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecord, nodes map[string]NodeStatus, now time.Time) PartitionStatus {
+func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecord, nodes map[string]NodeStatus, leader LeaderState, now time.Time) PartitionStatus {
 	ps := PartitionStatus{Partition: p, Owner: owner, Failures: tr.Failures}
 	if tr.Started {
 		ps.Checkpoint = tr.SCN.String()
@@ -233,6 +295,20 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 			ps.Lag.Seconds = &secs
 		}
 	}
+	// A follower read may lag its leader: the leader's last transaction is
+	// the partition's latest. When the replica read does not hold the next
+	// transaction yet, the leader's last commit time bounds the lag from
+	// below.
+	if leader.SCN != "" && seqOf(leader.SCN) > seqOf(ps.Latest) {
+		ps.Latest = leader.SCN
+		if ps.Checkpoint != "" {
+			ps.Lag.Transactions = seqOf(leader.SCN) - min(seqOf(ps.Checkpoint), seqOf(leader.SCN))
+			if ps.Lag.Seconds != nil && *ps.Lag.Seconds == 0 && leader.Mtime > 0 {
+				secs := max(0, now.Sub(time.UnixMilli(leader.Mtime)).Seconds())
+				ps.Lag.Seconds = &secs
+			}
+		}
+	}
 	switch {
 	case rec.PartitionPaused(p):
 		ps.State = StatePaused
@@ -250,4 +326,13 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 
 func notFound(name string) error {
 	return problem.New(problem.NotFound, "datastream %q does not exist", name)
+}
+
+// seqOf is the sequence of an SCN's text ("g:s"); 0 if empty or bad.
+func seqOf(s string) uint64 {
+	v, err := partition.ParseSCN(s)
+	if err != nil {
+		return 0
+	}
+	return v.Sequence
 }

@@ -107,11 +107,21 @@ func (t *TaskRecord) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// NodeStatus is what a node publishes about the tasks it runs.
+// NodeStatus is what a node publishes about the tasks it runs, and about
+// the partitions read by datastreams that it leads (so the status compares
+// checkpoints with the partition's latest transaction, not with what a
+// lagging follower has).
 type NodeStatus struct {
-	Node    string                       `json:"node"`
-	At      int64                        `json:"at"` // Unix ms of the snapshot
-	Streams map[string]map[int]TaskState `json:"streams"`
+	Node    string                         `json:"node"`
+	At      int64                          `json:"at"` // Unix ms of the snapshot
+	Streams map[string]map[int]TaskState   `json:"streams"`
+	Leads   map[string]map[int]LeaderState `json:"leads,omitempty"`
+}
+
+// LeaderState is a led partition's last transaction.
+type LeaderState struct {
+	SCN   string `json:"scn"`
+	Mtime int64  `json:"mtime"` // its commit time, Unix ms
 }
 
 // TaskState is a running task's live state.

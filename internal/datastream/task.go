@@ -117,6 +117,9 @@ func (t *task) acquire() bool {
 		switch {
 		case err != nil:
 			if t.ctx.Err() != nil {
+				// The transaction may have committed: leave no key behind
+				// that would hold the task here.
+				m.dropOwnerKey(okey, lease)
 				return false
 			}
 			t.setWaiting("acquiring ownership: " + err.Error())
@@ -135,6 +138,14 @@ func (t *task) acquire() bool {
 			return true
 		default:
 			kvs := resp.Responses[0].GetResponseRange().Kvs
+			if len(kvs) > 0 && string(kvs[0].Value) == m.node && clientv3.LeaseID(kvs[0].Lease) == lease {
+				// Ours already: an earlier attempt committed but its answer
+				// was lost.
+				if t.adopt(kvs[0].CreateRevision, tkey) {
+					return true
+				}
+				continue
+			}
 			if len(kvs) > 0 && string(kvs[0].Value) == m.node && clientv3.LeaseID(kvs[0].Lease) != lease {
 				// Our own key from a lost lease or an earlier process of
 				// this node: that holder is gone.
@@ -157,6 +168,29 @@ func (t *task) acquire() bool {
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// adopt takes an owner key this node already holds: it reads the task
+// record, fenced on the key.
+func (t *task) adopt(rev int64, tkey string) bool {
+	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+	defer cancel()
+	okey := t.m.ownerKey(t.id)
+	resp, err := t.m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(okey), "=", rev)).Then(clientv3.OpGet(tkey)).Commit()
+	if err != nil || !resp.Succeeded {
+		return false
+	}
+	var rec TaskRecord
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		if err := json.Unmarshal(kvs[0].Value, &rec); err != nil {
+			rec = TaskRecord{}
+		}
+	}
+	t.mu.Lock()
+	t.ownRev = rev
+	t.rec, t.flushed = rec, rec
+	t.mu.Unlock()
+	return true
 }
 
 // release writes the last checkpoint and gives the owner key up, both

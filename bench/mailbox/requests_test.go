@@ -28,7 +28,8 @@ import (
 // process (user+system, µs) — all of Doppio's work, server and client, but
 // only the client's for PostgreSQL — with allocations (Doppio: server and
 // client). -reqprofile DIR writes a CPU profile of each sub-benchmark's
-// measured requests only (not the load) to DIR/<name>.cpu.
+// measured requests only (not the load) to DIR/<name>.cpu, and allocation
+// profiles before and after them (<name>.allocs0, .allocs1: pprof -base).
 
 var reqProfile = flag.String("reqprofile", "", "directory for CPU profiles of the measured requests of each BenchmarkRequests sub-benchmark")
 
@@ -94,6 +95,12 @@ func BenchmarkRequests(b *testing.B) {
 		})
 		b.Run(label+"/insert", func(b *testing.B) {
 			s := benchOpen(b, name)
+			wal0 := walBytes(s.sys)
+			defer func() {
+				if wal0 >= 0 {
+					b.ReportMetric((walBytes(s.sys)-wal0)/float64(b.N), "wal-B/op")
+				}
+			}()
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
 				mb := r.IntN(benchBoxes)
 				id := s.nextID[mb].Add(1)
@@ -125,6 +132,16 @@ func runRequests(b *testing.B, op func(context.Context, *rand.Rand) error) {
 			b.Fatal(err)
 		}
 		defer pprof.StopCPUProfile()
+		// Allocation profiles before and after: go tool pprof -base.
+		name := filepath.Join(*reqProfile, strings.ReplaceAll(b.Name(), "/", "_"))
+		writeAllocs := func(suffix string) {
+			if f, err := os.Create(name + suffix); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+		writeAllocs(".allocs0")
+		defer writeAllocs(".allocs1")
 	}
 	cpu0 := cpuTime()
 	b.ResetTimer()
@@ -170,4 +187,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// walBytes is what Doppio's storage engine has written to its WAL so far
+// (-1 for another system).
+func walBytes(sys System) float64 {
+	d, ok := sys.(*doppioSystem)
+	if !ok {
+		return -1
+	}
+	b, err := d.do(context.Background(), "GET", "/metrics", nil, 200)
+	if err != nil {
+		return -1
+	}
+	return metricValue(b, "doppio_storage_wal_bytes")
 }

@@ -535,6 +535,7 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 	}
 	rest := p.key[len(ev.group):]
 	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc)
+	x.Puts = slices.Grow(x.Puts, len(puts))
 	for _, e := range puts {
 		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
 	}

@@ -89,6 +89,28 @@ type raftStorage struct {
 	trunc    entryID
 	last     uint64 // index of the last entry in the log (trunc.Index if empty)
 	lastTerm uint64
+
+	// tail holds the log's newest entries as appended (raft never changes
+	// an entry it handed over), the last one at index last, so that raft
+	// reads the entries it commits and applies, just after appending them,
+	// without an iterator and an unmarshalling each. Entries once applied
+	// leave it; older ones (a lagging follower's) are read from Pebble.
+	tail []*raftpb.Entry
+}
+
+// maxTail bounds the entries kept in memory per replica.
+const maxTail = 256
+
+// fromTail returns the entries [lo, hi) if the tail holds them all.
+func (s *raftStorage) fromTail(lo, hi uint64) ([]*raftpb.Entry, bool) {
+	if len(s.tail) == 0 || hi > s.last+1 {
+		return nil, false
+	}
+	first := s.tail[0].GetIndex()
+	if lo < first || lo > hi {
+		return nil, false
+	}
+	return s.tail[lo-first : hi-first : hi-first], true
 }
 
 var _ raft.Storage = (*raftStorage)(nil)
@@ -167,6 +189,15 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if hi > s.last+1 {
 		return nil, fmt.Errorf("entries [%d, %d) beyond last index %d", lo, hi, s.last)
 	}
+	if ents, ok := s.fromTail(lo, hi); ok {
+		var size uint64
+		for i, e := range ents {
+			if size += uint64(proto.Size(e)); i > 0 && size > maxSize {
+				return ents[:i:i], nil
+			}
+		}
+		return ents, nil
+	}
 	it, err := s.engine.NewIter(s.prefix.RaftLog(lo), s.prefix.RaftLog(hi))
 	if err != nil {
 		return nil, err
@@ -210,6 +241,9 @@ func (s *raftStorage) Term(i uint64) (uint64, error) {
 		return 0, raft.ErrUnavailable
 	case i == s.last:
 		return s.lastTerm, nil
+	}
+	if ents, ok := s.fromTail(i, i+1); ok {
+		return ents[0].GetTerm(), nil
 	}
 	v, err := s.engine.Get(s.prefix.RaftLog(i))
 	if errors.Is(err, storage.ErrNotFound) {
@@ -271,12 +305,35 @@ func (s *raftStorage) append(b *storage.Batch, ents []*raftpb.Entry) {
 	}
 	last := ents[len(ents)-1]
 	s.last, s.lastTerm = last.GetIndex(), last.GetTerm()
+	// The tail stays contiguous up to last: entries from first on are
+	// replaced, and a gap (first beyond the tail's end) starts it anew.
+	// Slices of the tail handed to raft (a Ready's committed entries) must
+	// not change under it: the tail is only ever resliced or copied, never
+	// written in place.
+	keep := 0
+	if n := len(s.tail); n > 0 && first >= s.tail[0].GetIndex() && first <= s.tail[n-1].GetIndex()+1 {
+		keep = int(first - s.tail[0].GetIndex())
+	}
+	s.tail = append(s.tail[:keep:keep], ents...)
+	if len(s.tail) > maxTail {
+		s.tail = s.tail[len(s.tail)-maxTail:]
+	}
+}
+
+// dropTail forgets the tail's entries up to and including index.
+func (s *raftStorage) dropTail(index uint64) {
+	n := 0
+	for n < len(s.tail) && s.tail[n].GetIndex() <= index {
+		n++
+	}
+	s.tail = s.tail[n:]
 }
 
 // setApplied records the applied state in b.
 func (s *raftStorage) setApplied(b *storage.Batch, a appliedState) {
 	s.applied = a
 	b.Set(s.prefix.RaftApplied(), a.encode())
+	s.dropTail(a.Index)
 }
 
 // truncate removes the log entries up to and including index.
@@ -289,6 +346,7 @@ func (s *raftStorage) truncate(b *storage.Batch, index uint64) error {
 		return err
 	}
 	b.DeleteRange(s.prefix.RaftLogPrefix(), s.prefix.RaftLog(index+1))
+	s.dropTail(index)
 	s.trunc = entryID{Index: index, Term: term}
 	b.Set(s.prefix.RaftTruncated(), s.trunc.encode())
 	return nil
@@ -314,6 +372,7 @@ func (s *raftStorage) installSnapshot(node uint64, snap *incomingSnapshot, hs *r
 	ingestHook(node, "after")
 	s.trunc = entryID{Index: snap.applied.Index, Term: snap.applied.Term}
 	s.last, s.lastTerm = s.trunc.Index, s.trunc.Term
+	s.tail = nil
 	s.applied = snap.applied
 	s.hard = hs
 	return nil

@@ -19,6 +19,9 @@ type Table struct {
 	plans    sync.Map    // planKey{writer, reader root} -> *plan
 
 	encodeHint atomic.Int64 // Encode's first allocation: about the last document's size
+
+	indexesOnce sync.Once
+	indexes     []Index
 }
 
 // Limits of a table definition.
@@ -203,7 +206,13 @@ type Index struct {
 }
 
 // Indexes lists the indexed fields of the latest version, in schema order.
+// The slice is shared (computed once): callers must not modify it.
 func (t *Table) Indexes() []Index {
+	t.indexesOnce.Do(func() { t.indexes = t.findIndexes() })
+	return t.indexes
+}
+
+func (t *Table) findIndexes() []Index {
 	var out []Index
 	seen := map[*node]bool{}
 	var walk func(n *node, prefix []string)

@@ -140,7 +140,7 @@ type compiled struct {
 func compileSchema(raw []byte) (*compiled, error) {
 	// A private cache per parse: the default cache is process-wide, so named
 	// types of one table (or an older version) would leak into another.
-	s, err := avro.ParseBytesWithCache(raw, "", &avro.SchemaCache{})
+	s, err := parseAvro(raw)
 	if err != nil {
 		return nil, problem.Field(problem.Malformed, "schema", "invalid Avro schema: %s", strings.TrimPrefix(err.Error(), "avro: "))
 	}
@@ -156,6 +156,19 @@ func compileSchema(raw []byte) (*compiled, error) {
 		return nil, err
 	}
 	return &compiled{avro: s, root: root, signature: signature(root)}, nil
+}
+
+// parseAvro parses with a private cache, turning a panic of the parser
+// into an error: the schema comes from a client, and hamba/avro indexes
+// into what it was given (a defaulted field of an empty union, found by
+// FuzzRequest, panicked).
+func parseAvro(raw []byte) (s avro.Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("the Avro parser could not read it (%v); check unions (at least one branch, a default of the first) and defaults", r)
+		}
+	}()
+	return avro.ParseBytesWithCache(raw, "", &avro.SchemaCache{})
 }
 
 type builder struct {
@@ -225,6 +238,11 @@ func (b *builder) build(s avro.Schema) (*node, error) {
 		n.values = values
 	case *avro.UnionSchema:
 		n.kind = kUnion
+		if len(s.Types()) == 0 {
+			// No value has this type: a document with the field could
+			// never be written.
+			return nil, problem.Field(problem.Malformed, "schema", "invalid Avro schema: a union needs at least one branch")
+		}
 		for _, t := range s.Types() {
 			bn, err := b.build(t)
 			if err != nil {

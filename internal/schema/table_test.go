@@ -56,6 +56,9 @@ func TestCompileErrors(t *testing.T) {
 		{"bad field name", field(`{"name":"a-b","type":"string"}`), "schema", "invalid Avro schema"},
 		{"unknown type", field(`{"name":"a","type":"Nope"}`), "schema", "invalid Avro schema"},
 		{"bad default", field(`{"name":"a","type":"int","default":"x"}`), "schema", "invalid Avro schema"},
+		// FuzzRequest: the Avro parser panicked on a defaulted empty union.
+		{"defaulted empty union", field(`{"name":"a","type":[],"default":null}`), "schema", "invalid Avro schema"},
+		{"empty union", field(`{"name":"a","type":[]}`), "schema", "a union needs at least one branch"},
 		{"unknown index", field(`{"name":"a","type":"string","index":"fulltext"}`), "a", `"index" must be "attribute" or "text", not "fulltext"`},
 		{"non-string index", field(`{"name":"a","type":"string","index":1}`), "a", `not 1`},
 		{"text on int", field(`{"name":"n","type":"int","index":"text"}`), "n", `a "text" index needs a string`},

@@ -216,3 +216,40 @@ func TestOwnershipIsExclusiveAndFencesCheckpoints(t *testing.T) {
 		return r.SCN.Sequence == 30
 	})
 }
+
+// TestOrphanOwnerKeysAreDropped: an owner key a node holds for a task it
+// does not run (an acquisition answered too late, a failed release) is
+// deleted, so the task's assigned node can take it.
+func TestOrphanOwnerKeysAreDropped(t *testing.T) {
+	cli := startEtcd(t)
+	log := &fakeLog{}
+	cluster := newFakeCluster("a", "b")
+	a := openManager(t, cli, "a", cluster, log)
+	defer a.Close()
+	def, err := Parse(context.Background(), "s", []byte(`{"database":"shop","partitions":[3],`+okSink+`}`), fakeCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Put(context.Background(), def); err != nil {
+		t.Fatal(err)
+	}
+	// The task is b's (a is the preferred leader), and b is not running:
+	// a's stray key under its lease must go.
+	lease, err := a.lease(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := a.ownerKey(TaskID{"s", "shop", 3})
+	if _, err := cli.Put(context.Background(), key, "a", clientv3.WithLease(lease)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 2*orphanSweep, "the stray key is deleted", func() bool {
+		resp, err := cli.Get(context.Background(), key)
+		return err == nil && len(resp.Kvs) == 0
+	})
+	t.Logf("deleted after %v", time.Since(start).Round(time.Millisecond))
+	if len(a.running()) != 0 {
+		t.Fatalf("a runs a task assigned to b")
+	}
+}

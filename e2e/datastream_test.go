@@ -73,9 +73,9 @@ func groupsPer(n, k int) [][]string {
 }
 
 // TestDatastreamDeliversEveryTransactionAcrossANodeKill runs a datastream
-// on three node processes (a 6-partition database, three replicas each)
-// to a real Kafka broker while writers commit transactions through the
-// nodes. The node running the most tasks is killed -9 mid-run: its tasks
+// on three node processes (a 6-partition database, three replicas each;
+// created through a stateless router) to a real Kafka broker while writers
+// commit transactions through the nodes. The node running the most tasks is killed -9 mid-run: its tasks
 // move to the survivors (from their last checkpoints) and move back when
 // it restarts. At the end every acknowledged transaction is in Kafka,
 // exactly once after SCN deduplication, in SCN order per document group
@@ -86,7 +86,8 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 	const partitions = 6
 	began := time.Now()
 	waitBroker := startBroker(t)
-	nodes := startCluster(t)
+	nodes, ep := startClusterAt(t)
+	rt := runNode(t, []string{"router", "--etcd", ep, "--http", freePort(t), "--id", "r1"})
 	nodes[0].must(201, "PUT", "/_schemas/e2e", map[string]any{"partitions": partitions, "replicas": 3})
 	nodes[0].must(201, "PUT", "/_schemas/e2e/Counter", counterSchema)
 	waitFor(t, 20*time.Second, "3 caught-up replicas and one leader per partition", func() (bool, string) {
@@ -95,7 +96,7 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 	broker := waitBroker()
 	broker.CreateTopic(t, "ds.e2e", 3, nil)
 	def := fmt.Sprintf(`{"database":"e2e","sink":{"type":"kafka","brokers":[%q],"topics":"per-database","topicPrefix":"ds."}}`, broker.Addr())
-	nodes[1].must(201, "PUT", "/_datastreams/ds", def)
+	rt.must(201, "PUT", "/_datastreams/ds", def) // a router relays datastream requests to a node
 	c := streamcheck.Consume(t, broker.Addr(), "ds.e2e")
 	owners := func() map[string][]int {
 		st, err := streamStatus(t, nodes[2], "ds")
@@ -304,6 +305,14 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 	}
 	sort.Strings(owned)
 	t.Logf("%d records consumed, %d redelivered (at least once across the kill); final owners %s", len(evs), d.Dups, strings.Join(owned, " "))
+	// Through the router too.
+	var viaRouter datastream.Status
+	if err := json.Unmarshal(rt.must(200, "GET", "/_datastreams/ds/status", nil), &viaRouter); err != nil || len(viaRouter.Partitions) != partitions {
+		t.Fatalf("status through the router: %+v, %v", viaRouter, err)
+	}
+	if b := rt.must(200, "GET", "/_datastreams", nil); !strings.Contains(string(b), `"name":"ds"`) {
+		t.Fatalf("list through the router: %s", b)
+	}
 	if len(byOwner[victim.id]) == 0 {
 		t.Errorf("the restarted node %s runs no task: %s", victim.id, strings.Join(owned, " "))
 	}

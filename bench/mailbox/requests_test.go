@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,10 +28,11 @@ import (
 //
 // Reported per request: mean and p99 latency (ms), and the CPU time of this
 // process (user+system, µs) — all of Doppio's work, server and client, but
-// only the client's for PostgreSQL — with allocations (Doppio: server and
-// client). -reqprofile DIR writes a CPU profile of each sub-benchmark's
+// only the client's for PostgreSQL, whose server processes' CPU time is
+// server-cpu-µs/op — with allocations (Doppio: server and client). -reqprofile DIR writes a CPU profile of each sub-benchmark's
 // measured requests only (not the load) to DIR/<name>.cpu, and allocation
-// profiles before and after them (<name>.allocs0, .allocs1: pprof -base).
+// profiles before and after them (<name>.allocs0, .allocs1: pprof -base)
+// and an execution trace (<name>.trace).
 
 var reqProfile = flag.String("reqprofile", "", "directory for CPU profiles of the measured requests of each BenchmarkRequests sub-benchmark")
 
@@ -142,8 +145,14 @@ func runRequests(b *testing.B, op func(context.Context, *rand.Rand) error) {
 		}
 		writeAllocs(".allocs0")
 		defer writeAllocs(".allocs1")
+		if tf, err := os.Create(name + ".trace"); err == nil {
+			if trace.Start(tf) == nil {
+				defer tf.Close()
+				defer trace.Stop()
+			}
+		}
 	}
-	cpu0 := cpuTime()
+	cpu0, srv0 := cpuTime(), postgresCPU()
 	b.ResetTimer()
 	for c := range benchClients {
 		wg.Add(1)
@@ -170,6 +179,10 @@ func runRequests(b *testing.B, op func(context.Context, *rand.Rand) error) {
 		b.Fatal(err)
 	}
 	cpu := cpuTime() - cpu0
+	if b.Name() != "" && strings.Contains(b.Name(), "PostgreSQL") {
+		// The server's processes did the rest of the work.
+		b.ReportMetric(float64((postgresCPU() - srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+	}
 	slices.Sort(lat)
 	var sum time.Duration
 	for _, d := range lat {
@@ -178,6 +191,33 @@ func runRequests(b *testing.B, op func(context.Context, *rand.Rand) error) {
 	b.ReportMetric(float64(sum.Microseconds())/float64(len(lat))/1000, "mean-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// postgresCPU is the user and system CPU time of every process named
+// postgres on the machine so far (/proc/PID/stat fields 14 and 15); the
+// benchmark's server is the only one running.
+func postgresCPU() time.Duration {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || end < open || st[open+1:end] != "postgres" {
+			continue
+		}
+		f := strings.Fields(st[end+2:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		sy, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + sy
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
 // cpuTime is the user and system CPU time of this process so far.

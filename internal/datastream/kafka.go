@@ -125,12 +125,19 @@ func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) error {
 	if err := s.ensureTopics(ctx, list); err != nil {
 		return err
 	}
+	var first error
 	for _, res := range s.cl.ProduceSync(ctx, recs...) {
 		if res.Err != nil {
-			return fmt.Errorf("kafka: produce to %s: %w", res.Record.Topic, res.Err)
+			if first == nil {
+				first = fmt.Errorf("kafka: produce to %s: %w", res.Record.Topic, res.Err)
+			}
+			// The topic may have been deleted: check again next round.
+			s.mu.Lock()
+			delete(s.topics, res.Record.Topic)
+			s.mu.Unlock()
 		}
 	}
-	return nil
+	return first
 }
 
 // Records turns a batch of change events into Kafka records as def says:

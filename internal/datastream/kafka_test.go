@@ -73,6 +73,7 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	// Written before the datastream exists: "from":"now" leaves them out.
 	var nextID int64
 	before := writeRound(n, groups, 1, seed, &nextID)
+	time.Sleep(5 * time.Millisecond) // commit times are in milliseconds: "now" includes the creation's
 
 	def := fmt.Sprintf(`{"database":"shop","sink":{"type":"kafka","brokers":[%q],"topics":"per-database","topicPrefix":"cdc."}}`, broker.Addr())
 	b := n.must(201, "PUT", "/_datastreams/cdc", def)

@@ -6,6 +6,7 @@ import (
 	"container/heap"
 	"errors"
 	"slices"
+	"unsafe"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/doppio-db/doppio/internal/keys"
@@ -157,6 +158,8 @@ type executor struct {
 	// whose matches are that many is answered by probing instead).
 	budget, scanned int
 	overflow        bool
+
+	arena []byte // backs the strings of rests (see intern)
 }
 
 // read counts one entry read by eval; false once past the budget.
@@ -239,11 +242,26 @@ func (e *executor) ord(rest []byte, insert bool) (uint32, bool) {
 	if !insert {
 		return 0, false
 	}
-	s := string(rest)
+	s := e.intern(rest)
 	o := uint32(len(e.rests))
 	e.ords[s] = o
 	e.rests = append(e.rests, s)
 	return o, true
+}
+
+// intern returns a string holding b, copied into the executor's arena: one
+// allocation per few hundred documents met instead of one each. A chunk
+// is never written again once a string points into it.
+func (e *executor) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(e.arena)-len(e.arena) < len(b) {
+		e.arena = make([]byte, 0, max(min(2*cap(e.arena), 16<<10), 512, len(b)))
+	}
+	start := len(e.arena)
+	e.arena = append(e.arena, b...)
+	return unsafe.String(&e.arena[start], len(b))
 }
 
 // scan calls fn with the value and document key rest of every entry of the

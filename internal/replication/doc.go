@@ -9,7 +9,10 @@
 //     log appends and hard states of all groups that are ready at the same
 //     time go to Pebble in one synced batch, followed by the application of
 //     their committed entries in the same batch, so many groups share one
-//     fsync. Messages are sent only after that batch is durable.
+//     fsync. Messages are sent only after that batch is durable. A batch
+//     that only applies committed entries is not synced (Ready.MustSync):
+//     they are durable in the log already, and are applied again after a
+//     crash that loses the batch, so a write costs one fsync, not two.
 //   - Raft state lives in the node's Pebble store under each partition's
 //     prefix (keys.Partition.Raft...). Applying a committed write set writes,
 //     in one batch, the partition's documents, counters, change-log entry and
@@ -35,6 +38,7 @@
 //     passes first (problem.Indeterminate).
 //
 // Reads: ReadIndex makes a read linearizable (Raft ReadIndex, one quorum
-// round shared by the concurrent readers of a group); FreshAt bounds the
+// round shared by the concurrent readers of a group; none at all for the
+// ready leader that is its group's only voter); FreshAt bounds the
 // staleness of a follower read.
 package replication

@@ -138,17 +138,28 @@ func appendJSONFloat(dst []byte, f float64, single bool) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// plainJSON marks the ASCII bytes a JSON string holds as they are.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendJSONString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Runs of bytes written as they are: most of a text.
+		for i < len(s) && plainJSON[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':

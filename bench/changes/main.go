@@ -6,11 +6,18 @@
 //     acknowledgement to one consumer receiving its event over
 //     GET /_changes, p50/p99/max (and from the write's start, which
 //     includes the write's own latency);
+//   - Kafka delivery lag (-kafka, on by default): during the same load, a
+//     datastream from the database to a real Kafka broker (kafkatest, a
+//     child JVM; JSON records, one topic for the table) and one franz-go
+//     consumer of that topic: the same two lags per record, records/s,
+//     redeliveries, documents that never arrived, and the datastream's own
+//     status; then, the stream paused during the throughput load, how fast
+//     it catches up on -events events once resumed;
 //   - throughput: a single consumer reading -events events already in the
 //     log (written as transactions of 100 documents) from a checkpoint,
 //     as raw NDJSON lines and decoded by client/changes.
 //
-// Run: go run ./bench/changes [-rate 2000 -duration 10s -events 200000]
+// Run: go run ./bench/changes [-rate 2000 -duration 10s -events 200000 -kafka=true]
 package main
 
 import (
@@ -29,6 +36,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +45,7 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/client/changes"
+	"github.com/doppio-db/doppio/internal/kafkatest"
 	"github.com/doppio-db/doppio/internal/node"
 )
 
@@ -53,6 +62,8 @@ func main() {
 	writers := flag.Int("writers", 32, "concurrent writing clients")
 	partitions := flag.Int("partitions", 8, "partitions of the database")
 	events := flag.Int("events", 200000, "events in the log for the throughput run")
+	withKafka := flag.Bool("kafka", true, "also measure a datastream to a real Kafka broker (needs Java; Maven on first use)")
+	topicPartitions := flag.Int("topic-partitions", 8, "partitions of the datastream's Kafka topic")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the reading runs here")
 	flag.Parse()
 	profile = *cpuprofile
@@ -61,6 +72,14 @@ func main() {
 	check(err)
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
+	var broker *kafkatest.Broker
+	if *withKafka {
+		t0 := time.Now()
+		broker, err = kafkatest.Run(ctx, filepath.Join(dir, "kafka"), nil)
+		check(err)
+		defer broker.Stop() // after the node's Close: the node stops producing first
+		fmt.Printf("# Kafka %s broker on %s after %v\n", kafkatest.Version, broker.Addr(), time.Since(t0).Round(time.Millisecond))
+	}
 	n, err := node.Start(ctx, node.Config{DataDir: filepath.Join(dir, "node"), HTTPAddr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	check(err)
@@ -75,12 +94,37 @@ func main() {
 	})
 	check(err)
 	fmt.Printf("# change stream benchmark, %s, GOMAXPROCS %d, load average at start: %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOMAXPROCS(0), loadavg())
-	lag(ctx, base, *rate, *duration, *writers)
+	var ks *kafkaStream
+	if broker != nil {
+		ks, err = startKafkaStream(ctx, c, base, broker.Addr(), *partitions, *topicPartitions)
+		check(err)
+		defer ks.close()
+	}
+	ld := lag(ctx, base, *rate, *duration, *writers, ks)
+	if ks != nil {
+		ks.report(ctx, ld)
+		check(ks.pause(ctx))
+	}
 	throughput(ctx, c, base, *events)
+	if ks != nil {
+		ks.catchUp(ctx, *events)
+	}
 	fmt.Printf("load average at end: %s\n", loadavg())
 }
 
-func lag(ctx context.Context, base string, rate int, d time.Duration, writers int) {
+// load is what the steady write load did: each acknowledged write's
+// start and acknowledgement by document key ("g/id"), and the /_changes
+// consumer's lags.
+type load struct {
+	startAt          time.Time
+	started, acked   map[string]time.Time
+	fromAck, fromReq []time.Duration
+}
+
+// lag runs the steady write load, measures the /_changes consumer's lag
+// and, if ks is not nil, observes the datastream meanwhile (its status,
+// the probe, CPU).
+func lag(ctx context.Context, base string, rate int, d time.Duration, writers int, ks *kafkaStream) load {
 	s, err := changes.Open(ctx, base, "bench", changes.Options{})
 	check(err)
 	defer s.Close()
@@ -109,7 +153,7 @@ func lag(ctx context.Context, base string, rate int, d time.Duration, writers in
 			if l.Event == nil {
 				continue
 			}
-			k := fmt.Sprint(l.Event.Key[0], "/", l.Event.Key[1])
+			k := keyText(l.Event.Key)
 			mu.Lock()
 			if t, ok := acked[k]; ok {
 				fromAck = append(fromAck, max(0, now.Sub(t)))
@@ -128,6 +172,10 @@ func lag(ctx context.Context, base string, rate int, d time.Duration, writers in
 	}()
 	interval := time.Second / time.Duration(rate)
 	startAt := time.Now()
+	var stopSampling func()
+	if ks != nil {
+		stopSampling = ks.observe(ctx, "steady load")
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var errs atomic.Int64
@@ -168,6 +216,9 @@ func lag(ctx context.Context, base string, rate int, d time.Duration, writers in
 	}
 	wg.Wait()
 	elapsed := time.Since(startAt)
+	if stopSampling != nil {
+		stopSampling()
+	}
 	mu.Lock()
 	total := int64(len(acked))
 	if int64(len(fromAck)) >= total {
@@ -191,6 +242,25 @@ func lag(ctx context.Context, base string, rate int, d time.Duration, writers in
 	fmt.Printf("| lag | p50 | p99 | max |\n|---|---:|---:|---:|\n")
 	fmt.Printf("| acknowledgement → consumer receipt | %s | %s | %s |\n", pct(fromAck, 50), pct(fromAck, 99), pct(fromAck, 100))
 	fmt.Printf("| write request start → consumer receipt | %s | %s | %s |\n", pct(fromReq, 50), pct(fromReq, 99), pct(fromReq, 100))
+	// Writers are done: the maps are only read from now on.
+	return load{startAt: startAt, started: started, acked: acked, fromAck: slices.Clone(fromAck), fromReq: slices.Clone(fromReq)}
+}
+
+// keyText is a decoded key tuple as "g/id". Integers print in full (fmt
+// prints a float64 of 1,000,000 as 1e+06, which would match no write).
+func keyText(key []any) string {
+	parts := make([]string, len(key))
+	for i, v := range key {
+		switch x := v.(type) {
+		case float64:
+			parts[i] = strconv.FormatFloat(x, 'f', -1, 64)
+		case json.Number:
+			parts[i] = x.String()
+		default:
+			parts[i] = fmt.Sprint(x)
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 func throughput(ctx context.Context, c *client.Client, base string, events int) {
@@ -275,11 +345,19 @@ func pct(ds []time.Duration, p int) string {
 	if len(ds) == 0 {
 		return "-"
 	}
+	return fmt.Sprintf("%.1f ms", float64(pctOf(ds, p))/float64(time.Millisecond))
+}
+
+// pctOf is the p-th percentile of ds (nearest rank), 0 when ds is empty.
+func pctOf(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
 	i = min(max(i-1, 0), len(s)-1)
-	return fmt.Sprintf("%.1f ms", float64(s[i])/float64(time.Millisecond))
+	return s[i]
 }
 
 // cpuTime is the CPU time this process (node and consumer) has used.

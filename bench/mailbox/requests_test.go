@@ -110,6 +110,15 @@ func BenchmarkRequests(b *testing.B) {
 				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
 			})
 		})
+		b.Run(label+"/insert-4boxes", func(b *testing.B) {
+			// Set B's shape: 8 writers on 4 mailboxes.
+			s := benchOpen(b, name)
+			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
+				mb := r.IntN(4)
+				id := s.nextID[mb].Add(1)
+				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
+			})
+		})
 	}
 }
 

@@ -141,7 +141,7 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if err := r.checkVersions(req.Ops); err != nil {
 		return Result{}, err
 	}
-	release, err := r.latch.acquire(ctx, string(group))
+	release, err := r.lockFor(ctx, string(group), req.Ops)
 	if err != nil {
 		return Result{}, problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)
 	}
@@ -198,6 +198,28 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	}
 	res.SCN, res.Changed = scn, true
 	return res, nil
+}
+
+// lockFor takes the latches a request needs (see latches): its group's
+// shared and its documents' when it only puts, patches and deletes
+// documents by their full keys, else its group's exclusively.
+func (r *Replica) lockFor(ctx context.Context, group string, ops []Operation) (release func(), err error) {
+	docs := make([]string, 0, len(ops))
+	for _, op := range ops {
+		switch op.Kind {
+		case Put, Patch, Delete:
+			if len(op.Key) == op.Table.Arity() {
+				if enc, err := keys.EncodeTuple(op.Key); err == nil {
+					docs = append(docs, string(r.prefix.Document(op.Table.Def.Name, enc)))
+					continue
+				}
+			}
+		}
+		// Reads across the group (an auto-increment insert, a collection
+		// delete), or malformed: it fails in evaluation, alone.
+		return r.latch.acquire(ctx, group)
+	}
+	return r.latch.acquireDocs(ctx, group, docs)
 }
 
 // releaseWhenSettled takes over release when err says the write may still

@@ -2,52 +2,157 @@ package partition
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
-// latches serialise requests of one document group: a request holds its
-// group's latch from evaluation until its write set is applied, so the next
-// evaluation in the group reads the previous write. Groups are independent.
+// latches serialise the requests of a document group that conflict: a
+// request holds its latches from evaluation until its write set is applied,
+// so the next evaluation that reads what it wrote sees the write.
+//
+// A request made of single-document operations (put, patch, delete) holds
+// its group's latch shared and the latch of each document it touches
+// exclusively: writes of different documents of one group (new messages of
+// one mailbox) are evaluated and replicated together, and writes of one
+// document in turn. A request that reads across the group (an
+// auto-increment insert, a collection delete, a backfill chunk) holds the
+// group's latch exclusively, so it waits for every write of the group in
+// flight and holds back the next ones; it is preferred over new shared
+// holders, so it is not starved. Groups are independent.
 type latches struct {
 	mu     sync.Mutex
 	groups map[string]*latch
+	docs   map[string]*latch
 }
 
+// latch is a shared/exclusive lock whose waiters can give up with their
+// context. Fields are guarded by latches.mu.
 type latch struct {
-	sem  chan struct{}
-	refs int
+	shared    int  // holders in shared mode
+	exclusive bool // held exclusively
+	waitingX  int  // requests waiting to hold it exclusively
+	refs      int  // holders and waiters: the entry is dropped at 0
+	// changed is closed (and replaced) whenever the latch is released or
+	// an exclusive waiter gives up.
+	changed chan struct{}
 }
 
-// acquire waits for the latch of group, or for ctx to end.
-func (l *latches) acquire(ctx context.Context, group string) (release func(), err error) {
-	l.mu.Lock()
-	if l.groups == nil {
-		l.groups = make(map[string]*latch)
-	}
-	e := l.groups[group]
+func (e *latch) wake() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// lock takes the latch under key in m, waiting for ctx at most; l.mu is
+// held on entry and on return.
+func (l *latches) lock(ctx context.Context, m map[string]*latch, key string, exclusive bool) (*latch, error) {
+	e := m[key]
 	if e == nil {
-		e = &latch{sem: make(chan struct{}, 1)}
-		l.groups[group] = e
+		e = &latch{changed: make(chan struct{})}
+		m[key] = e
 	}
 	e.refs++
-	l.mu.Unlock()
-
-	select {
-	case e.sem <- struct{}{}:
-		return func() { <-e.sem; l.unref(group, e) }, nil
-	case <-ctx.Done():
-		l.unref(group, e)
-		return nil, ctx.Err()
+	if exclusive {
+		e.waitingX++
+	}
+	for {
+		if exclusive && !e.exclusive && e.shared == 0 {
+			e.waitingX--
+			e.exclusive = true
+			return e, nil
+		}
+		if !exclusive && !e.exclusive && e.waitingX == 0 {
+			e.shared++
+			return e, nil
+		}
+		ch := e.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+			l.mu.Lock()
+		case <-ctx.Done():
+			l.mu.Lock()
+			if exclusive {
+				e.waitingX--
+				e.wake() // shared waiters may go now
+			}
+			l.unref(m, key, e)
+			return nil, ctx.Err()
+		}
 	}
 }
 
-func (l *latches) unref(group string, e *latch) {
-	l.mu.Lock()
-	e.refs--
-	if e.refs == 0 {
-		delete(l.groups, group)
+// unlock releases a latch taken by lock; l.mu is held.
+func (l *latches) unlock(m map[string]*latch, key string, e *latch, exclusive bool) {
+	if exclusive {
+		e.exclusive = false
+	} else {
+		e.shared--
 	}
-	l.mu.Unlock()
+	e.wake()
+	l.unref(m, key, e)
+}
+
+func (l *latches) unref(m map[string]*latch, key string, e *latch) {
+	if e.refs--; e.refs == 0 {
+		delete(m, key)
+	}
+}
+
+func (l *latches) init() {
+	if l.groups == nil {
+		l.groups = make(map[string]*latch)
+		l.docs = make(map[string]*latch)
+	}
+}
+
+// acquire takes the latch of group exclusively, or fails when ctx ends.
+func (l *latches) acquire(ctx context.Context, group string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.init()
+	e, err := l.lock(ctx, l.groups, group, true)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		l.mu.Lock()
+		l.unlock(l.groups, group, e, true)
+		l.mu.Unlock()
+	}, nil
+}
+
+// acquireDocs takes the latch of group shared and those of docs (storage
+// keys of documents of the group) exclusively, in key order so that two
+// requests never wait for each other; or fails when ctx ends.
+func (l *latches) acquireDocs(ctx context.Context, group string, docs []string) (release func(), err error) {
+	docs = slices.Compact(slices.Sorted(slices.Values(docs)))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.init()
+	g, err := l.lock(ctx, l.groups, group, false)
+	if err != nil {
+		return nil, err
+	}
+	held := make([]*latch, 0, len(docs))
+	unlock := func() {
+		for i, e := range held {
+			l.unlock(l.docs, docs[i], e, true)
+		}
+		l.unlock(l.groups, group, g, false)
+	}
+	for _, d := range docs {
+		e, err := l.lock(ctx, l.docs, d, true)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		held = append(held, e)
+	}
+	return func() {
+		l.mu.Lock()
+		unlock()
+		l.mu.Unlock()
+	}, nil
 }
 
 // wait returns once no request holds the latch of group that had it when
@@ -55,19 +160,15 @@ func (l *latches) unref(group string, e *latch) {
 // that is applied but not yet durable.
 func (l *latches) wait(ctx context.Context, group string) error {
 	l.mu.Lock()
-	e := l.groups[group]
-	if e == nil {
+	if l.groups[group] == nil {
 		l.mu.Unlock()
 		return nil
 	}
-	e.refs++
 	l.mu.Unlock()
-	defer l.unref(group, e)
-	select {
-	case e.sem <- struct{}{}:
-		<-e.sem
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	release, err := l.acquire(ctx, group)
+	if err != nil {
+		return err
 	}
+	release()
+	return nil
 }

@@ -85,6 +85,9 @@ type DatastreamPartition struct {
 		At      time.Time `json:"at"`
 	} `json:"lastError"`
 	Detail string `json:"detail"`
+	// Reported is when the owner published the live figures (lag,
+	// throughput); nil when no owner reports the partition.
+	Reported *time.Time `json:"reported"`
 }
 
 func datastreamPath(parts ...string) string {

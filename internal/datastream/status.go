@@ -256,11 +256,12 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 	pausedUntil := tr.PausedUntil
 	var pending int64
 	live, reported := TaskState{}, false
+	var reportedAt time.Time
 	if ns, ok := nodes[owner]; ok && owner != "" {
 		live, reported = ns.Streams[rec.Name][p]
 		if reported {
-			at := time.UnixMilli(ns.At).UTC()
-			ps.Reported = &at
+			reportedAt = time.UnixMilli(ns.At).UTC()
+			ps.Reported = &reportedAt
 		}
 	}
 	if reported {
@@ -275,9 +276,16 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 		pending = live.Pending
 		ps.Detail = live.Waiting
 		ps.Lag.Transactions = live.LagTxns
+		// The owner publishes when its state changes and checks it every
+		// StatusInterval: the oldest undelivered transaction was pending
+		// when it reported and still at its last check, at most an
+		// interval ago. Both are lower bounds of the lag now; measuring
+		// from the time of reading instead made a healthy stream look up
+		// to an interval behind.
 		secs := 0.0
 		if pending > 0 {
-			secs = max(0, now.Sub(time.UnixMilli(pending)).Seconds())
+			since := time.UnixMilli(pending)
+			secs = max(0, reportedAt.Sub(since).Seconds(), now.Add(-m.cfg.StatusInterval).Sub(since).Seconds())
 		}
 		ps.Lag.Seconds = &secs
 	} else if l, _, ok := m.replicas.Local(rec.Database, p); ok {

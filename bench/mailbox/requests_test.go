@@ -190,7 +190,7 @@ func runRequests(b *testing.B, op func(context.Context, *rand.Rand) error) {
 	cpu := cpuTime() - cpu0
 	if b.Name() != "" && strings.Contains(b.Name(), "PostgreSQL") {
 		// The server's processes did the rest of the work.
-		b.ReportMetric(float64((postgresCPU() - srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+		b.ReportMetric(float64((postgresCPU()-srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
 	}
 	slices.Sort(lat)
 	var sum time.Duration

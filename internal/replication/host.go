@@ -457,6 +457,7 @@ func (h *Host) processReady() {
 		b := h.engine.NewBatch()
 		write, sync := false, false
 		var after []func()
+		var applies []applied
 		now := time.Now()
 		for _, r := range rds {
 			if r.g.persist(b, r.rd) {
@@ -464,15 +465,24 @@ func (h *Host) processReady() {
 			}
 			// Log entries, term and vote must be durable before the
 			// messages that rely on them go out; a snapshot is ingested
-			// already. A Ready that only applies committed entries (and
-			// moves the commit index) needs no fsync: its entries are
-			// durable in the log, and a crash that loses the batch
-			// re-applies them on restart, deterministically, from the
-			// applied index stored in the same batch.
+			// already.
 			sync = sync || r.rd.MustSync || !raft.IsEmptySnap(r.rd.Snapshot)
-			fns, wrote := r.g.apply(b, r.rd.CommittedEntries, now)
-			write = write || wrote
-			after = append(after, fns...)
+			if len(r.rd.CommittedEntries) == 0 {
+				continue
+			}
+			// Each group's committed entries go in a batch of their own,
+			// written after the log (so after a crash the log holds every
+			// entry whose effects survived) and without a sync: the
+			// entries are durable in the logs of a quorum, and a crash
+			// that loses the batch re-applies them on restart,
+			// deterministically, from the applied index stored with it.
+			ab := h.engine.NewBatch()
+			fns, wrote := r.g.apply(ab, r.rd.CommittedEntries, now)
+			if wrote {
+				applies = append(applies, applied{ab, fns})
+			} else {
+				after = append(after, fns...)
+			}
 		}
 		if write {
 			commit := h.engine.CommitNoSync
@@ -485,6 +495,7 @@ func (h *Host) processReady() {
 				panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))
 			}
 		}
+		h.commitApplies(applies)
 		for _, r := range rds {
 			r.g.send(r.rd.Messages)
 		}
@@ -503,6 +514,42 @@ func (h *Host) processReady() {
 		g.incoming = nil
 	}
 	clear(h.snapshots)
+}
+
+// applied is one group's application of committed entries: its batch and
+// the answers to give once the batch is committed.
+type applied struct {
+	b     *storage.Batch
+	after []func()
+}
+
+// commitApplies commits the groups' application batches, concurrently when
+// there are several (their keys are disjoint; inserting into the memtable
+// is most of a write's CPU in the loop, and the cores are otherwise idle
+// while every writer waits for it), and answers each group's proposers as
+// soon as its batch is in.
+func (h *Host) commitApplies(applies []applied) {
+	commit := func(a applied) {
+		if err := h.engine.CommitNoSync(a.b); err != nil {
+			panic(fmt.Sprintf("replication: node %d: applying committed entries: %v", h.cfg.NodeID, err))
+		}
+		for _, fn := range a.after {
+			fn()
+		}
+	}
+	switch len(applies) {
+	case 0:
+		return
+	case 1:
+		commit(applies[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, a := range applies[1:] {
+		wg.Go(func() { commit(a) })
+	}
+	commit(applies[0])
+	wg.Wait()
 }
 
 func (h *Host) issueReads() {

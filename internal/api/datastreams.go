@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -123,22 +124,17 @@ func streamPartitions(r *http.Request) ([]int, error) {
 }
 
 func (s *Server) pauseDatastream(w http.ResponseWriter, r *http.Request, p params) error {
-	m, err := s.datastreams()
-	if err != nil {
-		return err
-	}
-	ps, err := streamPartitions(r)
-	if err != nil {
-		return err
-	}
-	v, err := m.Pause(r.Context(), p.name, ps)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
+	return s.switchDatastream(w, r, p, (*datastream.Manager).Pause)
 }
 
 func (s *Server) resumeDatastream(w http.ResponseWriter, r *http.Request, p params) error {
+	return s.switchDatastream(w, r, p, (*datastream.Manager).Resume)
+}
+
+// switchDatastream pauses or resumes the datastream, or the partitions
+// the request lists.
+func (s *Server) switchDatastream(w http.ResponseWriter, r *http.Request, p params,
+	do func(*datastream.Manager, context.Context, string, []int) (datastream.View, error)) error {
 	m, err := s.datastreams()
 	if err != nil {
 		return err
@@ -147,7 +143,7 @@ func (s *Server) resumeDatastream(w http.ResponseWriter, r *http.Request, p para
 	if err != nil {
 		return err
 	}
-	v, err := m.Resume(r.Context(), p.name, ps)
+	v, err := do(m, r.Context(), p.name, ps)
 	if err != nil {
 		return err
 	}

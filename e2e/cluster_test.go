@@ -16,11 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/embedetcd"
-	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/node"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // clusterNode is one `doppio start` process with fixed addresses, so that
@@ -205,14 +203,8 @@ func settled(info node.ClusterInfo, partitions, replicas int) (bool, string) {
 // partition of a database of n partitions.
 func groupsByPartition(n int) []string {
 	out := make([]string, n)
-	db := schema.Database{Partitions: n}
-	for i, left := 0, n; left > 0; i++ {
-		g := fmt.Sprint("g", i)
-		enc, _ := keys.EncodeTuple(keys.Tuple{g})
-		if p := router.PartitionOf(db, enc); out[p] == "" {
-			out[p] = g
-			left--
-		}
+	for p, gs := range streamcheck.GroupsPer(n, 1) {
+		out[p] = gs[0]
 	}
 	return out
 }

@@ -14,10 +14,7 @@ import (
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/kafkatest"
-	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // startBroker starts a Kafka broker while the caller does other work;
@@ -55,21 +52,6 @@ func streamStatus(t *testing.T, n *clusterNode, name string) (datastream.Status,
 	var s datastream.Status
 	err = json.Unmarshal(b, &s)
 	return s, err
-}
-
-// groupsPer returns k document groups hashing to each of n partitions.
-func groupsPer(n, k int) [][]string {
-	out := make([][]string, n)
-	db := schema.Database{Partitions: n}
-	for i, left := 0, n*k; left > 0; i++ {
-		g := fmt.Sprint("g", i)
-		enc, _ := keys.EncodeTuple(keys.Tuple{g})
-		if p := router.PartitionOf(db, enc); len(out[p]) < k {
-			out[p] = append(out[p], g)
-			left--
-		}
-	}
-	return out
 }
 
 // TestDatastreamDeliversEveryTransactionAcrossANodeKill runs a datastream
@@ -126,7 +108,7 @@ func TestDatastreamDeliversEveryTransactionAcrossANodeKill(t *testing.T) {
 
 	// Writers: each owns some groups and commits 1-2 write transactions in
 	// them one after another, through the live nodes.
-	groups := groupsPer(partitions, 2)
+	groups := streamcheck.GroupsPer(partitions, 2)
 	var all []string
 	for _, gs := range groups {
 		all = append(all, gs...)

@@ -29,7 +29,7 @@ func TestFailingPartitionIsAutoPausedAndResumed(t *testing.T) {
 	const partitions = 4
 	setupShop(n, partitions)
 	n.must(201, "PUT", "/_schemas/shop/Blob", strings.Replace(orderSchema, `"Order"`, `"Blob"`, 1))
-	groups := groupsOf(partitions, 2)
+	groups := streamcheck.GroupsPer(partitions, 2)
 	const bad = 1 // the partition whose Blob will not fit
 	limit := "1024"
 	broker.CreateTopic(t, "blob.shop.Blob", 1, map[string]*string{"max.message.bytes": &limit})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,11 +15,8 @@ import (
 
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
-	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/partition"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // testNode is a node in this process: embedded etcd, real Pebble, real
@@ -111,22 +107,6 @@ func setupShop(n *testNode, partitions int) {
 	n.must(201, "PUT", "/_schemas/shop", map[string]any{"partitions": partitions, "replicas": 1})
 	n.must(201, "PUT", "/_schemas/shop/Order", orderSchema)
 	n.must(201, "PUT", "/_schemas/shop/Item", strings.Replace(orderSchema, `"Order"`, `"Item"`, 1))
-}
-
-// groupsOf returns per partition some document groups (partition keys)
-// that hash there.
-func groupsOf(partitions, perPartition int) [][]string {
-	out := make([][]string, partitions)
-	db := schema.Database{Partitions: partitions}
-	for i, left := 0, partitions*perPartition; left > 0; i++ {
-		g := fmt.Sprint("g", i)
-		enc, _ := keys.EncodeTuple(keys.Tuple{g})
-		if p := router.PartitionOf(db, enc); len(out[p]) < perPartition {
-			out[p] = append(out[p], g)
-			left--
-		}
-	}
-	return out
 }
 
 type (

@@ -65,7 +65,7 @@ func TestDatastreamDeliversEveryTransactionInOrder(t *testing.T) {
 	n := startNode(t)
 	const partitions = 4
 	setupShop(n, partitions)
-	groups := groupsOf(partitions, 3)
+	groups := streamcheck.GroupsPer(partitions, 3)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	broker.CreateTopic(t, "cdc.shop", 3, nil)

@@ -38,6 +38,23 @@ func (c *cluster) heal() {
 	}
 }
 
+// electedAmong waits until one of ids leads p, ready, and returns it.
+func (c *cluster) electedAmong(p keys.Partition, ids []uint64, within time.Duration) uint64 {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, id := range ids {
+			if _, ok := c.host(id).Group(p).Leader(); ok {
+				return id
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("none of nodes %v became leader of %x within %v", ids, []byte(p), within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // awaitStepDown waits until node id's replica of p no longer leads.
 func (c *cluster) awaitStepDown(p keys.Partition, id uint64, within time.Duration) time.Duration {
 	c.t.Helper()
@@ -116,19 +133,7 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 			}
 		}
 		// The majority elects and overwrites the document.
-		var lead uint64
-		deadline = time.Now().Add(10 * time.Second)
-		for lead == 0 {
-			for _, id := range rest {
-				if _, ok := c.host(id).Group(p).Leader(); ok {
-					lead = id
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the majority elected no leader", round)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		lead := c.electedAmong(p, rest, 10*time.Second)
 		fresh := "fresh " + string(rune('A'+round))
 		g := c.host(lead).Group(p)
 		if err := g.Lead(ctx); err != nil {
@@ -236,18 +241,13 @@ func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	var lead uint64
-	for lead == 0 {
-		for _, id := range c.ids() {
-			if _, ok := c.host(id).Group(p).Leader(); ok && id != old {
-				lead = id
-			}
+	var rest []uint64
+	for _, id := range c.ids() {
+		if id != old {
+			rest = append(rest, id)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the majority elected no leader")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	c.electedAmong(p, rest, time.Until(deadline))
 	c.awaitStepDown(p, old, 5*time.Second)
 	c.heal()
 	// No write follows: only the new leader's own empty entry fills one of

@@ -18,7 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // Txn is a committed transaction as its writer knows it.
@@ -317,6 +320,23 @@ func Sequences(d Delivery) map[int][]uint64 {
 	for p, s := range out {
 		slices.Sort(s)
 		out[p] = slices.Compact(s)
+	}
+	return out
+}
+
+// GroupsPer returns, for each of a database's partitions, perPartition
+// document groups (single-part partition keys "g0", "g1", …) that hash to
+// it, so a test can write to every partition on purpose.
+func GroupsPer(partitions, perPartition int) [][]string {
+	out := make([][]string, partitions)
+	db := schema.Database{Partitions: partitions}
+	for i, left := 0, partitions*perPartition; left > 0; i++ {
+		g := fmt.Sprint("g", i)
+		enc, _ := keys.EncodeTuple(keys.Tuple{g})
+		if p := router.PartitionOf(db, enc); len(out[p]) < perPartition {
+			out[p] = append(out[p], g)
+			left--
+		}
 	}
 	return out
 }

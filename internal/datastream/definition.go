@@ -147,14 +147,22 @@ func Parse(ctx context.Context, name string, body []byte, cat Catalog) (Definiti
 	return d, d.resolve(ctx, cat)
 }
 
+// choice checks that *v is def or other, setting it to def when empty.
+func choice(v *string, field, name, def, other string) error {
+	switch *v {
+	case "":
+		*v = def
+	case def, other:
+	default:
+		return problem.Field(problem.Malformed, field, "%s must be %q or %q, not %q", name, def, other, *v)
+	}
+	return nil
+}
+
 // validate checks what needs no catalog and fills defaults.
 func (d *Definition) validate() error {
-	switch d.From {
-	case "":
-		d.From = FromNow
-	case FromNow, FromEarliest:
-	default:
-		return problem.Field(problem.Malformed, "from", "from must be %q or %q, not %q", FromNow, FromEarliest, d.From)
+	if err := choice(&d.From, "from", "from", FromNow, FromEarliest); err != nil {
+		return err
 	}
 	for _, t := range d.Tables {
 		if t == "" {
@@ -186,22 +194,14 @@ func (d *Definition) validate() error {
 			return problem.Field(problem.Malformed, "sink.brokers", "broker %d (%q) is not host:port", i, b)
 		}
 	}
-	switch s.Topics {
-	case "":
-		s.Topics = TopicsPerTable
-	case TopicsPerTable, TopicsPerDatabase:
-	default:
-		return problem.Field(problem.Malformed, "sink.topics", "topics must be %q or %q, not %q", TopicsPerTable, TopicsPerDatabase, s.Topics)
+	if err := choice(&s.Topics, "sink.topics", "topics", TopicsPerTable, TopicsPerDatabase); err != nil {
+		return err
 	}
 	if !topicRE.MatchString(s.TopicPrefix) || len(s.TopicPrefix) > 120 {
 		return problem.Field(problem.Malformed, "sink.topicPrefix", "topic prefix %q may hold only letters, digits, '.', '_' and '-' (at most 120)", s.TopicPrefix)
 	}
-	switch s.Format {
-	case "":
-		s.Format = FormatJSON
-	case FormatJSON, FormatAvro:
-	default:
-		return problem.Field(problem.Malformed, "sink.format", "format must be %q or %q, not %q", FormatJSON, FormatAvro, s.Format)
+	if err := choice(&s.Format, "sink.format", "format", FormatJSON, FormatAvro); err != nil {
+		return err
 	}
 	if s.TopicPartitions < 0 || s.TopicPartitions > 10000 {
 		return problem.Field(problem.Malformed, "sink.topicPartitions", "topicPartitions must be 1 to 10000 (or 0 for the broker's default), not %d", s.TopicPartitions)

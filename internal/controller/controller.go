@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/placement"
 )
 
@@ -17,6 +18,10 @@ import (
 // enough for a restart or a reboot to catch up from the log instead of
 // copying whole partitions.
 const DefaultDeadNodeDelay = 3 * time.Minute
+
+// DefaultMaxMovesPerNode is Options.MaxMovesPerNode when it is zero: a
+// joining node receives at most this many snapshots at once.
+const DefaultMaxMovesPerNode = 4
 
 // DefaultSessionTTL is Options.SessionTTL when it is zero.
 const DefaultSessionTTL = 2 * time.Second
@@ -35,6 +40,9 @@ type Options struct {
 	// MaxMoves bounds the moves in flight (default
 	// placement.DefaultMaxMoves).
 	MaxMoves int
+	// MaxMovesPerNode bounds the replicas being added to one node at once
+	// (default DefaultMaxMovesPerNode).
+	MaxMovesPerNode int
 	// Mode is the placement strategy (default placement.Spread).
 	Mode placement.Mode
 	// SessionTTL is the election lease: how long a dead active controller
@@ -42,6 +50,10 @@ type Options struct {
 	// seconds).
 	SessionTTL time.Duration
 	Logger     *slog.Logger
+	// OnProgress, if set, is told the rebalance progress after every
+	// planning round in which it changed, while this node is the active
+	// controller (for metrics).
+	OnProgress func(membership.Rebalance)
 
 	// onRound, for tests, is told how many etcd writes each planning
 	// round made.
@@ -57,6 +69,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxMoves <= 0 {
 		o.MaxMoves = placement.DefaultMaxMoves
+	}
+	if o.MaxMovesPerNode <= 0 {
+		o.MaxMovesPerNode = DefaultMaxMovesPerNode
 	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = DefaultSessionTTL
@@ -124,8 +139,8 @@ func term(ctx context.Context, cli *clientv3.Client, nodeID string, opts Options
 	if err := e.Campaign(ctx, nodeID); err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	log.Info("controller active", "dead_node_delay", opts.DeadNodeDelay, "max_moves", opts.MaxMoves, "mode", modeName(opts.Mode))
-	d, err := newDriver(ctx, cli, e, opts, log)
+	log.Info("controller active", "dead_node_delay", opts.DeadNodeDelay, "max_moves", opts.MaxMoves, "max_moves_per_node", opts.MaxMovesPerNode, "mode", modeName(opts.Mode))
+	d, err := newDriver(ctx, cli, nodeID, e, opts, log)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ var errDeposed = errors.New("controller: no longer the elected controller")
 
 // driver is the active controller's state for one term.
 type driver struct {
+	self  string // this node's id
 	cli   *clientv3.Client
 	e     *concurrency.Election
 	opts  Options
@@ -53,6 +54,9 @@ type driver struct {
 	previous placement.Placement
 	// unavailable is the last round's count of partitions without quorum.
 	unavailable int
+	// progress is the rebalance under way (or the last one), as last
+	// written to etcd.
+	progress membership.Rebalance
 }
 
 type nodeRecord struct {
@@ -71,9 +75,9 @@ type report struct {
 	leader placement.NodeID
 }
 
-func newDriver(ctx context.Context, cli *clientv3.Client, e *concurrency.Election, opts Options, log *slog.Logger) (*driver, error) {
+func newDriver(ctx context.Context, cli *clientv3.Client, self string, e *concurrency.Election, opts Options, log *slog.Logger) (*driver, error) {
 	d := &driver{
-		cli: cli, e: e, opts: opts, log: log,
+		self: self, cli: cli, e: e, opts: opts, log: log,
 		nodes:   map[placement.NodeID]*nodeRecord{},
 		written: map[string]writtenPlacement{},
 		reports: map[placement.PartitionID]report{},
@@ -85,6 +89,10 @@ func newDriver(ctx context.Context, cli *clientv3.Client, e *concurrency.Electio
 	if d.view, err = membership.Open(ctx, cli, opts.Prefix, log); err != nil {
 		d.cat.Close()
 		return nil, err
+	}
+	// A controller taking over continues the rebalance under way.
+	if r, ok, err := membership.ReadRebalance(ctx, cli, opts.Prefix); err == nil && ok {
+		d.progress = r
 	}
 	return d, nil
 }
@@ -143,7 +151,7 @@ func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error
 	nodes, next := d.judgeNodes(now, current)
 	plan, err := placement.Compute(placement.Input{
 		Nodes: nodes, Databases: dbs, Current: current, Previous: d.previous,
-		Options: placement.Options{MaxMoves: d.opts.MaxMoves, Mode: d.opts.Mode},
+		Options: placement.Options{MaxMoves: d.opts.MaxMoves, MaxMovesPerNode: d.opts.MaxMovesPerNode, Mode: d.opts.Mode},
 	})
 	if err != nil {
 		return next, err
@@ -170,7 +178,88 @@ func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error
 	if len(changed) > 0 {
 		d.log.Info("placement written", "databases", len(changed), "created", len(plan.Create), "moves", len(plan.Moves), "pending", plan.Pending)
 	}
+	if err := d.reportProgress(ctx, now, current, plan); err != nil {
+		return next, err
+	}
 	return next, nil
+}
+
+// reportProgress updates the rebalance progress from this round's plan and writes
+// it to etcd when it changed. A move is in flight while its replica is a
+// learner; the plan's moves and its pending ones remain to be made.
+func (d *driver) reportProgress(ctx context.Context, now time.Time, cur placement.Placement, plan placement.Plan) error {
+	var moving []string
+	for pid, a := range cur {
+		for _, l := range a.Learners {
+			moving = append(moving, fmt.Sprintf("%s -> %s", pid, l))
+		}
+	}
+	slices.Sort(moving)
+	next := progressAfter(d.progress, now, len(moving), len(plan.Moves)+plan.Pending)
+	next.Controller, next.Moving = d.self, moving
+	next.MaxMoves, next.MaxMovesPerNode = d.opts.MaxMoves, d.opts.MaxMovesPerNode
+	if sameProgress(d.progress, next) {
+		return nil
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := d.cli.Txn(wctx).
+		If(clientv3.Compare(clientv3.CreateRevision(d.e.Key()), "=", d.e.Rev())).
+		Then(clientv3.OpPut(d.opts.Prefix+membership.RebalanceKey, string(b))).Commit()
+	if err != nil {
+		return fmt.Errorf("write rebalance progress: %w", err)
+	}
+	if !resp.Succeeded {
+		return errDeposed
+	}
+	if next.Active != d.progress.Active {
+		if next.Active {
+			d.log.Info("rebalance started", "moves", next.Total)
+		} else {
+			d.log.Info("rebalance finished", "moves", next.Done, "took", next.Finished.Sub(*next.Started))
+		}
+	}
+	d.progress = next
+	if d.opts.OnProgress != nil {
+		d.opts.OnProgress(next)
+	}
+	return nil
+}
+
+// progressAfter is the rebalance progress after a round that found
+// inFlight moves under way and queued more not started: a rebalance begins
+// when moves appear after a round without any, its total grows by any
+// moves that appear beyond those it knew, and it finishes when none
+// remain.
+func progressAfter(prev membership.Rebalance, now time.Time, inFlight, queued int) membership.Rebalance {
+	remaining := inFlight + queued
+	next := prev
+	next.InFlight, next.Remaining = inFlight, remaining
+	switch {
+	case remaining > 0 && !prev.Active:
+		t := now.UTC()
+		next.Active, next.Started, next.Finished = true, &t, nil
+		next.Total, next.Done = remaining, 0
+	case remaining > 0:
+		if grew := remaining - prev.Remaining; grew > 0 {
+			next.Total += grew
+		}
+		next.Done = next.Total - remaining
+	case prev.Active:
+		t := now.UTC()
+		next.Active, next.Finished, next.Done = false, &t, prev.Total
+	}
+	return next
+}
+
+func sameProgress(a, b membership.Rebalance) bool {
+	return a.Active == b.Active && a.Total == b.Total && a.Done == b.Done && a.Remaining == b.Remaining &&
+		a.InFlight == b.InFlight && a.Controller == b.Controller && slices.Equal(a.Moving, b.Moving) &&
+		a.MaxMoves == b.MaxMoves && a.MaxMovesPerNode == b.MaxMovesPerNode
 }
 
 // syncWritten takes the placements the watch brings that are newer than
@@ -282,7 +371,10 @@ func (d *driver) judgeNodes(now time.Time, cur placement.Placement) ([]placement
 		if st == placement.Down {
 			next = min(next, d.opts.DeadNodeDelay-dead)
 		}
-		out = append(out, placement.Node{ID: id, Zone: rec.zone, State: st})
+		// Standby, draining and removed nodes give everything away and
+		// take nothing (the operator's intent, `doppio cluster …`).
+		drain := !d.view.Intent(string(id)).State.TakesReplicas()
+		out = append(out, placement.Node{ID: id, Zone: rec.zone, State: st, Draining: drain})
 	}
 	slices.SortFunc(out, func(a, b placement.Node) int {
 		switch {

@@ -37,6 +37,9 @@ type Node struct {
 	GRPC    string    `json:"grpc"` // host:port of node-to-node traffic (Raft)
 	Zone    string    `json:"zone"`
 	Started time.Time `json:"started"`
+	// Leaving: the node is shutting down and handing its leaderships
+	// over; no leadership should be handed to it.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Placement is where a database's partitions live: Partitions[i] is

@@ -71,7 +71,9 @@ func (r *Registration) grant(ctx context.Context) (<-chan *clientv3.LeaseKeepAli
 	if err != nil {
 		return nil, err
 	}
-	val, _ := json.Marshal(r.node)
+	r.leaseMu.Lock()
+	val, _ := json.Marshal(r.node) // Leave changes it under leaseMu
+	r.leaseMu.Unlock()
 	if _, err := r.cli.Put(ctx, r.prefix+NodesDir+r.node.ID, string(val), clientv3.WithLease(lg.ID)); err != nil {
 		return nil, err
 	}
@@ -218,6 +220,17 @@ func (r *Registration) Leaderships() Leaderships {
 		out[db] = maps.Clone(ps)
 	}
 	return out
+}
+
+// Leave marks the node as leaving (Node.Leaving): it is shutting down and
+// hands its leaderships over, and peers must not hand them back.
+func (r *Registration) Leave(ctx context.Context) error {
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	r.node.Leaving = true
+	val, _ := json.Marshal(r.node)
+	_, err := r.cli.Put(ctx, r.prefix+NodesDir+r.node.ID, string(val), clientv3.WithLease(r.lease))
+	return err
 }
 
 // Close stops keeping the registration alive and revokes the lease, so the

@@ -28,6 +28,7 @@ type View struct {
 	initial    map[initialKey]Placement // databases' first placements, read once
 	leaders    map[string]Leaderships   // by node id
 	groups     map[string]Groups        // by node id
+	intents    map[string]Intent        // by node id
 
 	subMu sync.Mutex
 	subs  map[int]chan struct{}
@@ -52,12 +53,13 @@ func Open(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Lo
 		cli: cli, prefix: prefix, log: log.With("component", "membership"),
 		nodes: map[string]Node{}, byRaft: map[uint64]string{},
 		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{}, groups: map[string]Groups{},
+		intents: map[string]Intent{},
 		initial: map[initialKey]Placement{},
 		subs:    map[int]chan struct{}{},
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
-	for _, dir := range []string{NodesDir, PlacementDir, LeadersDir, GroupsDir} {
+	for _, dir := range []string{NodesDir, PlacementDir, LeadersDir, GroupsDir, IntentsDir} {
 		rev, err := v.load(ctx, dir)
 		if err != nil {
 			cancel()
@@ -122,6 +124,8 @@ func (v *View) load(ctx context.Context, dir string) (int64, error) {
 		clear(v.leaders)
 	case GroupsDir:
 		clear(v.groups)
+	case IntentsDir:
+		clear(v.intents)
 	}
 	for _, kv := range resp.Kvs {
 		v.applyLocked(dir, mvccpb.PUT, kv)
@@ -216,7 +220,40 @@ func (v *View) applyLocked(dir string, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 			return
 		}
 		v.groups[name] = g
+	case IntentsDir:
+		delete(v.intents, name)
+		if del {
+			return
+		}
+		in, err := decode[Intent](kv.Value)
+		if err != nil {
+			v.log.Warn("ignoring malformed node intent", "key", string(kv.Key), "err", err)
+			return
+		}
+		v.intents[name] = in
 	}
+}
+
+// Intent returns the operator's intent for node id (IntentActive when
+// none was recorded).
+func (v *View) Intent(id string) Intent {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if in, ok := v.intents[id]; ok {
+		return in
+	}
+	return Intent{State: IntentActive}
+}
+
+// Intents returns every recorded intent by node id.
+func (v *View) Intents() map[string]Intent {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make(map[string]Intent, len(v.intents))
+	for id, in := range v.intents {
+		out[id] = in
+	}
+	return out
 }
 
 // Nodes returns the live nodes, sorted by id.

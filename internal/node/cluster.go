@@ -29,6 +29,9 @@ type NodeInfo struct {
 	Started *time.Time `json:"started,omitempty"`
 	Leads   int        `json:"leads"`   // partitions it leads
 	Follows int        `json:"follows"` // partitions it holds a non-leading replica of
+	// Intent is what the operator wants of the node: active, standby,
+	// draining or removed (`doppio cluster add|drain|remove`).
+	Intent string `json:"intent"`
 }
 
 // ReplicaInfo is one replica of a partition in /_cluster.
@@ -60,6 +63,9 @@ type ClusterInfo struct {
 	Controller string          `json:"controller"`
 	Nodes      []NodeInfo      `json:"nodes"`
 	Partitions []PartitionInfo `json:"partitions"`
+	// Rebalance is the controller's progress moving replicas towards its
+	// target placement (absent before the first report).
+	Rebalance *membership.Rebalance `json:"rebalance,omitempty"`
 }
 
 // LocalReplica is one replica hosted on a node, as GET
@@ -167,6 +173,9 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	info.Controller, _ = n.ActiveController(cctx)
+	if r, ok, err := membership.ReadRebalance(cctx, n.client, etcdPrefix); err == nil && ok {
+		info.Rebalance = &r
+	}
 	cancel()
 	nodes := n.view.Nodes()
 	reports := make([]LocalInfo, len(nodes))
@@ -210,7 +219,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 		started := nd.Started
 		known[nd.ID] = true
 		info.Nodes = append(info.Nodes, NodeInfo{
-			ID: nd.ID, HTTP: nd.HTTP, GRPC: nd.GRPC, Zone: nd.Zone, State: "alive", Started: &started,
+			ID: nd.ID, HTTP: nd.HTTP, GRPC: nd.GRPC, Zone: nd.Zone, State: "alive", Started: &started, Intent: string(n.view.Intent(nd.ID).State),
 			Leads: leads[nd.ID], Follows: follows[nd.ID],
 		})
 	}
@@ -220,7 +229,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 			for _, r := range pp.Replicas {
 				if !known[r] {
 					known[r] = true
-					info.Nodes = append(info.Nodes, NodeInfo{ID: r, State: "dead"})
+					info.Nodes = append(info.Nodes, NodeInfo{ID: r, State: "dead", Intent: string(n.view.Intent(r).State)})
 				}
 			}
 			pi := PartitionInfo{Database: db, Partition: p, Replicas: slices.Clone(pp.Replicas), Members: []ReplicaInfo{}}

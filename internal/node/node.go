@@ -63,7 +63,11 @@ type Config struct {
 	// active at a time): dead-node delay, moves in flight, placement mode.
 	// Prefix and Logger are the node's.
 	Controller controller.Options
-	Logger     *slog.Logger
+	// Standby registers the node without giving it replicas until the
+	// operator adds it (`doppio cluster add`), unless it already has an
+	// intent (it was added before and restarted).
+	Standby bool
+	Logger  *slog.Logger
 }
 
 // Node is a running Doppio process.
@@ -130,6 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.cfg.Controller.OnProgress = rebalanceMetrics(registry)
 	n.api = api.New(cfg.API, nil, nil, registry, n.log, clusterView{n})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -213,6 +218,13 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
+	}
+	if n.cfg.Standby {
+		// Before registering: the controller must never see the node
+		// alive without its intent.
+		if err := membership.DeclareStandby(ctx, cli, etcdPrefix, n.cfg.ID); err != nil {
+			return fmt.Errorf("declare standby: %w", err)
+		}
 	}
 	n.reg, err = membership.Register(ctx, cli, etcdPrefix, membership.Node{
 		ID: n.cfg.ID, HTTP: advertised(n.Addr()), GRPC: advertised(n.host.Addr()), Zone: n.cfg.Zone, Started: time.Now().UTC(),

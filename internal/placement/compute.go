@@ -405,6 +405,17 @@ func (s *state) plan() Plan {
 		return dd >= 2 || dd == 1 && dt >= 2
 	}
 	addBudget := s.opts.MaxMoves - inflight
+	// adding counts the replicas being added to each node: learners in
+	// flight, then the adds of this plan (Options.MaxMovesPerNode).
+	adding := make([]int, len(s.ids))
+	for _, p := range s.parts {
+		for _, l := range p.learners {
+			adding[l]++
+		}
+	}
+	nodeFull := func(m prioritized) bool {
+		return s.opts.MaxMovesPerNode > 0 && adding[s.index[m.move.To]] >= s.opts.MaxMovesPerNode
+	}
 	var held []Move
 	for _, m := range moves {
 		if len(pl.Moves) == s.opts.MaxMoves {
@@ -412,14 +423,15 @@ func (s *state) plan() Plan {
 			continue
 		}
 		if m.move.Kind == AddReplica {
-			if addBudget <= 0 || m.class == balanceAdd && !evens(m) {
-				if addBudget > 0 {
+			if addBudget <= 0 || nodeFull(m) || m.class == balanceAdd && !evens(m) {
+				if addBudget > 0 && !nodeFull(m) {
 					held = append(held, m.move)
 				}
 				pl.Pending++
 				continue
 			}
 			addBudget--
+			adding[s.index[m.move.To]]++
 			if m.class == balanceAdd {
 				a, b := m.from, s.index[m.move.To]
 				curCnt[m.db][a]--

@@ -250,6 +250,54 @@ func TestThrottleCountsMovesInFlight(t *testing.T) {
 	}
 }
 
+func TestPerNodeThrottleSpreadsAddsOverJoiningNodes(t *testing.T) {
+	nodes := nodesIn("z", "z", "z")
+	dbs := []Database{{Name: "d", Partitions: 60, Replicas: 3}}
+	cur, _ := converged(t, Input{Nodes: nodes, Databases: dbs})
+	nodes = append(nodes, Node{ID: "n4", Zone: "z"}, Node{ID: "n5", Zone: "z"})
+	in := Input{Nodes: nodes, Databases: dbs, Current: cur, Options: Options{MaxMoves: 16, MaxMovesPerNode: 2}}
+	plan, _ := Compute(in)
+	to := map[NodeID]int{}
+	for _, m := range plan.Moves {
+		if m.Kind == AddReplica {
+			to[m.To]++
+		}
+	}
+	if to["n4"] != 2 || to["n5"] != 2 || len(to) != 2 || plan.Pending == 0 {
+		t.Fatalf("want 2 adds to each new node and more pending, got %v (pending %d)", plan.Moves, plan.Pending)
+	}
+	// One add to n4 is in flight: one more may start there, none on n5
+	// beyond its two.
+	cur = clone(cur)
+	for _, m := range plan.Moves {
+		if m.Kind == AddReplica && m.To == "n4" {
+			a := cur[m.Partition]
+			a.Learners = append(a.Learners, m.To)
+			cur[m.Partition] = a
+			break
+		}
+	}
+	in.Current, in.Previous = cur, plan.Target
+	plan, _ = Compute(in)
+	to = map[NodeID]int{}
+	for _, m := range plan.Moves {
+		if m.Kind == AddReplica {
+			to[m.To]++
+		}
+	}
+	if to["n4"] != 1 || to["n5"] != 2 {
+		t.Fatalf("with one add in flight on n4 and a bound of 2 per node, want 1 more to n4 and 2 to n5, got %v", plan.Moves)
+	}
+	// The bound slows the expansion down but ends at the same even spread.
+	after, moves := converged(t, in)
+	// 180 replicas over 5 nodes: the new nodes take 36 each, one of them
+	// already in flight.
+	if adds := count(moves, AddReplica); adds != 71 {
+		t.Fatalf("%d more adds, want 71 (2/5 of 180 replicas, less the one in flight)", adds)
+	}
+	assertEven(t, after, nodes)
+}
+
 func TestDrainingNodeIsEmptied(t *testing.T) {
 	nodes := nodesIn("a", "b", "c", "a", "b", "c")
 	dbs := []Database{{Name: "d", Partitions: 48, Replicas: 3}}

@@ -169,7 +169,12 @@ type Options struct {
 	// moves, and at most MaxMoves minus the learners already in flight
 	// AddReplica moves. Zero means DefaultMaxMoves.
 	MaxMoves int
-	Mode     Mode
+	// MaxMovesPerNode bounds the replicas being added to one node at once
+	// (learners in flight on it plus new AddReplica moves to it), so that
+	// a joining node is not flooded with snapshots. Zero means no bound
+	// beyond MaxMoves.
+	MaxMovesPerNode int
+	Mode            Mode
 }
 
 // Input is everything placement looks at.

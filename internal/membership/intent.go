@@ -1,0 +1,131 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The operator's intent for each node, and the controller's progress
+// towards the placement it implies:
+//
+//	{prefix}/intents/{id}   JSON Intent: what the operator wants of node id
+//	{prefix}/rebalance      JSON Rebalance: the active controller's moves, for /_cluster
+//
+// A node without an intent key is a member (IntentActive): a node started
+// with `doppio start` takes replicas at once unless it was started with
+// --standby, which writes IntentStandby if no intent exists yet.
+const (
+	IntentsDir   = "/intents/"
+	RebalanceKey = "/rebalance"
+)
+
+// IntentState is what the operator wants of a node.
+type IntentState string
+
+const (
+	// IntentActive: the node holds replicas and leads (the default).
+	IntentActive IntentState = "active"
+	// IntentStandby: the node is registered but takes no replicas until
+	// `doppio cluster add` makes it active, so that several new nodes
+	// join in one rebalance.
+	IntentStandby IntentState = "standby"
+	// IntentDraining: every replica and leadership moves off the node.
+	IntentDraining IntentState = "draining"
+	// IntentRemoved: the node was drained and left the cluster; it takes
+	// nothing even while its process runs, until added again.
+	IntentRemoved IntentState = "removed"
+)
+
+// ParseIntentState reads a state's name.
+func ParseIntentState(s string) (IntentState, error) {
+	switch st := IntentState(s); st {
+	case IntentActive, IntentStandby, IntentDraining, IntentRemoved:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown node state %q (want active, standby, draining or removed)", s)
+}
+
+// TakesReplicas reports whether a node in this state may hold replicas:
+// only an active one. Placement treats the others as draining (they give
+// away what they hold and take nothing new).
+func (s IntentState) TakesReplicas() bool { return s == "" || s == IntentActive }
+
+// Intent is the operator's intent for one node.
+type Intent struct {
+	State IntentState `json:"state"`
+	Since time.Time   `json:"since"`
+}
+
+// SetIntent records the operator's intent for node id.
+func SetIntent(ctx context.Context, cli *clientv3.Client, prefix, id string, st IntentState) (Intent, error) {
+	in := Intent{State: st, Since: time.Now().UTC()}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return Intent{}, err
+	}
+	_, err = cli.Put(ctx, prefix+IntentsDir+id, string(b))
+	return in, err
+}
+
+// DeclareStandby records IntentStandby for node id unless the node
+// already has an intent (a standby node restarted after `cluster add`
+// stays active).
+func DeclareStandby(ctx context.Context, cli *clientv3.Client, prefix, id string) error {
+	b, err := json.Marshal(Intent{State: IntentStandby, Since: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	key := prefix + IntentsDir + id
+	_, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, string(b))).Commit()
+	return err
+}
+
+// Rebalance is the active controller's progress towards its target
+// placement since the current rebalance began (the first planning round
+// with moves to make after one without).
+type Rebalance struct {
+	// Controller is the node id of the controller that wrote this.
+	Controller string `json:"controller"`
+	// Active: moves remain. Started is when the rebalance began, Finished
+	// when the last one completed (zero while active).
+	Active   bool       `json:"active"`
+	Started  *time.Time `json:"started,omitempty"`
+	Finished *time.Time `json:"finished,omitempty"`
+	// Total is the moves of this rebalance so far: Done plus Remaining
+	// (Remaining = InFlight + the moves not started yet). It grows when
+	// the target changes during the rebalance (a node dies, another is
+	// added).
+	Total     int `json:"total"`
+	Done      int `json:"done"`
+	Remaining int `json:"remaining"`
+	InFlight  int `json:"inFlight"`
+	// Moving lists the replica adds in flight ("db/partition -> node").
+	Moving []string `json:"moving,omitempty"`
+	// Limits in force: moves in flight cluster-wide and per node.
+	MaxMoves        int `json:"maxMoves"`
+	MaxMovesPerNode int `json:"maxMovesPerNode,omitempty"`
+}
+
+// Progress is the fraction of the rebalance's moves done, 1 when none
+// remain.
+func (r Rebalance) Progress() float64 {
+	if r.Total == 0 || r.Remaining == 0 {
+		return 1
+	}
+	return float64(r.Done) / float64(r.Total)
+}
+
+// ReadRebalance reads the controller's last progress report (ok false if
+// none was written yet).
+func ReadRebalance(ctx context.Context, cli *clientv3.Client, prefix string) (Rebalance, bool, error) {
+	resp, err := cli.Get(ctx, prefix+RebalanceKey)
+	if err != nil || len(resp.Kvs) == 0 {
+		return Rebalance{}, false, err
+	}
+	r, err := decode[Rebalance](resp.Kvs[0].Value)
+	return r, err == nil, err
+}

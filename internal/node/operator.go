@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"slices"
+
+	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// NodeIntentInfo answers POST /_cluster/nodes/{id}/{add|drain|remove}.
+type NodeIntentInfo struct {
+	Node  string `json:"node"`
+	Alive bool   `json:"alive"`
+	membership.Intent
+	// Replicas is how many partitions the node holds a replica of (placed
+	// there or still a member of their Raft group).
+	Replicas int `json:"replicas"`
+}
+
+// SetNodeIntent records what the operator wants of node id: "add" makes
+// it active (it takes replicas), "drain" moves everything off it, "remove"
+// takes a drained node out of the cluster for good. It refuses a drain
+// that would leave a database fewer active nodes than its replicas, and a
+// removal while the node still holds replicas.
+func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (any, error) {
+	n := c.n
+	if n.view == nil {
+		return nil, problem.New(problem.Unavailable, "node %s is starting; retry", n.cfg.ID)
+	}
+	var st membership.IntentState
+	switch verb {
+	case "add":
+		st = membership.IntentActive
+	case "drain":
+		st = membership.IntentDraining
+	case "remove":
+		st = membership.IntentRemoved
+	default:
+		return nil, problem.New(problem.NotFound, "unknown node operation %q (want add, drain or remove)", verb)
+	}
+	_, alive := n.view.Node(id)
+	_, hasIntent := n.view.Intents()[id]
+	held := n.replicasHeld(id)
+	if !alive && !hasIntent && held == 0 {
+		return nil, problem.Field(problem.NotFound, "node", "node %q is not part of the cluster: not registered, no intent recorded, no replica placed on it", id)
+	}
+	cur := n.view.Intent(id).State
+	switch st {
+	case membership.IntentDraining:
+		if cur == membership.IntentRemoved {
+			return nil, problem.Field(problem.Conflict, "node", "node %q was removed; add it again first", id)
+		}
+		if err := n.checkDrain(id); err != nil {
+			return nil, err
+		}
+	case membership.IntentRemoved:
+		if held > 0 {
+			return nil, problem.Field(problem.Conflict, "node", "node %q still holds %d replica(s); drain it first (doppio cluster drain %s) and remove it once it holds none", id, held, id)
+		}
+	}
+	in := n.view.Intent(id)
+	if cur != st {
+		var err error
+		if in, err = membership.SetIntent(ctx, n.client, etcdPrefix, id, st); err != nil {
+			return nil, err
+		}
+	}
+	return NodeIntentInfo{Node: id, Alive: alive, Intent: in, Replicas: held}, nil
+}
+
+// checkDrain refuses draining id when some database would be left with
+// fewer live, active nodes than its replication factor: its replicas on id
+// could go nowhere and the drain would never end.
+func (n *Node) checkDrain(id string) error {
+	active := 0
+	for _, nd := range n.view.Nodes() {
+		if nd.ID != id && n.view.Intent(nd.ID).State.TakesReplicas() {
+			active++
+		}
+	}
+	for _, d := range n.catalog.Databases() {
+		if rf := max(d.Replicas, 1); active < rf {
+			return problem.Field(problem.Conflict, "node",
+				"draining %q would leave %d live active node(s) for database %q, which keeps %d replicas of each partition; add a node first", id, active, d.Name, rf)
+		}
+	}
+	return nil
+}
+
+// replicasHeld counts the partitions that place a replica on id or whose
+// leader reports id as a member.
+func (n *Node) replicasHeld(id string) int {
+	type key struct {
+		db string
+		p  int
+	}
+	held := map[key]bool{}
+	for db, rec := range n.view.Placements() {
+		for p, pp := range rec.Partitions {
+			if slices.Contains(pp.Replicas, id) {
+				held[key{db, p}] = true
+			}
+		}
+	}
+	for _, gs := range n.view.Groups() {
+		for db, ps := range gs {
+			for p, g := range ps {
+				if g.Has(id) {
+					held[key{db, p}] = true
+				}
+			}
+		}
+	}
+	return len(held)
+}
+
+// rebalanceMetrics exports the rebalance progress this node's controller
+// reports while it is the active one.
+func rebalanceMetrics(reg prometheus.Registerer) func(membership.Rebalance) {
+	g := func(name, help string) prometheus.Gauge {
+		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		reg.MustRegister(m)
+		return m
+	}
+	active := g("doppio_rebalance_active", "1 while the controller on this node has replica moves to make.")
+	total := g("doppio_rebalance_moves", "Moves of the current (or last) rebalance, done and remaining.")
+	done := g("doppio_rebalance_moves_done", "Moves of the current (or last) rebalance completed.")
+	remaining := g("doppio_rebalance_moves_remaining", "Moves of the current rebalance in flight or not started.")
+	inFlight := g("doppio_rebalance_moves_in_flight", "Replicas being added (learners receiving a snapshot or catching up).")
+	return func(r membership.Rebalance) {
+		a := 0.0
+		if r.Active {
+			a = 1
+		}
+		active.Set(a)
+		total.Set(float64(r.Total))
+		done.Set(float64(r.Done))
+		remaining.Set(float64(r.Remaining))
+		inFlight.Set(float64(r.InFlight))
+	}
+}

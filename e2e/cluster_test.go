@@ -85,10 +85,11 @@ func runNode(t *testing.T, args []string) *devNode {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &devNode{t: t, cmd: cmd, logs: &bytes.Buffer{}}
+	n := &devNode{t: t, cmd: cmd, logs: &bytes.Buffer{}, eof: make(chan struct{})}
 	var mu sync.Mutex
 	found := make(chan string, 1)
 	go func() {
+		defer close(n.eof)
 		sc := bufio.NewScanner(stderr)
 		sent := false
 		for sc.Scan() {

@@ -46,6 +46,9 @@ type devNode struct {
 	addr string
 	data string
 	logs *bytes.Buffer
+	// eof is closed once the process's stderr reached its end (nodes
+	// started by runNode): logs is then complete and safe to read.
+	eof chan struct{}
 }
 
 var readyLine = regexp.MustCompile(`doppio node ready.* http=(\S+)`)

@@ -5,51 +5,180 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/internal/node"
 	"github.com/spf13/cobra"
 )
 
 func clusterCommand(f *clientFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
-	cmd.AddCommand(&cobra.Command{
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster; add, drain and remove nodes"}
+	var watch time.Duration
+	status := &cobra.Command{
 		Use:   "status",
-		Short: "Nodes (alive, zone, partitions led / followed) and per partition its replicas, leader, term, SCN and follower lag",
+		Short: "Nodes (alive, intent, zone, partitions led / followed), the rebalance's progress, and per partition its replicas, leader, term, SCN and follower lag",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			hc := &http.Client{Timeout: 10 * time.Second}
-			resp, err := hc.Get(strings.TrimSuffix(f.server, "/") + "/_cluster")
-			if err != nil {
-				return err
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			for {
+				info, err := fetchCluster(f.server)
+				if err != nil {
+					return err
+				}
+				if watch <= 0 {
+					printCluster(cmd.OutOrStdout(), info)
+					return nil
+				}
+				printRebalance(cmd.OutOrStdout(), info)
+				if info.Rebalance == nil || !info.Rebalance.Active {
+					return nil
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(watch):
+				}
 			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", resp.Status, b)
-			}
-			var info node.ClusterInfo
-			if err := json.Unmarshal(b, &info); err != nil {
-				return err
-			}
-			printCluster(cmd.OutOrStdout(), info)
-			return nil
-		},
-	})
+		}),
+	}
+	status.Flags().DurationVar(&watch, "watch", 0, "print only the rebalance's progress every interval until no move remains (e.g. 1s)")
+	cmd.AddCommand(status)
+	for _, op := range []struct{ verb, short string }{
+		{"add", "Make nodes active members that take replicas (nodes started with --standby, or drained or removed before); several at once move data once"},
+		{"drain", "Move every replica and leadership off nodes; they keep serving until empty"},
+		{"remove", "Take drained nodes (holding no replica) out of the cluster"},
+	} {
+		var wait bool
+		c := &cobra.Command{
+			Use:   op.verb + " NODE...",
+			Short: op.short,
+			Args:  cobra.MinimumNArgs(1),
+			RunE: runE(func(cmd *cobra.Command, args []string) error {
+				cl := f.client()
+				for _, id := range args {
+					var in client.NodeIntent
+					var err error
+					switch op.verb {
+					case "add":
+						in, err = cl.AddNode(cmd.Context(), id)
+					case "drain":
+						in, err = cl.DrainNode(cmd.Context(), id)
+					default:
+						in, err = cl.RemoveNode(cmd.Context(), id)
+					}
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s (alive %t, %d replicas)\n", in.Node, in.State, in.Alive, in.Replicas)
+				}
+				if !wait || op.verb == "remove" {
+					return nil
+				}
+				return waitRebalance(cmd, f.server, op.verb, args)
+			}),
+		}
+		if op.verb != "remove" {
+			c.Flags().BoolVar(&wait, "wait", false, "show the rebalance's progress until it is done (for drain: until the nodes hold no replica)")
+		}
+		cmd.AddCommand(c)
+	}
 	return cmd
 }
 
+// waitRebalance prints the rebalance's progress until no move remains and,
+// after a drain, the drained nodes hold nothing.
+func waitRebalance(cmd *cobra.Command, server, verb string, nodes []string) error {
+	// The controller plans within a second of the intent: until its report
+	// says a rebalance started after now, an inactive report is an old one.
+	since := time.Now().Add(-time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := fetchCluster(server)
+		if err != nil {
+			return err
+		}
+		r := info.Rebalance
+		fresh := r != nil && r.Started != nil && r.Started.After(since)
+		done := fresh && !r.Active || !fresh && time.Now().After(deadline)
+		if verb == "drain" {
+			done = r != nil && !r.Active && heldBy(info, nodes) == 0
+		}
+		if fresh || done {
+			printRebalance(cmd.OutOrStdout(), info)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-cmd.Context().Done():
+			return cmd.Context().Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// heldBy counts the replicas the partitions place on nodes.
+func heldBy(info node.ClusterInfo, nodes []string) int {
+	n := 0
+	for _, p := range info.Partitions {
+		for _, r := range p.Replicas {
+			if slices.Contains(nodes, r) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func fetchCluster(server string) (node.ClusterInfo, error) {
+	var info node.ClusterInfo
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(strings.TrimSuffix(server, "/") + "/_cluster")
+	if err != nil {
+		return info, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return info, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return info, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return info, json.Unmarshal(b, &info)
+}
+
+// printRebalance prints one line: the rebalance's progress bar, moves done
+// of total, in flight, and its age.
+func printRebalance(out io.Writer, info node.ClusterInfo) {
+	r := info.Rebalance
+	if r == nil {
+		fmt.Fprintln(out, "rebalance: none yet")
+		return
+	}
+	state := "done"
+	var took time.Duration
+	switch {
+	case r.Active && r.Started != nil:
+		state, took = "moving", time.Since(*r.Started)
+	case r.Started != nil && r.Finished != nil:
+		took = r.Finished.Sub(*r.Started)
+	}
+	fmt.Fprintf(out, "rebalance: %s %3.0f%%  %d/%d moves, %d in flight  %s %s (max %d moves, %d per node)\n",
+		progressBar(r.Progress(), 30), r.Progress()*100, r.Done, r.Total, r.InFlight, state, took.Round(100*time.Millisecond), r.MaxMoves, r.MaxMovesPerNode)
+}
+
 func printCluster(out io.Writer, info node.ClusterInfo) {
-	fmt.Fprintf(out, "active controller: %s\n\n", dash(info.Controller))
+	fmt.Fprintf(out, "active controller: %s\n", dash(info.Controller))
+	printRebalance(out, info)
+	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tZONE\tHTTP\tGRPC\tLEADS\tFOLLOWS")
+	fmt.Fprintln(tw, "NODE\tSTATE\tINTENT\tZONE\tHTTP\tGRPC\tLEADS\tFOLLOWS")
 	for _, n := range info.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.ID, n.State, dash(n.Zone), dash(n.HTTP), dash(n.GRPC), n.Leads, n.Follows)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.ID, n.State, dash(n.Intent), dash(n.Zone), dash(n.HTTP), dash(n.GRPC), n.Leads, n.Follows)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)

@@ -73,7 +73,7 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
 			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints,
 			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--raft-tick", f.tick.String(),
-			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves)}
+			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves), "--max-moves-per-node", fmt.Sprint(f.maxMovesPerNode)}
 		c := exec.Command(self, args...)
 		stdout, _ := c.StdoutPipe()
 		stderr, _ := c.StderrPipe()

@@ -31,7 +31,8 @@ type nodeFlags struct {
 	tick                                  time.Duration
 	deadNodeDelay                         time.Duration
 	placementMode                         string
-	maxMoves                              int
+	maxMoves, maxMovesPerNode             int
+	standby                               bool
 	pprofAddr                             string
 }
 
@@ -46,7 +47,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.DurationVar(&f.tick, "raft-tick", 50*time.Millisecond, "Raft clock: elections take about 10 ticks, failure detection about 5")
 	fl.DurationVar(&f.deadNodeDelay, "dead-node-delay", controller.DefaultDeadNodeDelay, "how long a node may stay dead before the controller recreates its replicas on other nodes")
 	fl.StringVar(&f.placementMode, "placement-mode", "spread", "placement strategy: spread (leaders and replicas spread evenly) or sharded-mysql (a node leads all or none of its partitions; for failover benchmarks)")
-	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most")
+	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most, cluster-wide")
+	fl.IntVar(&f.maxMovesPerNode, "max-moves-per-node", controller.DefaultMaxMovesPerNode, "replicas the controller adds to one node at once at most")
 	fl.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off when empty)")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
@@ -54,6 +56,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	}
 	fl.StringVar(&f.id, "id", "", "node id, unique in the cluster and kept across restarts (required)")
 	fl.StringVar(&f.zone, "zone", "", "failure domain (rack, availability zone) for placement")
+	fl.BoolVar(&f.standby, "standby", false, "join without taking replicas until `doppio cluster add` (add several nodes in one rebalance)")
 	fl.StringSliceVar(&f.etcd, "etcd", nil, "etcd endpoints, comma-separated (or use --embed-etcd)")
 	fl.BoolVar(&f.embedEtcd, "embed-etcd", false, "run an etcd member inside this node (see --etcd-name, --etcd-peer, --etcd-client, --initial-cluster)")
 	fl.StringVar(&f.etcdName, "etcd-name", "", "name of the embedded etcd member (default: --id)")
@@ -74,7 +77,8 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Controller = controller.Options{DeadNodeDelay: f.deadNodeDelay, MaxMoves: f.maxMoves, Mode: mode}
+	cfg.Controller = controller.Options{DeadNodeDelay: f.deadNodeDelay, MaxMoves: f.maxMoves, MaxMovesPerNode: f.maxMovesPerNode, Mode: mode}
+	cfg.Standby = f.standby
 	if err := servePprof(f.pprofAddr, logger); err != nil {
 		return cfg, err
 	}

@@ -479,3 +479,35 @@ func TestShardedMySQLModeLeadsAllOrNothing(t *testing.T) {
 		t.Fatalf("leaders %v, want one per replica set of 3", leads)
 	}
 }
+
+func TestRebalanceProgress(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	type round struct{ inFlight, queued, total, done int }
+	steps := []round{
+		{0, 0, 0, 0},   // nothing to do: no rebalance
+		{2, 8, 10, 0},  // begins: 10 moves
+		{4, 4, 10, 2},  // 2 done
+		{3, 7, 12, 2},  // a node died: the total grows by what appeared
+		{1, 0, 12, 11}, // almost
+		{0, 0, 12, 12}, // finished
+		{1, 2, 3, 0},   // a new rebalance
+	}
+	var r membership.Rebalance
+	for i, s := range steps {
+		prev := r
+		r = progressAfter(r, at(i), s.inFlight, s.queued)
+		if r.Total != s.total || r.Done != s.done || r.InFlight != s.inFlight || r.Remaining != s.inFlight+s.queued {
+			t.Fatalf("round %d: %+v, want total %d done %d", i, r, s.total, s.done)
+		}
+		if active := s.inFlight+s.queued > 0; r.Active != active {
+			t.Fatalf("round %d: active %t", i, r.Active)
+		}
+		if r.Active && !prev.Active && !r.Started.Equal(at(i)) {
+			t.Fatalf("round %d: started %v", i, r.Started)
+		}
+		if !r.Active && prev.Active && (r.Finished == nil || !r.Finished.Equal(at(i)) || r.Progress() != 1) {
+			t.Fatalf("round %d: finished %v, progress %v", i, r.Finished, r.Progress())
+		}
+	}
+}

@@ -3,7 +3,9 @@ package membership
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -60,15 +62,65 @@ type Intent struct {
 	Since time.Time   `json:"since"`
 }
 
-// SetIntent records the operator's intent for node id.
-func SetIntent(ctx context.Context, cli *clientv3.Client, prefix, id string, st IntentState) (Intent, error) {
+// Intents is every recorded intent as read from etcd, with the revision
+// of each key (for SetIntent's guard).
+type Intents struct {
+	ByNode map[string]Intent
+	Rev    map[string]int64 // ModRevision of each node's key
+}
+
+// State is node id's intent (IntentActive when none is recorded).
+func (in Intents) State(id string) IntentState {
+	if i, ok := in.ByNode[id]; ok {
+		return i.State
+	}
+	return IntentActive
+}
+
+// ReadIntents reads every intent from etcd (not a cache: a decision on
+// them must see the latest).
+func ReadIntents(ctx context.Context, cli *clientv3.Client, prefix string) (Intents, error) {
+	resp, err := cli.Get(ctx, prefix+IntentsDir, clientv3.WithPrefix())
+	if err != nil {
+		return Intents{}, err
+	}
+	out := Intents{ByNode: map[string]Intent{}, Rev: map[string]int64{}}
+	for _, kv := range resp.Kvs {
+		id := strings.TrimPrefix(string(kv.Key), prefix+IntentsDir)
+		in, err := decode[Intent](kv.Value)
+		if err != nil {
+			continue
+		}
+		out.ByNode[id], out.Rev[id] = in, kv.ModRevision
+	}
+	return out, nil
+}
+
+// ErrIntentsChanged: SetIntent's guard failed, another intent changed
+// since it was read.
+var ErrIntentsChanged = errors.New("node intents changed concurrently")
+
+// SetIntent records the operator's intent for node id, provided the
+// intents of the nodes in guard (node ids) are still as read in seen
+// (ErrIntentsChanged otherwise).
+func SetIntent(ctx context.Context, cli *clientv3.Client, prefix, id string, st IntentState, seen Intents, guard []string) (Intent, error) {
 	in := Intent{State: st, Since: time.Now().UTC()}
 	b, err := json.Marshal(in)
 	if err != nil {
 		return Intent{}, err
 	}
-	_, err = cli.Put(ctx, prefix+IntentsDir+id, string(b))
-	return in, err
+	var cmps []clientv3.Cmp
+	for _, g := range guard {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(prefix+IntentsDir+g), "=", seen.Rev[g]))
+	}
+	resp, err := cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(prefix+IntentsDir+id, string(b))).Commit()
+	if err != nil {
+		return Intent{}, err
+	}
+	if !resp.Succeeded {
+		return Intent{}, ErrIntentsChanged
+	}
+	return in, nil
 }
 
 // DeclareStandby records IntentStandby for node id unless the node

@@ -2,10 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -41,18 +46,25 @@ func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (any, e
 		return nil, problem.New(problem.NotFound, "unknown node operation %q (want add, drain or remove)", verb)
 	}
 	_, alive := n.view.Node(id)
-	_, hasIntent := n.view.Intents()[id]
+	intents, err := membership.ReadIntents(ctx, n.client, etcdPrefix)
+	if err != nil {
+		return nil, err
+	}
+	_, hasIntent := intents.ByNode[id]
 	held := n.replicasHeld(id)
 	if !alive && !hasIntent && held == 0 {
 		return nil, problem.Field(problem.NotFound, "node", "node %q is not part of the cluster: not registered, no intent recorded, no replica placed on it", id)
 	}
-	cur := n.view.Intent(id).State
+	cur := intents.State(id)
+	guard := []string{id}
 	switch st {
 	case membership.IntentDraining:
 		if cur == membership.IntentRemoved {
 			return nil, problem.Field(problem.Conflict, "node", "node %q was removed; add it again first", id)
 		}
-		if err := n.checkDrain(id); err != nil {
+		// Two drains at once must not both pass the check: the write
+		// requires every live node's intent unchanged since read.
+		if guard, err = n.checkDrain(id, intents); err != nil {
 			return nil, err
 		}
 	case membership.IntentRemoved:
@@ -60,10 +72,12 @@ func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (any, e
 			return nil, problem.Field(problem.Conflict, "node", "node %q still holds %d replica(s); drain it first (doppio cluster drain %s) and remove it once it holds none", id, held, id)
 		}
 	}
-	in := n.view.Intent(id)
-	if cur != st {
-		var err error
-		if in, err = membership.SetIntent(ctx, n.client, etcdPrefix, id, st); err != nil {
+	in, recorded := intents.ByNode[id]
+	if !recorded || cur != st {
+		if in, err = membership.SetIntent(ctx, n.client, etcdPrefix, id, st, intents, guard); err != nil {
+			if errors.Is(err, membership.ErrIntentsChanged) {
+				return nil, problem.New(problem.Conflict, "another node's state changed while %s was being applied to %q; retry", verb, id)
+			}
 			return nil, err
 		}
 	}
@@ -72,21 +86,27 @@ func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (any, e
 
 // checkDrain refuses draining id when some database would be left with
 // fewer live, active nodes than its replication factor: its replicas on id
-// could go nowhere and the drain would never end.
-func (n *Node) checkDrain(id string) error {
+// could go nowhere and the drain would never end. It returns the nodes
+// whose intents the decision read.
+func (n *Node) checkDrain(id string, intents membership.Intents) ([]string, error) {
 	active := 0
+	read := []string{id}
 	for _, nd := range n.view.Nodes() {
-		if nd.ID != id && n.view.Intent(nd.ID).State.TakesReplicas() {
+		if nd.ID == id {
+			continue
+		}
+		read = append(read, nd.ID)
+		if intents.State(nd.ID).TakesReplicas() {
 			active++
 		}
 	}
 	for _, d := range n.catalog.Databases() {
 		if rf := max(d.Replicas, 1); active < rf {
-			return problem.Field(problem.Conflict, "node",
+			return nil, problem.Field(problem.Conflict, "node",
 				"draining %q would leave %d live active node(s) for database %q, which keeps %d replicas of each partition; add a node first", id, active, d.Name, rf)
 		}
 	}
-	return nil
+	return read, nil
 }
 
 // replicasHeld counts the partitions that place a replica on id or whose
@@ -140,4 +160,73 @@ func rebalanceMetrics(reg prometheus.Registerer) func(membership.Rebalance) {
 		remaining.Set(float64(r.Remaining))
 		inFlight.Set(float64(r.InFlight))
 	}
+}
+
+// handOff hands every leadership of this node to a caught-up voter before
+// the node stops, so that requests do not wait for an election (a rolling
+// restart). The node first marks itself leaving, so that no peer hands a
+// leadership back. It gives up on what is not done within timeout: those
+// partitions elect a leader once the node is gone, as after a crash.
+func (n *Node) handOff(timeout time.Duration) {
+	if n.reg == nil || n.router == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := n.reg.Leave(ctx); err != nil {
+		n.log.Warn("mark node leaving", "err", err)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	handed := atomic.Int64{}
+	for db, ps := range n.router.All() {
+		for _, rep := range ps {
+			_, g, ok := n.router.Hosted(db, rep.ID)
+			if !ok {
+				continue
+			}
+			st, err := g.Status()
+			if err != nil || st.Role != "leader" {
+				continue
+			}
+			to, ok := n.successor(st, rep.ID)
+			if !ok {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				if err := g.TransferLeadership(ctx, to); err == nil {
+					handed.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if handed.Load() > 0 {
+		n.log.Info("leaderships handed over before stopping", "count", handed.Load())
+	}
+}
+
+// successor picks the voter to hand a partition's leadership to: a
+// caught-up, live voter that is not leaving, spread by partition number.
+func (n *Node) successor(st replication.Status, p int) (uint64, bool) {
+	var cands []uint64
+	for _, v := range st.Voters {
+		f, ok := st.Followers[v]
+		if v == n.self || !ok || !f.Active || f.Lag > caughtUp {
+			continue
+		}
+		if nd, alive := n.view.NodeByRaft(v); !alive || nd.Leaving {
+			continue
+		}
+		cands = append(cands, v)
+	}
+	if len(cands) == 0 {
+		return 0, false
+	}
+	slices.Sort(cands)
+	return cands[p%len(cands)], true
 }

@@ -387,7 +387,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 			// Hand leadership to a placed voter first; the new leader
 			// removes this replica.
 			for _, t := range preferFirst(target, membership.RaftID(pp.Leader)) {
-				if slices.Contains(st.Voters, t) && caught(t) {
+				if nd, alive := n.view.NodeByRaft(t); alive && !nd.Leaving && slices.Contains(st.Voters, t) && caught(t) {
 					step("transfer leadership", t, func(c context.Context) error { return g.TransferLeadership(c, t) })
 					return
 				}
@@ -399,7 +399,8 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 	}
 	if pp.Leader != "" && pp.Leader != n.cfg.ID {
 		want := membership.RaftID(pp.Leader)
-		if slices.Contains(st.Voters, want) && caught(want) {
+		// Not to a node shutting down (it hands its leaderships over).
+		if nd, alive := n.view.Node(pp.Leader); alive && !nd.Leaving && slices.Contains(st.Voters, want) && caught(want) {
 			step("transfer leadership", want, func(c context.Context) error { return g.TransferLeadership(c, want) })
 		}
 	}

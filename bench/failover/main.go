@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
 
 // config is everything a run depends on.
@@ -132,7 +134,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build doppio: %w", err)
 	}
-	rep := &report{Command: cfg.Command, Machine: describeMachine(), Started: time.Now(), Cfg: cfg}
+	rep := &report{Command: cfg.Command, Machine: localcluster.DescribeMachine(), Started: time.Now(), Cfg: cfg}
 	for _, mode := range cfg.Modes {
 		for _, n := range cfg.Sizes {
 			cfg.Progress("%s, %d partitions: starting %d nodes", mode, n, cfg.Nodes)

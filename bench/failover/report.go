@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -16,49 +14,14 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
-
-// machine describes where the benchmark ran.
-type machine struct {
-	CPUs     int
-	CPUModel string
-	RAM      string
-	Kernel   string
-	Go       string
-}
-
-func describeMachine() machine {
-	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	if kb, err := strconv.ParseFloat(strings.Fields(procField("/proc/meminfo", "MemTotal") + " 0")[0], 64); err == nil {
-		m.RAM = fmt.Sprintf("%.1f GiB", kb/(1<<20))
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = "Linux " + strings.TrimSpace(string(b))
-	}
-	return m
-}
-
-func procField(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
 
 // report is the whole run.
 type report struct {
 	Command  string
-	Machine  machine
+	Machine  localcluster.Machine
 	Started  time.Time
 	Duration time.Duration
 	Cfg      config

@@ -18,6 +18,8 @@ import (
 	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
+
+	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
 
 const dbName = "fo"
@@ -85,26 +87,26 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 	if err != nil {
 		return res, err
 	}
-	c, err := startCluster(ctx, cfg.Binary, dir, cfg.Nodes, mode, cfg.NodeArgs)
+	c, err := localcluster.Start(ctx, cfg.Binary, dir, cfg.Nodes, append([]string{"--placement-mode", mode}, cfg.NodeArgs...))
 	if err != nil {
 		os.RemoveAll(dir)
 		return res, err
 	}
-	defer c.stop()
+	defer c.Stop()
 	fail := func(err error) (runResult, error) {
-		for _, n := range c.nodes {
-			cfg.Progress("log tail of %s:\n%s", n.id, n.tail(15))
+		for _, n := range c.Nodes {
+			cfg.Progress("log tail of %s:\n%s", n.ID, n.Tail(15))
 		}
 		return res, err
 	}
-	base := c.nodes[0].addr
+	base := c.Nodes[0].Addr
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	st, b, err := do(cctx, base, "PUT", "/_schemas/"+dbName, map[string]any{"partitions": partitions, "replicas": 3})
+	st, b, err := localcluster.Do(cctx, base, "PUT", "/_schemas/"+dbName, map[string]any{"partitions": partitions, "replicas": 3})
 	if err == nil && st != 201 {
 		err = fmt.Errorf("create database: %d %s", st, b)
 	}
 	if err == nil {
-		st, b, err = do(cctx, base, "PUT", "/_schemas/"+dbName+"/Counter", counterSchema)
+		st, b, err = localcluster.Do(cctx, base, "PUT", "/_schemas/"+dbName+"/Counter", counterSchema)
 		if err == nil && st != 201 {
 			err = fmt.Errorf("create table: %d %s", st, b)
 		}
@@ -125,7 +127,7 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		info, err = clusterInfo(ctx, base)
+		info, err = localcluster.Info(ctx, base)
 		if err == nil {
 			ok, sig := ready(info, partitions, mode)
 			if ok && sig == last {
@@ -162,11 +164,11 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 		mu.Unlock()
 	}
 	if err := parallel(ctx, 16, partitions, func(p int) error {
-		through := c.nodes[p%len(c.nodes)].addr
+		through := c.Nodes[p%len(c.Nodes)].Addr
 		path := fmt.Sprintf("/%s/Counter/%s/0", dbName, groups[p])
 		for attempt := 0; ; attempt++ {
 			actx, acancel := context.WithTimeout(ctx, 6*time.Second)
-			st, b, err := do(actx, through, "PUT", path, map[string]any{"n": p, "writer": "init"}, "X-Doppio-Timeout", "5s")
+			st, b, err := localcluster.Do(actx, through, "PUT", path, map[string]any{"n": p, "writer": "init"}, "X-Doppio-Timeout", "5s")
 			acancel()
 			if err == nil && st == 201 {
 				record(ack{path, int64(p)})
@@ -183,7 +185,7 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 
 	// The victim: the node leading the most partitions (in sharded-mysql
 	// mode, a node that leads all of its partitions).
-	info, err = clusterInfo(ctx, base)
+	info, err = localcluster.Info(ctx, base)
 	if err != nil {
 		return fail(err)
 	}
@@ -193,20 +195,20 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 		led[p.Leader] = append(led[p.Leader], p.Partition)
 		res.Leads[p.Leader]++
 	}
-	victim := c.nodes[0]
-	for _, n := range c.nodes {
-		if len(led[n.id]) > len(led[victim.id]) {
+	victim := c.Nodes[0]
+	for _, n := range c.Nodes {
+		if len(led[n.ID]) > len(led[victim.ID]) {
 			victim = n
 		}
 	}
-	var survivors []*proc
-	for _, n := range c.nodes {
+	var survivors []*localcluster.Proc
+	for _, n := range c.Nodes {
 		if n != victim {
 			survivors = append(survivors, n)
 		}
 	}
-	res.Victim, res.Led = victim.id, len(led[victim.id])
-	victimLed := led[victim.id]
+	res.Victim, res.Led = victim.ID, len(led[victim.ID])
+	victimLed := led[victim.ID]
 	sort.Ints(victimLed)
 
 	// Steady load through the survivors: closed-loop clients writing new
@@ -228,9 +230,9 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 				p := rng.IntN(partitions)
 				i := seq.Add(1)
 				path := fmt.Sprintf("/%s/Counter/%s/%d", dbName, groups[p], i)
-				through := survivors[rng.IntN(len(survivors))].addr
+				through := survivors[rng.IntN(len(survivors))].Addr
 				actx, acancel := context.WithTimeout(lctx, 2*time.Second)
-				st, _, err := do(actx, through, "PUT", path, map[string]any{"n": i, "writer": fmt.Sprint("w", w)}, "X-Doppio-Timeout", "1s")
+				st, _, err := localcluster.Do(actx, through, "PUT", path, map[string]any{"n": i, "writer": fmt.Sprint("w", w)}, "X-Doppio-Timeout", "1s")
 				acancel()
 				if err == nil && st == 201 {
 					record(ack{path, i})
@@ -270,7 +272,7 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 		fmu.Unlock()
 	}
 	killedAt := time.Now()
-	victim.kill()
+	victim.Kill()
 	times := make([]time.Duration, len(victimLed))
 	var pwg sync.WaitGroup
 	for k, p := range victimLed {
@@ -281,10 +283,10 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 			for attempt := 0; time.Since(killedAt) < cfg.MaxWait && ctx.Err() == nil; attempt++ {
 				i := seq.Add(1)
 				path := fmt.Sprintf("/%s/Counter/%s/%d", dbName, groups[p], i)
-				through := survivors[(p+attempt)%len(survivors)].addr
+				through := survivors[(p+attempt)%len(survivors)].Addr
 				actx, acancel := context.WithTimeout(ctx, cfg.ProbeTimeout+500*time.Millisecond)
 				sent := time.Now()
-				st, body, err := do(actx, through, "PUT", path, map[string]any{"n": i, "writer": "probe"}, "X-Doppio-Timeout", cfg.ProbeTimeout.String())
+				st, body, err := localcluster.Do(actx, through, "PUT", path, map[string]any{"n": i, "writer": "probe"}, "X-Doppio-Timeout", cfg.ProbeTimeout.String())
 				acancel()
 				if err == nil && st == 201 {
 					times[k] = time.Since(killedAt)
@@ -302,8 +304,8 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 	pwg.Wait()
 	if cfg.LogDir != "" {
 		for _, n := range survivors {
-			name := filepath.Join(cfg.LogDir, fmt.Sprintf("%s-%d-%s.log", mode, partitions, n.id))
-			tail := fmt.Sprintf("killed %s at %s\n%s\n", victim.id, killedAt.Format(time.RFC3339Nano), n.tail(400))
+			name := filepath.Join(cfg.LogDir, fmt.Sprintf("%s-%d-%s.log", mode, partitions, n.ID))
+			tail := fmt.Sprintf("killed %s at %s\n%s\n", victim.ID, killedAt.Format(time.RFC3339Nano), n.Tail(400))
 			_ = os.WriteFile(name, []byte(tail), 0o644)
 		}
 	}
@@ -326,10 +328,10 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 	var lost atomic.Int64
 	_ = parallel(ctx, 16, len(acked), func(i int) error {
 		a := acked[i]
-		through := survivors[i%len(survivors)].addr
+		through := survivors[i%len(survivors)].Addr
 		for attempt := 0; ; attempt++ {
 			actx, acancel := context.WithTimeout(ctx, 6*time.Second)
-			st, b, err := do(actx, through, "GET", a.path, nil, "X-Doppio-Timeout", "5s")
+			st, b, err := localcluster.Do(actx, through, "GET", a.path, nil, "X-Doppio-Timeout", "5s")
 			acancel()
 			if err == nil && (st == 200 || st == 404) {
 				var doc struct{ N int64 }

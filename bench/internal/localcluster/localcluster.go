@@ -1,4 +1,7 @@
-package main
+// Package localcluster runs Doppio clusters of real `doppio start`
+// processes on this machine for the benchmarks: an etcd in the calling
+// process, node processes on free loopback ports, and small HTTP helpers.
+package localcluster
 
 import (
 	"bufio"
@@ -23,10 +26,10 @@ import (
 	"github.com/doppio-db/doppio/internal/node"
 )
 
-// httpClient keeps many idle connections per node: up to one prober per
+// HTTPClient keeps many idle connections per node: up to one prober per
 // partition writes at once, and new connections per attempt would only
 // measure the kernel.
-var httpClient = &http.Client{Transport: &http.Transport{
+var HTTPClient = &http.Client{Transport: &http.Transport{
 	MaxIdleConns:        8192,
 	MaxIdleConnsPerHost: 4096,
 	IdleConnTimeout:     30 * time.Second,
@@ -35,17 +38,18 @@ var httpClient = &http.Client{Transport: &http.Transport{
 
 var readyLine = regexp.MustCompile(`doppio node ready.* http=(\S+)`)
 
-// proc is one `doppio start` process.
-type proc struct {
-	id   string
+// Proc is one `doppio start` process.
+type Proc struct {
+	ID   string
 	cmd  *exec.Cmd
-	addr string // http://host:port
+	Addr string // http://host:port
 	mu   sync.Mutex
 	logs bytes.Buffer
 	done chan struct{}
 }
 
-func (p *proc) tail(n int) string {
+// Tail returns the last n lines of the process's log.
+func (p *Proc) Tail(n int) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	lines := strings.Split(strings.TrimRight(p.logs.String(), "\n"), "\n")
@@ -55,8 +59,8 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// kill sends SIGKILL (kill -9) and reaps the process.
-func (p *proc) kill() {
+// Kill sends SIGKILL (kill -9) and reaps the process.
+func (p *Proc) Kill() {
 	if p.cmd.Process == nil {
 		return
 	}
@@ -64,14 +68,15 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// cluster is an etcd in this process and N node processes.
-type cluster struct {
-	dir   string
-	etcd  *embedetcd.Server
-	nodes []*proc
+// Cluster is an etcd in this process and N node processes.
+type Cluster struct {
+	Dir   string
+	Etcd  *embedetcd.Server
+	Nodes []*Proc
 }
 
-func freePort() (string, error) {
+// FreePort returns a loopback address with a port free at the moment.
+func FreePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -80,46 +85,49 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startCluster starts etcd and n nodes in placement mode, data under dir.
-func startCluster(ctx context.Context, binary, dir string, n int, mode string, extra []string) (*cluster, error) {
+// Start starts etcd and n nodes (n1, n2, …) with the extra flags, data
+// under dir.
+func Start(ctx context.Context, binary, dir string, n int, extra []string) (*Cluster, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	etcd, err := embedetcd.Start(ctx, filepath.Join(dir, "etcd"), quiet)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{dir: dir, etcd: etcd}
+	c := &Cluster{Dir: dir, Etcd: etcd}
 	errs := make([]error, n)
-	c.nodes = make([]*proc, n)
+	c.Nodes = make([]*Proc, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			id := fmt.Sprintf("n%d", i+1)
-			c.nodes[i], errs[i] = startNode(binary, id, filepath.Join(dir, id), etcd.Endpoints()[0], mode, extra)
+			c.Nodes[i], errs[i] = StartNode(binary, id, filepath.Join(dir, id), etcd.Endpoints()[0], extra)
 		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			c.stop()
+			c.Stop()
 			return nil, err
 		}
 	}
 	return c, nil
 }
 
-func startNode(binary, id, data, etcd, mode string, extra []string) (*proc, error) {
-	httpAddr, err := freePort()
+// StartNode starts node id with its data in data against the etcd at
+// etcd, and waits until it serves.
+func StartNode(binary, id, data, etcd string, extra []string) (*Proc, error) {
+	httpAddr, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	grpcAddr, err := freePort()
+	grpcAddr, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"start", "--id", id, "--data", data, "--http", httpAddr, "--grpc", grpcAddr,
-		"--etcd", etcd, "--placement-mode", mode}, extra...)
+		"--etcd", etcd}, extra...)
 	cmd := exec.Command(binary, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -129,7 +137,7 @@ func startNode(binary, id, data, etcd, mode string, extra []string) (*proc, erro
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{id: id, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{ID: id, cmd: cmd, done: make(chan struct{})}
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -158,32 +166,32 @@ func startNode(binary, id, data, etcd, mode string, extra []string) (*proc, erro
 	select {
 	case addr, ok := <-found:
 		if !ok {
-			return nil, fmt.Errorf("doppio %v exited before it was ready:\n%s", args, p.tail(30))
+			return nil, fmt.Errorf("doppio %v exited before it was ready:\n%s", args, p.Tail(30))
 		}
-		p.addr = "http://" + addr
+		p.Addr = "http://" + addr
 	case <-time.After(60 * time.Second):
-		p.kill()
-		return nil, fmt.Errorf("doppio %v not ready after 60s:\n%s", args, p.tail(30))
+		p.Kill()
+		return nil, fmt.Errorf("doppio %v not ready after 60s:\n%s", args, p.Tail(30))
 	}
 	return p, nil
 }
 
-// stop kills every node, closes etcd and removes the data.
-func (c *cluster) stop() {
-	for _, n := range c.nodes {
+// Stop kills every node, closes etcd and removes the data.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
 		if n != nil {
-			n.kill()
+			n.Kill()
 		}
 	}
-	if c.etcd != nil {
-		c.etcd.Close()
+	if c.Etcd != nil {
+		c.Etcd.Close()
 	}
-	os.RemoveAll(c.dir)
+	os.RemoveAll(c.Dir)
 }
 
-// do sends a request with a JSON body (nil for none) and returns the
+// Do sends a request with a JSON body (nil for none) and returns the
 // status and body.
-func do(ctx context.Context, base, method, path string, body any, headers ...string) (int, []byte, error) {
+func Do(ctx context.Context, base, method, path string, body any, headers ...string) (int, []byte, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -206,7 +214,7 @@ func do(ctx context.Context, base, method, path string, body any, headers ...str
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := HTTPClient.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -215,11 +223,12 @@ func do(ctx context.Context, base, method, path string, body any, headers ...str
 	return resp.StatusCode, b, err
 }
 
-func clusterInfo(ctx context.Context, base string) (node.ClusterInfo, error) {
+// Info reads GET /_cluster from the node at base.
+func Info(ctx context.Context, base string) (node.ClusterInfo, error) {
 	var info node.ClusterInfo
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	st, b, err := do(ctx, base, "GET", "/_cluster", nil)
+	st, b, err := Do(ctx, base, "GET", "/_cluster", nil)
 	if err != nil {
 		return info, err
 	}

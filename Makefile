@@ -52,6 +52,13 @@ bench-mailbox:
 bench-failover:
 	$(GO) run ./bench/failover $(FAILOVER_FLAGS)
 
+# Online cluster expansion, the Espresso paper's Figure 6: a loaded 3-node
+# cluster grown by 1, 2 and 3 nodes, serially and in parallel, under load;
+# writes docs/benchmarks/expand.{md,png}. EXPAND_FLAGS=-quick for a smoke run.
+.PHONY: bench-expand
+bench-expand:
+	$(GO) run ./bench/expand $(EXPAND_FLAGS)
+
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
 # docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/api"
@@ -96,6 +97,9 @@ type Node struct {
 	// changing; moves limits how many run at once.
 	changing sync.Map // partRef -> struct{}
 	moves    chan struct{}
+	// learning: a partition led here had a learner at the last look (the
+	// reconcile loop then looks again soon).
+	learning atomic.Bool
 	// orphans are replicas with state on disk that no placement puts here
 	// (the node was dead while they moved away): deleted once their group
 	// no longer lists this node. stale records since when a replica has

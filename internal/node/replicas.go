@@ -26,6 +26,9 @@ const (
 	caughtUp = 64
 	// moveTimeout bounds one membership change.
 	moveTimeout = 10 * time.Second
+	// learnerRecheck is how soon the reconcile loop runs again while a
+	// learner is catching up on a partition led here.
+	learnerRecheck = 100 * time.Millisecond
 )
 
 // partRef names one partition of one database.
@@ -52,12 +55,20 @@ func (n *Node) reconcileLoop() {
 		stop()
 	}()
 	for {
+		// While a learner of a partition led here catches up, look again
+		// soon: its promotion (and the next move of a throttled
+		// rebalance) waits for this pass, not for an etcd event.
+		var soon <-chan time.Time
+		if n.learning.Swap(false) {
+			soon = time.After(learnerRecheck)
+		}
 		select {
 		case <-n.stop:
 			return
 		case <-changes:
 		case <-schemas:
 		case <-t.C:
+		case <-soon:
 		}
 		n.reconcile(ctx)
 	}
@@ -328,6 +339,9 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 	st, err := g.Status()
 	if err != nil || st.Role != "leader" {
 		return
+	}
+	if len(st.Learners) > 0 {
+		n.learning.Store(true)
 	}
 	target := make([]uint64, len(pp.Replicas))
 	for i, r := range pp.Replicas {

@@ -250,7 +250,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 	res.Before = summarize(ops, -cfg.Before, 0)
 	res.During = summarize(ops, 0, done.Sub(t0))
 	end := time.Since(t0)
-	for s := -cfg.Before; s < end; s += time.Second {
+	for s := -cfg.Before; s+time.Second <= end; s += time.Second { // whole seconds only
 		res.PerSecond = append(res.PerSecond, summarize(ops, s, s+time.Second).Throughput)
 	}
 	res.DiskShare = diskShare(ctx, c, newIDs)

@@ -90,7 +90,7 @@ func (l *load) stop(t *testing.T, n *clusterNode) {
 			t.Fatalf("acknowledged write %s (n=%d): status %d %s", path, want, st, b)
 		}
 	}
-	t.Logf("%d requests, 0 failed; %d acknowledged writes read back", l.ops.Load(), len(l.acked))
+	t.Logf("%d requests, %d failed; %d acknowledged writes read back", l.ops.Load(), len(l.failed), len(l.acked))
 }
 
 // startElasticCluster starts an etcd in the test process and the nodes

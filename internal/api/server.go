@@ -76,6 +76,8 @@ type Server struct {
 	log     *slog.Logger
 	routes  []*route
 	ready   atomic.Bool
+	// draining: the node is stopping; every answer closes its connection.
+	draining atomic.Bool
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -119,10 +121,19 @@ func (s *Server) Attach(cat *catalog.Catalog, rt *router.Router) {
 // SetReady marks the node able (or not) to serve; /readyz follows it.
 func (s *Server) SetReady(v bool) { s.ready.Store(v) }
 
+// Drain makes every answer from now on close its connection
+// ("Connection: close"), so that a stopping node's clients leave its
+// keep-alive connections after an answer, not by finding them closed with
+// a request under way (which, for a write, they could not safely resend).
+func (s *Server) Drain() { s.draining.Store(true) }
+
 // ServeHTTP routes a request and renders its outcome.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	if s.draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
 	method := r.Method
 	if method == http.MethodHead {
 		method = http.MethodGet // net/http drops the body of a HEAD answer

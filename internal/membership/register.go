@@ -41,6 +41,9 @@ type Registration struct {
 	done    chan struct{}
 	leaseMu sync.Mutex
 	lease   clientv3.LeaseID
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Register writes node's key and keeps it alive until Close. It returns
@@ -235,7 +238,13 @@ func (r *Registration) Leave(ctx context.Context) error {
 
 // Close stops keeping the registration alive and revokes the lease, so the
 // node is seen gone at once rather than after the TTL.
+// Closing again does nothing.
 func (r *Registration) Close() error {
+	r.closeOnce.Do(func() { r.closeErr = r.close() })
+	return r.closeErr
+}
+
+func (r *Registration) close() error {
 	r.cancel()
 	<-r.done
 	r.leaseMu.Lock()

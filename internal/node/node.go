@@ -316,6 +316,7 @@ func (n *Node) etcdEndpoints() []string {
 // Close stops serving and closes everything, in reverse order of opening.
 func (n *Node) Close() error {
 	n.handOff(3 * time.Second)
+	n.drain(drainPeriod)
 	close(n.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

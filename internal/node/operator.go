@@ -230,3 +230,25 @@ func (n *Node) successor(st replication.Status, p int) (uint64, bool) {
 	slices.Sort(cands)
 	return cands[p%len(cands)], true
 }
+
+// drainPeriod is how long a stopping node of a cluster keeps answering
+// (each answer closing its connection) after it left the routing table,
+// before it closes its listener and idle connections: routers and smart
+// clients move to other nodes meanwhile (their routing tables follow etcd
+// within about a second).
+const drainPeriod = time.Second
+
+// drain leaves the cluster's routing (the registration's lease is
+// revoked: routers and peers see the node gone) and answers for d more
+// with "Connection: close", when other nodes could take the node's
+// clients; a node alone stops at once.
+func (n *Node) drain(d time.Duration) {
+	if n.reg == nil || n.view == nil || len(n.view.Nodes()) < 2 {
+		return
+	}
+	n.api.Drain()
+	if err := n.reg.Close(); err != nil {
+		n.log.Warn("leave the cluster", "err", err)
+	}
+	time.Sleep(d)
+}

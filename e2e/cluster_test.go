@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
-	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
 )
 
@@ -131,24 +130,7 @@ func startCluster(t *testing.T) []*clusterNode {
 // startClusterAt is startCluster that also returns the etcd endpoint.
 func startClusterAt(t *testing.T) ([]*clusterNode, string) {
 	t.Helper()
-	data := t.TempDir()
-	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
-	ep := etcd.Endpoints()[0]
-	nodes := make([]*clusterNode, 3)
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nodes[i] = startClusterNode(t, fmt.Sprintf("n%d", i+1), data, ep)
-		}()
-	}
-	wg.Wait()
-	return nodes, ep
+	return startElasticCluster(t, []string{"n1", "n2", "n3"}, nil)
 }
 
 func clusterInfo(t *testing.T, n *clusterNode) node.ClusterInfo {

@@ -94,7 +94,8 @@ func (l *load) stop(t *testing.T, n *clusterNode) {
 }
 
 // startElasticCluster starts an etcd in the test process and the nodes
-// named, the ones in standby with --standby.
+// named (each like startClusterNode), the ones in standby with --standby,
+// every one with the extra flags.
 func startElasticCluster(t *testing.T, ids []string, standby map[string]bool, extra ...string) ([]*clusterNode, string) {
 	t.Helper()
 	data := t.TempDir()

@@ -27,10 +27,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/doppio-db/doppio/bench/internal/localcluster"
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // config is everything a run depends on.
@@ -76,11 +75,11 @@ func main() {
 	flag.Parse()
 	cfg := config{
 		Partitions: *partitions, Docs: *docs, DocBytes: *docBytes, Groups: *groups, Clients: *clients,
-		Before: *before, After: *after, MaxWait: *maxWait, Modes: splitList(*modes),
-		Parallel: *parallel, PerNode: *perNode, WorkDir: *work, Out: *out, Command: commandLine(), Quick: *quick,
+		Before: *before, After: *after, MaxWait: *maxWait, Modes: benchutil.SplitList(*modes),
+		Parallel: *parallel, PerNode: *perNode, WorkDir: *work, Out: *out, Command: benchutil.CommandLine("go run ./bench/expand"), Quick: *quick,
 		Progress: func(format string, args ...any) { log.Printf(format, args...) },
 	}
-	for _, s := range splitList(*adds) {
+	for _, s := range benchutil.SplitList(*adds) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 9 {
 			log.Fatalf("bad -adds entry %q (want 1 to 9)", s)
@@ -93,16 +92,16 @@ func main() {
 		}
 	}
 	if *quick {
-		if !flagSet("docs") {
+		if !benchutil.FlagSet("docs") {
 			cfg.Docs = 5000
 		}
-		if !flagSet("adds") {
+		if !benchutil.FlagSet("adds") {
 			cfg.Adds = []int{1}
 		}
-		if !flagSet("before") {
+		if !benchutil.FlagSet("before") {
 			cfg.Before = 4 * time.Second
 		}
-		if !flagSet("out") {
+		if !benchutil.FlagSet("out") {
 			cfg.Out = filepath.Join(os.TempDir(), "doppio-expand-quick")
 		}
 	}
@@ -127,7 +126,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build doppio: %w", err)
 	}
-	rep := &report{Command: cfg.Command, Machine: localcluster.DescribeMachine(), Started: time.Now(), Cfg: cfg}
+	rep := &report{Command: cfg.Command, Machine: benchutil.DescribeMachine(), Started: time.Now(), Cfg: cfg}
 	for _, k := range cfg.Adds {
 		for _, mode := range cfg.Modes {
 			cfg.Progress("%s expansion by %d node(s)", mode, k)
@@ -148,25 +147,4 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	return writePlot(rep, filepath.Join(cfg.Out, "expand.png"))
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-func commandLine() string {
-	args := append([]string{"go run ./bench/expand"}, os.Args[1:]...)
-	return strings.Join(args, " ")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
 	"strings"
 	"time"
 
@@ -13,13 +12,13 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/doppio-db/doppio/bench/internal/localcluster"
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // report is the whole run.
 type report struct {
 	Command  string
-	Machine  localcluster.Machine
+	Machine  benchutil.Machine
 	Started  time.Time
 	Duration time.Duration
 	Cfg      config
@@ -133,13 +132,5 @@ func writePlot(r *report, path string) error {
 	p.Legend.Top, p.Legend.Left = true, true
 	img := vgimg.New(vg.Points(900), vg.Points(520))
 	p.Draw(draw.New(img))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchutil.WritePNG(img, path)
 }

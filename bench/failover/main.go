@@ -26,10 +26,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/doppio-db/doppio/bench/internal/localcluster"
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // config is everything a run depends on.
@@ -73,7 +72,7 @@ func main() {
 	flag.Parse()
 	cfg := config{
 		Nodes:         *nodes,
-		Modes:         splitList(*modes),
+		Modes:         benchutil.SplitList(*modes),
 		Clients:       *clients,
 		PreKill:       *preKill,
 		MaxWait:       *maxWait,
@@ -82,7 +81,7 @@ func main() {
 		ProbeInterval: *probeInt,
 		WorkDir:       *work,
 		Out:           *out,
-		Command:       commandLine(),
+		Command:       benchutil.CommandLine("go run ./bench/failover"),
 		Quick:         *quick,
 		LogDir:        *logDir,
 		Progress:      func(format string, args ...any) { log.Printf(format, args...) },
@@ -90,7 +89,7 @@ func main() {
 	if *raftTick > 0 {
 		cfg.NodeArgs = append(cfg.NodeArgs, "--raft-tick", raftTick.String())
 	}
-	for _, s := range splitList(*sizes) {
+	for _, s := range benchutil.SplitList(*sizes) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			log.Fatalf("bad partition count %q", s)
@@ -98,10 +97,10 @@ func main() {
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
 	if *quick {
-		if !flagSet("partitions") {
+		if !benchutil.FlagSet("partitions") {
 			cfg.Sizes = []int{64, 256}
 		}
-		if !flagSet("out") {
+		if !benchutil.FlagSet("out") {
 			cfg.Out = filepath.Join(os.TempDir(), "doppio-failover-quick")
 		}
 	}
@@ -134,7 +133,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build doppio: %w", err)
 	}
-	rep := &report{Command: cfg.Command, Machine: localcluster.DescribeMachine(), Started: time.Now(), Cfg: cfg}
+	rep := &report{Command: cfg.Command, Machine: benchutil.DescribeMachine(), Started: time.Now(), Cfg: cfg}
 	for _, mode := range cfg.Modes {
 		for _, n := range cfg.Sizes {
 			cfg.Progress("%s, %d partitions: starting %d nodes", mode, n, cfg.Nodes)
@@ -161,27 +160,4 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	return writePlot(rep, filepath.Join(cfg.Out, "failover.png"))
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-func commandLine() string {
-	if len(os.Args) <= 1 {
-		return "go run ./bench/failover"
-	}
-	return "go run ./bench/failover " + strings.Join(os.Args[1:], " ")
 }

@@ -18,6 +18,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // machine describes where the benchmark ran.
@@ -315,15 +317,7 @@ func writePlot(r *results, path string) error {
 			plots[i][j].Draw(canvases[i][j])
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchutil.WritePNG(img, path)
 }
 
 // logTicks labels 1, 2 and 5 times each power of ten, so a narrow range

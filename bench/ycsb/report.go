@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // results is everything one run measured; results.json is this, README.md
@@ -357,15 +359,7 @@ func writeBars(r *results, path, title, ylabel string, value func(x *runResult, 
 	p.NominalX(wls...)
 	img := vgimg.New(vg.Points(720), vg.Points(400))
 	p.Draw(draw.New(img))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchutil.WritePNG(img, path)
 }
 
 func writeReport(r *results, out string) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -317,9 +318,11 @@ func TestRollingRestartFailsNoRequest(t *testing.T) {
 		if err := n.cmd.Wait(); err != nil {
 			t.Fatalf("%s after SIGTERM: %v\n%s", n.id, err, n.logs)
 		}
-		if !strings.Contains(n.logs.String(), "leaderships handed over before stopping") && leads > 0 {
+		handed := regexp.MustCompile(`leaderships handed over before stopping.*`).FindString(n.logs.String())
+		if handed == "" && leads > 0 {
 			t.Fatalf("%s led %d partitions and handed none over:\n%s", n.id, leads, n.logs)
 		}
+		t.Logf("%s: %s", n.id, handed)
 		n.restart(t)
 		waitFor(t, 60*time.Second, n.id+" back and caught up", func() (bool, string) {
 			return settled(clusterInfo(t, other), partitions, rf)

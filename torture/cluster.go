@@ -197,6 +197,28 @@ func (n *Node) Kill() {
 	n.mu.Unlock()
 }
 
+// Stop sends SIGTERM (a graceful stop: the node hands its leaderships
+// over and drains its clients) and waits until the process is gone,
+// killing it if it has not exited within 30 s.
+func (n *Node) Stop() error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s is not running", n.ID)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("%s: %v", n.ID, err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(30 * time.Second):
+		n.Kill()
+		return fmt.Errorf("%s did not exit within 30 s of SIGTERM; killed", n.ID)
+	}
+}
+
 // Pause stops the process with SIGSTOP; Resume continues it.
 func (n *Node) Pause() error  { return n.signal(syscall.SIGSTOP, true) }
 func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }
@@ -307,6 +329,21 @@ func (c *Cluster) Close() error {
 
 func (c *Cluster) get(ctx context.Context, n *Node, path string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// post sends a POST without a body to node n.
+func (c *Cluster) post(ctx context.Context, n *Node, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL()+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -242,6 +243,47 @@ var faultKinds = map[string]faultKind{
 			return killNodes(c, []int{n.Index}, " (the active controller)")
 		},
 	},
+	"restart": {
+		doc:  "stop a random node gracefully (SIGTERM: it hands its leaderships over, then drains its clients), start it again",
+		hold: [2]time.Duration{500 * time.Millisecond, 2 * time.Second},
+		plan: func(rng *rand.Rand, n int, f *Fault) { f.Nodes = randomNodes(rng, n, 1) },
+		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
+			nd := c.Nodes[f.Nodes[0]]
+			if err := nd.Stop(); err != nil {
+				return "", nil, err
+			}
+			return "SIGTERM " + nd.ID, func(ctx context.Context) (string, error) {
+				ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				defer cancel()
+				return "start " + nd.ID, nd.Restart(ctx)
+			}, nil
+		},
+	},
+	"drain": {
+		doc:  "drain a random node (its replicas and leaderships move to the others under load), then add it back (replicas move back); refused, and skipped, when the others are too few for the replication factor",
+		hold: [2]time.Duration{4 * time.Second, 8 * time.Second},
+		plan: func(rng *rand.Rand, n int, f *Fault) { f.Nodes = randomNodes(rng, n, 1) },
+		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
+			nd := c.Nodes[f.Nodes[0]]
+			code, b, err := c.operate(ctx, nd.ID, "drain")
+			if err != nil {
+				return "", nil, err
+			}
+			if code == http.StatusConflict {
+				return fmt.Sprintf("drain %s refused (%s)", nd.ID, strings.TrimSpace(string(b))), func(context.Context) (string, error) { return "nothing to heal", nil }, nil
+			}
+			if code != http.StatusOK {
+				return "", nil, fmt.Errorf("drain %s: %d %s", nd.ID, code, b)
+			}
+			return "drain " + nd.ID, func(ctx context.Context) (string, error) {
+				code, b, err := c.operate(ctx, nd.ID, "add")
+				if err == nil && code != http.StatusOK {
+					err = fmt.Errorf("add %s: %d %s", nd.ID, code, b)
+				}
+				return "add " + nd.ID + " back", err
+			}, nil
+		},
+	},
 	"kill-etcd": {
 		doc:  "kill -9 the node whose embedded etcd member leads etcd, restart it",
 		hold: [2]time.Duration{2 * time.Second, 4 * time.Second},
@@ -272,7 +314,7 @@ func resolve[T any](ctx context.Context, find func(context.Context) (T, error)) 
 
 // kindOrder is the order nemeses are listed and run in.
 var kindOrder = []string{"kill", "kill-leaders", "pause", "partition", "partition-leader", "partition-bridge",
-	"loss", "delay", "restart-all", "kill-controller", "kill-etcd"}
+	"loss", "delay", "restart-all", "kill-controller", "kill-etcd", "restart", "drain"}
 
 // Nemeses lists every nemesis: "none" (no faults, the baseline), one per
 // kind of fault, and "mixed", drawing from all of them.
@@ -414,5 +456,28 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// operate sends POST /_cluster/nodes/{id}/{verb} to the first running
+// node that answers, retrying for up to 10 s while none does.
+func (c *Cluster) operate(ctx context.Context, id, verb string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var last error
+	for {
+		for _, n := range c.Nodes {
+			if n.State() != Running {
+				continue
+			}
+			code, b, err := c.post(ctx, n, "/_cluster/nodes/"+id+"/"+verb)
+			if err == nil && code != http.StatusServiceUnavailable {
+				return code, b, nil
+			}
+			last = fmt.Errorf("%s: %d %v", n.ID, code, err)
+		}
+		if !sleepUntil(ctx, time.Now().Add(200*time.Millisecond)) {
+			return 0, nil, fmt.Errorf("%s %s: no node answered: %v", verb, id, last)
+		}
 	}
 }

@@ -121,9 +121,10 @@ func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 			continue
 		}
 		t.Run(nm.Name, func(t *testing.T) {
-			// mixed runs on five nodes: two of them use the others' etcd.
+			// mixed runs on five nodes: two of them use the others' etcd;
+			// drain needs more nodes than the replication factor.
 			nodes := 3
-			if nm.Name == "mixed" {
+			if nm.Name == "mixed" || nm.Name == "drain" {
 				nodes = 5
 			}
 			// Kept when the test fails: node logs, data, histories.

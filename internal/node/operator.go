@@ -171,6 +171,7 @@ func (n *Node) handOff(timeout time.Duration) {
 	if n.reg == nil || n.router == nil {
 		return
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := n.reg.Leave(ctx); err != nil {
@@ -178,7 +179,7 @@ func (n *Node) handOff(timeout time.Duration) {
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	handed := atomic.Int64{}
+	var handed, tried atomic.Int64
 	for db, ps := range n.router.All() {
 		for _, rep := range ps {
 			_, g, ok := n.router.Hosted(db, rep.ID)
@@ -194,6 +195,7 @@ func (n *Node) handOff(timeout time.Duration) {
 				continue
 			}
 			wg.Add(1)
+			tried.Add(1)
 			go func() {
 				defer wg.Done()
 				sem <- struct{}{}
@@ -205,8 +207,8 @@ func (n *Node) handOff(timeout time.Duration) {
 		}
 	}
 	wg.Wait()
-	if handed.Load() > 0 {
-		n.log.Info("leaderships handed over before stopping", "count", handed.Load())
+	if handed.Load() > 0 || tried.Load() > 0 {
+		n.log.Info("leaderships handed over before stopping", "count", handed.Load(), "of", tried.Load(), "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -78,6 +78,11 @@ type Server struct {
 	ready   atomic.Bool
 	// draining: the node is stopping; every answer closes its connection.
 	draining atomic.Bool
+	// streamsEnd ends every streaming answer (change streams) when the
+	// node stops (EndStreams): their clients resume elsewhere from their
+	// checkpoints, and the HTTP server's shutdown need not wait for them.
+	streamsEnd context.Context
+	endStreams context.CancelFunc
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -109,6 +114,7 @@ func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *promethe
 	}
 	registry.MustRegister(s.requests, s.latency)
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	s.streamsEnd, s.endStreams = context.WithCancel(context.Background())
 	return s
 }
 
@@ -126,6 +132,10 @@ func (s *Server) SetReady(v bool) { s.ready.Store(v) }
 // keep-alive connections after an answer, not by finding them closed with
 // a request under way (which, for a write, they could not safely resend).
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// EndStreams ends every streaming answer under way and any that begins
+// later.
+func (s *Server) EndStreams() { s.endStreams() }
 
 // ServeHTTP routes a request and renders its outcome.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +157,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			var cancel context.CancelFunc
 			if rt.stream {
-				cancel = func() {}
+				ctx, c := context.WithCancel(r.Context())
+				stop := context.AfterFunc(s.streamsEnd, c)
+				cancel = func() { stop(); c() }
+				r = r.WithContext(ctx)
 			} else {
 				r, cancel, err = s.withDeadline(r)
 			}

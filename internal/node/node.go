@@ -317,6 +317,7 @@ func (n *Node) etcdEndpoints() []string {
 func (n *Node) Close() error {
 	n.handOff(3 * time.Second)
 	n.drain(drainPeriod)
+	n.api.EndStreams()
 	close(n.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -82,6 +82,7 @@ type Server struct {
 	scrape   http.Handler
 
 	clusterInfo Cluster
+	transfers   *transfers   // partition backups and restores running here
 	peers       *http.Client // forwarding to other nodes
 	relay       func() []Peer
 }
@@ -106,6 +107,7 @@ func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *promethe
 		}, []string{"route", "method"}),
 	}
 	registry.MustRegister(s.requests, s.latency)
+	s.transfers = newTransfers(registry)
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	return s
 }

@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/problem"
@@ -212,6 +215,22 @@ type Loaded struct {
 	Keys, Ranges int
 	Bytes        int64
 }
+
+// LoadRestoreTable is LoadRestore of a table held in memory.
+func (r *Replica) LoadRestoreTable(ctx context.Context, session string, from keys.Partition, table []byte) (Loaded, error) {
+	dir, err := r.engine.StagingDir(fmt.Sprintf("restore-%d-%d", r.ID, restoreSeq.Add(1)))
+	if err != nil {
+		return Loaded{}, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "table.sst")
+	if err := os.WriteFile(path, table, 0o644); err != nil {
+		return Loaded{}, err
+	}
+	return r.LoadRestore(ctx, session, from, path)
+}
+
+var restoreSeq atomic.Uint64
 
 // LoadRestore replicates the contents of the backup sstable at path,
 // written from partition from (the same partition of the backup's

@@ -1,0 +1,390 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/backup"
+	"github.com/doppio-db/doppio/internal/changes"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+const (
+	backupMessageSchema = `{"key":[{"name":"box","type":"string"},{"name":"msg","type":"long","autoIncrement":true}],
+ "schema":{"type":"record","name":"Message","fields":[{"name":"subject","type":"string","index":"text"},{"name":"folder","type":"string","index":"attribute"},{"name":"size","type":"long","index":"attribute","default":0}]}}`
+	backupProfileV1 = `{"key":[{"name":"user","type":"string"}],
+ "schema":{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"age","type":"int","index":"attribute"}]}}`
+	backupProfileV2 = `{"key":[{"name":"user","type":"string"}],
+ "schema":{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"age","type":"int","index":"attribute"},{"name":"city","type":"string","default":"nowhere"}]}}`
+	backupNoteSchema = `{"key":[{"name":"id","type":"string"}],
+ "schema":{"type":"record","name":"Note","fields":[{"name":"text","type":"string"}]}}`
+)
+
+// docState is what a read of one document answered.
+type docState struct {
+	status int
+	etag   string
+	body   string
+}
+
+// backupModel is every document path the test wrote, and the queries it
+// checks, read back as they are on a cluster.
+type backupModel struct {
+	paths   map[string]bool // "/Table/k1/k2"
+	boxes   []string
+	queries []string
+}
+
+func (m *backupModel) read(t *testing.T, n *devNode, db string) map[string]docState {
+	t.Helper()
+	out := map[string]docState{}
+	for p := range m.paths {
+		status, h, b := n.do("GET", "/"+db+p, nil)
+		out[p] = docState{status, h.Get("ETag"), string(b)}
+	}
+	for _, box := range m.boxes {
+		out["collection "+box] = docState{200, "", string(n.must(200, "GET", "/"+db+"/Message/"+box, nil))}
+	}
+	for _, q := range m.queries {
+		out["query "+q] = docState{200, "", string(n.must(200, "GET", "/"+db+q, nil))}
+	}
+	return out
+}
+
+func sameState(t *testing.T, what string, got, want map[string]docState) {
+	t.Helper()
+	var diffs []string
+	for k, w := range want {
+		if g := got[k]; g != w {
+			diffs = append(diffs, fmt.Sprintf("%s: got %d %s %s, want %d %s %s", k, g.status, g.etag, g.body, w.status, w.etag, w.body))
+		}
+	}
+	if len(got) != len(want) {
+		diffs = append(diffs, fmt.Sprintf("%d reads, want %d", len(got), len(want)))
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 0 {
+		t.Fatalf("%s differs from the source in %d of %d reads:\n%s", what, len(diffs), len(want), strings.Join(diffs[:min(len(diffs), 10)], "\n"))
+	}
+}
+
+func doppio(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(binary, args...).CombinedOutput()
+	return string(out), err
+}
+
+var backupLine = regexp.MustCompile(`backup (\S+) of shop: (full|incremental to (\S+)),`)
+
+func takeBackup(t *testing.T, n *devNode, dir string) (string, string) {
+	t.Helper()
+	out, err := doppio(t, "backup", "shop", "--to", dir, "--server", n.addr)
+	if err != nil {
+		t.Fatalf("doppio backup: %v\n%s", err, out)
+	}
+	m := backupLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("doppio backup printed no backup line:\n%s", out)
+	}
+	t.Logf("doppio backup:\n%s", out)
+	return m[1], m[3]
+}
+
+func seqOf(t *testing.T, scn string) uint64 {
+	t.Helper()
+	s, err := partition.ParseSCN(scn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Sequence
+}
+
+// TestBackupAndRestoreIntoAnotherCluster backs up a database of a
+// three-node cluster (RF 3) while it takes writes, then incrementally
+// after updates, deletes and inserts, and restores both into a one-node
+// cluster: every document (ETag included), collection and index query
+// equals the source at the backups' SCNs, writes after the last backup are
+// absent, and the restored database continues the source's auto-increment
+// counters, SCNs and change log. A non-empty database, a corrupt backup
+// and bad arguments are refused before anything changes.
+func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
+	nodes := startCluster(t)
+	n1, n2 := nodes[0].devNode, nodes[1].devNode
+	const partitions = 4
+	n1.must(201, "PUT", "/_schemas/shop", map[string]any{"partitions": partitions, "replicas": 3})
+	n1.must(201, "PUT", "/_schemas/shop/Message", backupMessageSchema)
+	n1.must(201, "PUT", "/_schemas/shop/Profile", backupProfileV1)
+	n1.must(201, "PUT", "/_schemas/shop/Note", backupNoteSchema)
+	waitFor(t, 60*time.Second, "source cluster settled", func() (bool, string) { return settled(clusterInfo(t, nodes[0]), partitions, 3) })
+
+	m := &backupModel{paths: map[string]bool{}}
+	lastMsg := map[string]int64{}
+	insert := func(box, subject, folder string) {
+		var res struct {
+			Key []any `json:"key"`
+		}
+		b := n1.must(201, "POST", "/shop/Message/"+box, map[string]any{"subject": subject, "folder": folder, "size": len(subject)})
+		if err := json.Unmarshal(b, &res); err != nil || len(res.Key) != 2 {
+			t.Fatalf("insert answer %s", b)
+		}
+		id := int64(res.Key[1].(float64))
+		lastMsg[box] = id
+		m.paths[fmt.Sprintf("/Message/%s/%d", box, id)] = true
+	}
+	for i := range 8 {
+		box := fmt.Sprintf("box%d", i)
+		m.boxes = append(m.boxes, box)
+		for j := range 5 {
+			insert(box, fmt.Sprintf("hello %d from %d", j, i), []string{"inbox", "sent"}[j%2])
+		}
+	}
+	for i := range 12 {
+		n1.must(201, "PUT", fmt.Sprintf("/shop/Profile/u%d", i), map[string]any{"name": fmt.Sprint("user ", i), "age": 20 + i})
+		m.paths[fmt.Sprintf("/Profile/u%d", i)] = true
+	}
+	n1.must(200, "PUT", "/_schemas/shop/Profile", backupProfileV2)
+	n1.must(200, "PUT", "/shop/Profile/u3", map[string]any{"name": "user 3", "age": 23, "city": "Lyon"})
+	m.queries = []string{
+		"/Message/box1?query=folder:inbox",
+		"/Message/box2?query=hello&sort=-size",
+		"/Message?query=" + url.QueryEscape("folder:sent AND size:[0 TO 100]") + "&sort=size&limit=100",
+		"/Profile?query=" + url.QueryEscape("age:[25 TO 28]") + "&sort=age",
+	}
+	atFull := m.read(t, n1, "shop")
+
+	// The full backup runs while a writer adds notes through another node.
+	dir := t.TempDir()
+	var (
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		noted sync.Map // note id -> SCN of its acknowledged write
+		notes atomic.Int64
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			id := fmt.Sprint("c", i)
+			status, h, b := n2.do("PUT", "/shop/Note/"+id, map[string]any{"text": id})
+			if status != 201 {
+				t.Errorf("note %s: %d %s", id, status, b)
+				return
+			}
+			noted.Store(id, h.Get("X-Doppio-SCN"))
+			notes.Add(1)
+		}
+	}()
+	waitFor(t, 30*time.Second, "notes written before the backup", func() (bool, string) { return notes.Load() >= 20, "" })
+	fullID, prev := takeBackup(t, n1, dir)
+	if prev != "" {
+		t.Fatalf("first backup is incremental to %s", prev)
+	}
+	after := notes.Load() + 10
+	waitFor(t, 30*time.Second, "notes written after the backup", func() (bool, string) { return notes.Load() >= after, "" })
+	stop.Store(true)
+	wg.Wait()
+	full, err := backup.ReadManifest(dir, fullID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]int{}
+	for _, tb := range full.Tables {
+		versions[tb.Name] = len(tb.Versions)
+	}
+	if fmt.Sprint(versions) != "map[Message:1 Note:1 Profile:2]" {
+		t.Fatalf("manifest tables and their versions: %v", versions)
+	}
+
+	// After the full backup: updates, deletes (one, and a collection), new
+	// documents.
+	n1.must(200, "PATCH", "/shop/Profile/u1", map[string]any{"$set": map[string]any{"city": "Oslo"}, "$inc": map[string]any{"age": 1}})
+	n1.must(204, "DELETE", "/shop/Profile/u2", nil)
+	n1.must(204, "DELETE", "/shop/Message/box3/2", nil)
+	n1.must(204, "DELETE", "/shop/Message/box4", nil)
+	for i := range 3 {
+		insert("box5", fmt.Sprint("late news ", i), "inbox")
+		insert("box9", fmt.Sprint("new box ", i), "sent")
+	}
+	m.boxes = append(m.boxes, "box9")
+	n1.must(201, "PUT", "/shop/Profile/u20", map[string]any{"name": "new", "age": 26, "city": "Rome"})
+	m.paths["/Profile/u20"] = true
+	atInc := m.read(t, n1, "shop")
+	incID, prev := takeBackup(t, n1, dir)
+	if prev != fullID {
+		t.Fatalf("second backup is incremental to %q, want %s", prev, fullID)
+	}
+	inc, err := backup.ReadManifest(dir, incID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range inc.Parts {
+		if !p.Incremental || p.Since != full.Parts[p.Partition].SCN {
+			t.Fatalf("partition %d of the incremental backup: %+v, want incremental since %s", p.Partition, p, full.Parts[p.Partition].SCN)
+		}
+	}
+	if inc.Bytes() >= full.Bytes() {
+		t.Errorf("incremental backup has %d bytes, the full one %d", inc.Bytes(), full.Bytes())
+	}
+	// Written after the last backup: never restored.
+	insert("box5", "too late", "inbox")
+	n1.must(201, "PUT", "/shop/Profile/u21", map[string]any{"name": "too late", "age": 30})
+
+	// A one-node cluster restores the chain, then the full backup alone.
+	target := startDev(t, t.TempDir())
+	out, err := doppio(t, "restore", "--from", dir, "--server", target.addr, "--replicas", "1")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("restored backup %s of shop into shop: 4 partitions", incID)) {
+		t.Fatalf("doppio restore: %v\n%s", err, out)
+	}
+	t.Logf("doppio restore:\n%s", out)
+	sameState(t, "restored full+incremental backup", m.read(t, target, "shop"), atInc)
+
+	out, err = doppio(t, "restore", "--from", dir, "--backup", fullID, "--as", "shopfull", "--server", target.addr, "--replicas", "1")
+	if err != nil {
+		t.Fatalf("doppio restore --backup %s: %v\n%s", fullID, err, out)
+	}
+	gotFull := m.read(t, target, "shopfull")
+	for k := range gotFull {
+		if _, ok := atFull[k]; !ok {
+			delete(gotFull, k) // paths written after the full backup
+		}
+	}
+	sameState(t, "restored full backup", gotFull, atFull)
+	// The notes written during the full backup: there exactly when their
+	// SCN is at most their partition's in the backup.
+	in, out2 := 0, 0
+	noted.Range(func(k, v any) bool {
+		id, scn := k.(string), v.(string)
+		pk, _ := keys.EncodeTuple(keys.Tuple{id})
+		p := router.PartitionOf(schema.Database{Partitions: partitions}, pk)
+		want := 404
+		if seqOf(t, scn) <= seqOf(t, full.Parts[p].SCN) {
+			want, in = 200, in+1
+		} else {
+			out2++
+		}
+		if got, _, b := target.do("GET", "/shopfull/Note/"+id, nil); got != want {
+			t.Errorf("note %s (partition %d, SCN %s; backup at %s): %d %s, want %d", id, p, scn, full.Parts[p].SCN, got, b, want)
+		}
+		return true
+	})
+	t.Logf("notes written during the full backup: %d in it, %d after it", in, out2)
+
+	// The restored database continues: the next auto-increment value, the
+	// next SCN of the partition, and the change log from the full backup's
+	// SCNs on equals the source's.
+	var res struct {
+		Key []any `json:"key"`
+	}
+	_, h, b := target.do("POST", "/shop/Message/box1", map[string]any{"subject": "after restore", "folder": "inbox"})
+	if err := json.Unmarshal(b, &res); err != nil || len(res.Key) != 2 || int64(res.Key[1].(float64)) != lastMsg["box1"]+1 {
+		t.Fatalf("insert after restore: %s, want message %d", b, lastMsg["box1"]+1)
+	}
+	pk, _ := keys.EncodeTuple(keys.Tuple{"box1"})
+	p1 := router.PartitionOf(schema.Database{Partitions: partitions}, pk)
+	if got, want := seqOf(t, h.Get("X-Doppio-SCN")), seqOf(t, inc.Parts[p1].SCN)+1; got != want {
+		t.Fatalf("first write after restore in partition %d has SCN %s, want sequence %d", p1, h.Get("X-Doppio-SCN"), want)
+	}
+	logFrom := func(n *devNode, db string) []string {
+		cp := changes.Checkpoint{DB: db}
+		for _, part := range full.Parts {
+			scn, _ := partition.ParseSCN(part.SCN)
+			cp.Set(changes.Position{Partition: part.Partition, SCN: scn})
+		}
+		s := openChanges(t, n, db+"?from="+url.QueryEscape(cp.String()))
+		defer s.cancel()
+		var want int
+		for _, p := range inc.Parts {
+			want += int(seqOf(t, p.SCN) - seqOf(t, full.Parts[p.Partition].SCN))
+		}
+		// Every transaction ends with one txnEnd event.
+		var lines []string
+		timeout := time.After(30 * time.Second)
+		for ends := 0; ends < want; {
+			select {
+			case e, ok := <-s.lines:
+				if !ok || e.Error != nil {
+					t.Fatalf("change stream of %s ended: %+v", db, e)
+				}
+				if e.SCN == "" || seqOf(t, e.SCN) > seqOf(t, inc.Parts[e.Partition].SCN) {
+					continue
+				}
+				lines = append(lines, e.short())
+				if e.TxnEnd {
+					ends++
+				}
+			case <-timeout:
+				t.Fatalf("change stream of %s: %d of %d transactions within 30s", db, len(lines), want)
+			}
+		}
+		sort.Strings(lines)
+		return lines
+	}
+	src, dst := logFrom(n1, "shop"), logFrom(target, "shop")
+	if strings.Join(src, "\n") != strings.Join(dst, "\n") {
+		t.Fatalf("restored change log differs:\nsource:\n%s\nrestored:\n%s", strings.Join(src, "\n"), strings.Join(dst, "\n"))
+	}
+
+	// Refusals. Into a database that holds data: nothing changes.
+	before := m.read(t, target, "shop")
+	out, err = doppio(t, "restore", "--from", dir, "--server", target.addr)
+	if err == nil || !strings.Contains(out, "database shop is not empty: partition") {
+		t.Fatalf("restore into a non-empty database: %v\n%s", err, out)
+	}
+	sameState(t, "database after a refused restore", m.read(t, target, "shop"), before)
+	// A corrupt file: refused before the database is created.
+	bad := t.TempDir()
+	if err := os.CopyFS(bad, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(bad, incID, inc.Parts[0].Files[0].Name)
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(victim, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = doppio(t, "restore", "--from", bad, "--as", "corrupt", "--server", target.addr)
+	if err == nil || !strings.Contains(out, "the backup is corrupt") {
+		t.Fatalf("restore of a corrupt backup: %v\n%s", err, out)
+	}
+	target.must(404, "GET", "/_schemas/corrupt", nil)
+	// The node checks a table's checksum too.
+	target.must(422, "POST", "/_internal/restore/shop/0?step=load&session=x&from=shop&sha256="+strings.Repeat("0", 64), "not a table")
+	// Bad arguments.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "shop"}, "--to DIR is required"},
+		{[]string{"backup", "nope", "--to", t.TempDir()}, `database "nope" does not exist`},
+		{[]string{"restore"}, "--from DIR is required"},
+		{[]string{"restore", "--from", dir, "--backup", "nope"}, `no backup "nope" in`},
+		{[]string{"restore", "--from", t.TempDir()}, "no backup in"},
+	} {
+		out, err := doppio(t, append(c.args, "--server", target.addr)...)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("doppio %v: %v %q, want an error saying %q", c.args, err, out, c.want)
+		}
+	}
+	target.must(404, "GET", "/_internal/backup/shop/9", nil)
+	target.must(400, "GET", "/_internal/backup/shop/0?since=yesterday", nil)
+	target.must(400, "POST", "/_internal/restore/shop/0?step=begin", nil)
+	target.must(400, "POST", "/_internal/restore/shop/0?step=undo&session=x", nil)
+	target.must(409, "POST", "/_internal/restore/shop/0?step=finish&session=x&scn=1:1", nil)
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,16 @@ func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p param
 	rep, pi, err := s.routeLeader(r, p, router.Access{Read: true})
 	if err != nil {
 		return err
+	}
+	// An index still being built has only part of its entries; a backup
+	// of them would restore as a complete, wrong index.
+	for _, t := range s.catalog.Tables(p.db) {
+		for _, ix := range t.Indexes() {
+			field := strings.Join(ix.Path, ".")
+			if st := rep.IndexState(t.Def.Name, field); !st.Ready {
+				return problem.Field(problem.Conflict, field, "the index on %s.%s is being built (%.0f%% of partition %d done); back up once it is ready", t.Def.Name, field, st.Progress()*100, pi)
+			}
+		}
 	}
 	x := s.transfers.start("backup", p.db, pi, "")
 	defer func() { s.transfers.end(x, err) }()

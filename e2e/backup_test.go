@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -204,6 +205,9 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := metricSum(t, "doppio_backup_partitions_total", `kind="backup",outcome="ok"`, n1, n2, nodes[2].devNode); got != partitions {
+		t.Fatalf("partition backups counted by the leaders: %v, want %d", got, partitions)
+	}
 	versions := map[string]int{}
 	for _, tb := range full.Tables {
 		versions[tb.Name] = len(tb.Versions)
@@ -262,6 +266,9 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	gotFull := m.read(t, target, "shopfull")
 	delete(gotFull, "collection box9") // a group created after the full backup
 	sameState(t, "restored full backup", gotFull, atFull)
+	if got, want := metricSum(t, "doppio_backup_bytes_total", `kind="restore"`, target), float64(2*full.Bytes()+inc.Bytes()); got != want {
+		t.Fatalf("restored bytes counted: %v, want %v", got, want)
+	}
 	// The notes written during the full backup: there exactly when their
 	// SCN is at most their partition's in the backup.
 	in, out2 := 0, 0
@@ -388,4 +395,96 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	target.must(400, "POST", "/_internal/restore/shop/0?step=begin", nil)
 	target.must(400, "POST", "/_internal/restore/shop/0?step=undo&session=x", nil)
 	target.must(409, "POST", "/_internal/restore/shop/0?step=finish&session=x&scn=1:1", nil)
+}
+
+// metricSum adds up a metric's samples (with the given label text) over
+// nodes' /metrics.
+func metricSum(t *testing.T, name, labels string, nodes ...*devNode) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range nodes {
+		for _, line := range strings.Split(string(n.must(200, "GET", "/metrics", nil)), "\n") {
+			if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, labels) {
+				continue
+			}
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestClusterShowsARunningBackup holds a partition's backup stream open
+// (the client stops reading, so the leader blocks writing it) and finds
+// it, with its bytes so far, in /_cluster and /metrics; once read to its
+// end the stream is complete and the transfer is gone.
+func TestClusterShowsARunningBackup(t *testing.T) {
+	n := startDev(t, t.TempDir())
+	n.must(201, "PUT", "/_schemas/big", map[string]any{"partitions": 1, "replicas": 1})
+	n.must(201, "PUT", "/_schemas/big/Blob", `{"key":[{"name":"id","type":"string"}],"schema":{"type":"record","name":"Blob","fields":[{"name":"data","type":"string"}]}}`)
+	chunk := make([]byte, 128<<10)
+	for i := range 96 {
+		for j := range chunk {
+			chunk[j] = "0123456789abcdef"[(i*7919+j*j*31+j>>3)%16]
+		}
+		n.must(201, "PUT", fmt.Sprintf("/big/Blob/b%d", i), map[string]any{"data": fmt.Sprintf("%x", chunk)})
+	}
+	resp, err := http.Get(n.addr + "/_internal/backup/big/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("backup stream: status %d", resp.StatusCode)
+	}
+	running := func() (bool, string) {
+		var info struct {
+			Transfers []struct {
+				Node, Kind, DB string
+				Partition      int
+				Bytes          int64
+			} `json:"transfers"`
+		}
+		b := n.must(200, "GET", "/_cluster", nil)
+		if err := json.Unmarshal(b, &info); err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range info.Transfers {
+			if tr.Kind == "backup" && tr.DB == "big" && tr.Partition == 0 && tr.Bytes > 0 {
+				return true, string(b)
+			}
+		}
+		return false, string(b)
+	}
+	waitFor(t, 30*time.Second, "the running backup in /_cluster", running)
+	if got := metricSum(t, "doppio_backup_running", `kind="backup"`, n); got != 1 {
+		t.Fatalf("doppio_backup_running{kind=backup} = %v, want 1", got)
+	}
+	fr := backup.NewFrameReader(resp.Body)
+	tables, done := 0, false
+	for !done {
+		kind, _, err := fr.Next(nil)
+		if err != nil {
+			t.Fatalf("backup stream after %d tables: %v", tables, err)
+		}
+		switch kind {
+		case backup.FrameEnd:
+			tables++
+		case backup.FrameDone:
+			done = true
+		}
+	}
+	if tables < 2 {
+		t.Fatalf("a backup of ~24 MiB came in %d tables, want several of ~4 MiB", tables)
+	}
+	waitFor(t, 30*time.Second, "the finished backup gone from /_cluster", func() (bool, string) {
+		ok, state := running()
+		return !ok, state
+	})
+	if got := metricSum(t, "doppio_backup_partitions_total", `kind="backup",outcome="ok"`, n); got != 1 {
+		t.Fatalf("doppio_backup_partitions_total{backup,ok} = %v, want 1", got)
+	}
 }

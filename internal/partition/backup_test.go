@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -244,4 +245,69 @@ func maps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+func TestIncrementalCarriesTheIndexOfEveryGroupItWrote(t *testing.T) {
+	f := newFixture(t)
+	msgs := table(t, "Indexed", []schema.KeyPart{{Name: "box", Type: "string"}, {Name: "id", Type: "long", AutoIncrement: true}},
+		`{"type":"record","name":"M","fields":[
+			{"name":"subject","type":"string","index":"text"},
+			{"name":"at","type":"long","index":"attribute"}]}`)
+	ins := func(box, subject string, at int64) Operation {
+		return Operation{Kind: Insert, Table: msgs, Key: keys.Tuple{box}, Doc: schema.Document{"subject": subject, "at": at}}
+	}
+	for _, box := range []string{"a", "b", "c", "d"} {
+		f.exec(t, ins(box, "lunch friday", 1), ins(box, "budget review", 2), ins(box, "lunch menu", 3))
+	}
+	full, fullFiles := backupTo(t, f, nil, t.TempDir())
+	f.exec(t, Operation{Kind: Put, Table: msgs, Key: keys.Tuple{"b", int64(1)}, Doc: schema.Document{"subject": "dinner saturday", "at": int64(9)}})
+	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"c", int64(2)}})
+	f.exec(t, Operation{Kind: DeleteCollection, Table: msgs, Key: keys.Tuple{"d"}})
+	f.exec(t, ins("e", "new box", 5))
+	inc, incFiles := backupTo(t, f, &full.SCN, t.TempDir())
+	if !inc.Incremental {
+		t.Fatalf("incremental backup fell back to full: %s", inc.FullReason)
+	}
+	r, e := openAs(t, "copy")
+	restoreInto(t, r, "s", f.rep.prefix, inc.SCN, append(fullFiles, incFiles...)...)
+	if !maps(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
+		t.Fatal("restored index entries differ from the source's")
+	}
+	g := &fixture{rep: r, engine: e}
+	for _, c := range []struct {
+		box, q string
+		want   []int64
+	}{
+		{"a", "subject:lunch", []int64{1, 3}},
+		{"b", "subject:lunch", []int64{3}},
+		{"b", "subject:dinner", []int64{1}},
+		{"c", "subject:budget", nil},
+		{"d", "subject:lunch", nil},
+		{"e", "subject:new", []int64{1}},
+	} {
+		if got := queryIDs(t, g, msgs, c.box, c.q, ""); !slices.Equal(got, c.want) {
+			t.Errorf("restored %s in %s = %v, want %v", c.q, c.box, got, c.want)
+		}
+	}
+}
+
+func TestIncrementalFallsBackToFullAfterAnIndexOnlyTransaction(t *testing.T) {
+	f := newFixture(t)
+	f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"a"}, Doc: schema.Document{"subject": "s"}})
+	full, _ := backupTo(t, f, nil, t.TempDir())
+	// What a backfill chunk replicates: index entries, no document.
+	ws := &WriteSet{Mtime: 1, Index: IndexWrites{Puts: []IndexEntry{{Key: f.rep.prefix.Index("Message", []byte("x"), "subject"), Value: []byte{1}}}}}
+	scn, err := f.rep.repl.Replicate(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, files := backupTo(t, f, &full.SCN, t.TempDir())
+	if want := fmt.Sprintf("SCN %s built or dropped an index", scn); info.Incremental || info.FullReason != want {
+		t.Fatalf("backup after an index-only transaction = %+v, want a full one saying %q", info, want)
+	}
+	r, e := openAs(t, "copy")
+	restoreInto(t, r, "s", f.rep.prefix, info.SCN, files...)
+	if !maps(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
+		t.Fatal("restored fallback backup differs from the source")
+	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/backup"
 	"github.com/doppio-db/doppio/internal/changes"
+	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/router"
@@ -418,6 +420,10 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 			t.Errorf("doppio %v: %v %q, want an error saying %q", c.args, err, out, c.want)
 		}
 	}
+	target.must(201, "PUT", "/_schemas/two", map[string]any{"partitions": 2, "replicas": 1})
+	if out, err := doppio(t, "restore", "--from", dir, "--as", "two", "--server", target.addr); err == nil || !strings.Contains(out, "database two has 2 partitions, the backup 4") {
+		t.Errorf("restore into another partition count: %v %q", err, out)
+	}
 	target.must(404, "GET", "/_internal/backup/shop/9", nil)
 	target.must(400, "GET", "/_internal/backup/shop/0?since=yesterday", nil)
 	target.must(400, "POST", "/_internal/restore/shop/0?step=begin", nil)
@@ -514,5 +520,57 @@ func TestClusterShowsARunningBackup(t *testing.T) {
 	})
 	if got := metricSum(t, "doppio_backup_partitions_total", `kind="backup",outcome="ok"`, n); got != 1 {
 		t.Fatalf("doppio_backup_partitions_total{backup,ok} = %v, want 1", got)
+	}
+}
+
+// TestRestoreIntoTwoNodesReplicatesEveryPartition backs up a one-node
+// database and restores it into a two-node cluster with two replicas per
+// partition: both replicas of every partition answer every document (read
+// locally, follower included) exactly as the source, at the same SCN.
+func TestRestoreIntoTwoNodesReplicatesEveryPartition(t *testing.T) {
+	src := startDev(t, t.TempDir())
+	const partitions = 3
+	src.must(201, "PUT", "/_schemas/shop", map[string]any{"partitions": partitions, "replicas": 1})
+	src.must(201, "PUT", "/_schemas/shop/Message", backupMessageSchema)
+	m := &backupModel{paths: map[string]bool{}}
+	for i := range 30 {
+		box := fmt.Sprint("box", i%6)
+		b := src.must(201, "POST", "/shop/Message/"+box, map[string]any{"subject": fmt.Sprint("note ", i), "folder": "inbox"})
+		var res struct {
+			Key []any `json:"key"`
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatal(err)
+		}
+		m.paths[fmt.Sprintf("/Message/%s/%v", box, res.Key[1])] = true
+	}
+	want := m.read(t, src, "shop")
+	dir := t.TempDir()
+	takeBackup(t, src, dir)
+
+	data := t.TempDir()
+	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	n1 := startClusterNode(t, "n1", data, etcd.Endpoints()[0])
+	n2 := startClusterNode(t, "n2", data, etcd.Endpoints()[0])
+	if out, err := doppio(t, "restore", "--from", dir, "--replicas", "2", "--server", n1.addr); err != nil {
+		t.Fatalf("doppio restore: %v\n%s", err, out)
+	}
+	waitFor(t, 60*time.Second, "restored partitions settled on both nodes", func() (bool, string) { return settled(clusterInfo(t, n1), partitions, 2) })
+	for _, n := range []*clusterNode{n1, n2} {
+		got := map[string]docState{}
+		for p := range m.paths {
+			status, h, b := n.do("GET", "/shop"+p, nil, "X-Doppio-Staleness", "1h")
+			got[p] = docState{status, h.Get("ETag"), string(b)}
+		}
+		for p := range want {
+			if !strings.HasPrefix(p, "/") {
+				delete(want, p)
+			}
+		}
+		sameState(t, "replicas on "+n.id, got, want)
 	}
 }

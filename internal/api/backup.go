@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -106,6 +107,9 @@ func (s *Server) Transfers() []Transfer {
 	slices.SortFunc(out, func(a, b Transfer) int { return a.Started.Compare(b.Started) })
 	return out
 }
+
+// restoreStepTimeout bounds one restore step on the leader.
+const restoreStepTimeout = 2 * time.Minute
 
 func partitionNumber(v string) (int, error) {
 	n, err := strconv.Atoi(v)
@@ -246,17 +250,21 @@ func (s *Server) restorePartition(w http.ResponseWriter, r *http.Request, p para
 	}
 	x := s.transfers.start("restore", p.db, pi, session)
 	defer func() { s.transfers.end(x, err) }()
+	// A step of a lost leader may wait for its entry's fate; bound it (the
+	// route has no request deadline: a load carries megabytes).
+	ctx, cancel := context.WithTimeout(r.Context(), restoreStepTimeout)
+	defer cancel()
 	out := map[string]any{"partition": pi, "step": step, "session": session}
 	switch step {
 	case "begin":
-		err = rep.BeginRestore(r.Context(), session)
+		err = rep.BeginRestore(ctx, session)
 	case "load":
 		var n partition.Loaded
-		n, err = rep.LoadRestoreTable(r.Context(), session, keys.PartitionPrefix(from, pi), body)
+		n, err = rep.LoadRestoreTable(ctx, session, keys.PartitionPrefix(from, pi), body)
 		s.transfers.add(x, int64(len(body)))
 		out["keys"], out["ranges"], out["bytes"] = n.Keys, n.Ranges, n.Bytes
 	case "finish":
-		err = rep.FinishRestore(r.Context(), session, scn)
+		err = rep.FinishRestore(ctx, session, scn)
 		out["scn"] = scn.String()
 	}
 	if err != nil {

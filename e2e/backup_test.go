@@ -382,6 +382,9 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	if err == nil || !strings.Contains(out, "database shop is not empty: partition") {
 		t.Fatalf("restore into a non-empty database: %v\n%s", err, out)
 	}
+	if b := target.must(409, "POST", "/_internal/restore/shop/0?step=begin&session=other", nil); !strings.Contains(string(b), "partition 0 of shop is not empty (at SCN") {
+		t.Fatalf("begin on a partition with data: %s", b)
+	}
 	sameState(t, "database after a refused restore", m.read(t, target, "shop"), before)
 	// A corrupt file: refused before the database is created.
 	bad := t.TempDir()

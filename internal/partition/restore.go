@@ -124,6 +124,9 @@ func ApplyRestore(b *storage.Batch, p keys.Partition, s *RestoreStep) *SCN {
 		b.Set(mark, []byte(s.Session)) // a full table's range clears it
 	case RestoreFinish:
 		b.Delete(mark)
+		if s.SCN.Sequence > 0 {
+			b.Set(p.Meta(metaApplied), encodeSCN(s.SCN)) // as the backup's metadata says
+		}
 		b.Notify(string(p.LogPrefix()))
 		scn := s.SCN
 		return &scn

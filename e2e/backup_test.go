@@ -366,6 +366,9 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	target.must(200, "POST", "/_internal/restore/shop2/0?step=load&from=shop&session="+incID+"&sha256="+first.SHA256, string(table))
+	if b := target.must(409, "PUT", "/shop2/Note/"+groupsByPartition(partitions)[0], map[string]any{"text": "x"}); !strings.Contains(string(b), "is being restored from backup "+incID) {
+		t.Fatalf("write into a partition being restored: %s", b)
+	}
 	out, err = doppio(t, "restore", "--from", dir, "--backup", fullID, "--as", "shop2", "--server", target.addr)
 	if err == nil || !strings.Contains(out, "partition 0 holds an unfinished restore of backup "+incID) {
 		t.Fatalf("restore over another backup's unfinished restore: %v\n%s", err, out)

@@ -177,8 +177,12 @@ func TestInterruptedRestoreStartsOverOrRefusesAnother(t *testing.T) {
 	if _, err := r.LoadRestore(ctx, "s1", f.rep.prefix, files[0]); err != nil {
 		t.Fatal(err)
 	}
-	// Interrupted here. Another backup's restore is refused...
+	// Interrupted here. Writes are refused...
 	var pe *problem.Error
+	if _, err := r.Execute(ctx, Request{Ops: []Operation{{Kind: Insert, Table: f.messages, Key: keys.Tuple{"b"}, Doc: schema.Document{"subject": "x"}}}}); !errors.As(err, &pe) || pe.Kind != problem.Conflict {
+		t.Fatalf("write during a restore: %v, want a conflict", err)
+	}
+	// ...and so is another backup's restore...
 	if err := r.BeginRestore(ctx, "s2"); !errors.As(err, &pe) || pe.Kind != problem.Conflict {
 		t.Fatalf("another restore over an unfinished one: %v, want a conflict", err)
 	}

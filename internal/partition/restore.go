@@ -163,6 +163,20 @@ func (r *Replica) RestoreSession() (string, error) {
 	return string(v), err
 }
 
+// refuseWhileRestoring refuses writes to a partition with an unfinished
+// restore. Only a partition that never applied a write set can hold one,
+// so the lookup costs nothing once a partition has data.
+func (r *Replica) refuseWhileRestoring() error {
+	if r.Applied().Sequence != 0 {
+		return nil
+	}
+	session, err := r.RestoreSession()
+	if err != nil || session == "" {
+		return err
+	}
+	return problem.New(problem.Conflict, "partition %d of %s is being restored from backup %s; write once the restore has finished", r.ID, r.DB, session)
+}
+
 func (r *Replica) restorer(ctx context.Context) (RestoreReplicator, error) {
 	rr, ok := r.repl.(RestoreReplicator)
 	if !ok {

@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2/objstorage"
@@ -166,7 +167,7 @@ func (r *Replica) incremental(it *storage.Iter, since, scn SCN) ([]backupOp, str
 			return nil, "", err
 		}
 	}
-	for _, k := range slices.Sorted(mapKeys(docs)) {
+	for _, k := range slices.Sorted(maps.Keys(docs)) {
 		key := []byte(k)
 		if it.SeekGE(key) && bytes.Equal(it.Key(), key) {
 			ops = append(ops, backupOp{key: key, value: bytes.Clone(it.Value())})
@@ -174,7 +175,7 @@ func (r *Replica) incremental(it *storage.Iter, since, scn SCN) ([]backupOp, str
 			ops = append(ops, backupOp{key: key, end: append(bytes.Clone(key), 0)})
 		}
 	}
-	for _, g := range slices.Sorted(mapKeys(groups)) {
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
 		var err error
 		if ops, err = appendSpan(ops, it, []byte(g), keys.PrefixEnd([]byte(g))); err != nil {
 			return nil, "", err
@@ -206,16 +207,6 @@ func appendSpan(ops []backupOp, it *storage.Iter, start, end []byte) ([]backupOp
 		ops = append(ops, backupOp{key: bytes.Clone(it.Key()), value: bytes.Clone(it.Value())})
 	}
 	return ops, it.Error()
-}
-
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // writeOps writes ops (in key order) as sstables of about

@@ -1,10 +1,10 @@
 package partition
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,7 +119,7 @@ func TestRestoredPartitionEqualsSourceAtEachBackup(t *testing.T) {
 	// Into another database's partition: keys are rewritten to its prefix.
 	r, e := openAs(t, "copy")
 	restoreInto(t, r, "b1", f.rep.prefix, full.SCN, fullFiles...)
-	if got := dataSpans(t, e, r.prefix); !sameKeys(got, atFull) {
+	if got := dataSpans(t, e, r.prefix); !maps.Equal(got, atFull) {
 		t.Fatalf("restored full backup differs from the source at %s", full.SCN)
 	}
 	if r.Applied() != full.SCN {
@@ -139,7 +139,7 @@ func TestRestoredPartitionEqualsSourceAtEachBackup(t *testing.T) {
 	if err := r2.FinishRestore(ctx, "b2", inc1.SCN); err != nil {
 		t.Fatal(err)
 	}
-	if got := dataSpans(t, e2, r2.prefix); !sameKeys(got, atInc) {
+	if got := dataSpans(t, e2, r2.prefix); !maps.Equal(got, atInc) {
 		t.Fatalf("restored full+incremental differs from the source at %s", inc1.SCN)
 	}
 	// Writes continue the timeline: the next SCN and the next auto-increment value.
@@ -158,7 +158,7 @@ func TestRestoredPartitionEqualsSourceAtEachBackup(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Kind != problem.Conflict {
 		t.Fatalf("restore into a non-empty partition: %v, want a conflict", err)
 	}
-	if !sameKeys(dataSpans(t, e2, r2.prefix), before) {
+	if !maps.Equal(dataSpans(t, e2, r2.prefix), before) {
 		t.Fatal("a refused restore changed the partition")
 	}
 }
@@ -191,7 +191,7 @@ func TestInterruptedRestoreStartsOverOrRefusesAnother(t *testing.T) {
 	}
 	// ...the same one, run again, converges.
 	restoreInto(t, r, "s1", f.rep.prefix, full.SCN, files...)
-	if !sameKeys(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
+	if !maps.Equal(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
 		t.Fatal("rerun restore differs from the source")
 	}
 }
@@ -214,7 +214,7 @@ func TestIncrementalFallsBackToFullWhenTheLogIsTrimmed(t *testing.T) {
 	}
 	r, e := openAs(t, "copy")
 	restoreInto(t, r, "s", f.rep.prefix, info.SCN, files...)
-	if !sameKeys(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
+	if !maps.Equal(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
 		t.Fatal("restored fallback backup differs from the source")
 	}
 }
@@ -234,21 +234,9 @@ func TestRestoreRefusesTablesOfAnotherPartition(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Kind != problem.Invalid {
 		t.Fatalf("loading partition 0's table as partition 1's: %v, want invalid", err)
 	}
-	if !sameKeys(dataSpans(t, e, r.prefix), before) {
+	if !maps.Equal(dataSpans(t, e, r.prefix), before) {
 		t.Fatal("a refused table changed the partition")
 	}
-}
-
-func sameKeys(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !bytes.Equal([]byte(v), []byte(w)) {
-			return false
-		}
-	}
-	return true
 }
 
 func TestIncrementalCarriesTheIndexOfEveryGroupItWrote(t *testing.T) {
@@ -274,7 +262,7 @@ func TestIncrementalCarriesTheIndexOfEveryGroupItWrote(t *testing.T) {
 	}
 	r, e := openAs(t, "copy")
 	restoreInto(t, r, "s", f.rep.prefix, inc.SCN, append(fullFiles, incFiles...)...)
-	if !sameKeys(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
+	if !maps.Equal(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
 		t.Fatal("restored index entries differ from the source's")
 	}
 	g := &fixture{rep: r, engine: e}
@@ -311,7 +299,7 @@ func TestIncrementalFallsBackToFullAfterAnIndexOnlyTransaction(t *testing.T) {
 	}
 	r, e := openAs(t, "copy")
 	restoreInto(t, r, "s", f.rep.prefix, info.SCN, files...)
-	if !sameKeys(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
+	if !maps.Equal(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
 		t.Fatal("restored fallback backup differs from the source")
 	}
 }

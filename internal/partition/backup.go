@@ -69,9 +69,9 @@ func (r *Replica) Backup(since *SCN, begin func(BackupInfo) error, next func() (
 	if err := it.Error(); err != nil {
 		return err
 	}
-	var ops []backupOp
+	var d *delta
 	if since != nil {
-		ops, info.FullReason, err = r.incremental(it, *since, info.SCN)
+		d, info.FullReason, err = r.incremental(it, *since, info.SCN)
 		if err != nil {
 			return err
 		}
@@ -90,22 +90,30 @@ func (r *Replica) Backup(since *SCN, begin func(BackupInfo) error, next func() (
 		}
 		return nil
 	}
-	return writeOps(r.engine, ops, next)
+	w := &tableWriter{e: r.engine, next: next}
+	if err := r.writeDelta(it, d, w); err != nil {
+		return err
+	}
+	return w.close()
 }
 
-// backupOp is one step of an incremental backup: a range deletion (end
-// set) or a point.
-type backupOp struct {
-	key, end, value []byte
+// delta is what an incremental backup carries, by key: the documents
+// written since the previous backup, the index groups they are in, and
+// where the change log after it starts. Values are read when written out,
+// so an incremental holds only keys in memory.
+type delta struct {
+	docs    []string // document keys, sorted
+	groups  []string // index prefixes (table, partition key), sorted
+	logFrom []byte   // the first change-log key after the previous backup
 }
 
-// incremental collects the ops that take the partition from since to scn,
-// or a reason to back it up whole.
-func (r *Replica) incremental(it *storage.Iter, since, scn SCN) ([]backupOp, string, error) {
+// incremental finds what changed from since to scn in the change log, or
+// a reason to back the partition up whole.
+func (r *Replica) incremental(it *storage.Iter, since, scn SCN) (*delta, string, error) {
 	p := r.prefix
 	switch {
 	case scn == since:
-		return nil, "", nil
+		return &delta{}, "", nil
 	case scn.Sequence < since.Sequence || (scn.Sequence == since.Sequence && scn != since):
 		return nil, fmt.Sprintf("the partition is at SCN %s, not after the previous backup's %s (another timeline)", scn, since), nil
 	}
@@ -123,7 +131,10 @@ func (r *Replica) incremental(it *storage.Iter, since, scn SCN) ([]backupOp, str
 		}
 		ok = it.Next()
 	}
-	var ops []backupOp
+	d := &delta{}
+	if ok && bytes.HasPrefix(it.Key(), logPrefix) {
+		d.logFrom = bytes.Clone(it.Key())
+	}
 	docs := map[string]bool{}
 	groups := map[string]bool{}
 	want := since.Sequence + 1
@@ -151,7 +162,6 @@ func (r *Replica) incremental(it *storage.Iter, since, scn SCN) ([]backupOp, str
 			group := w.Key[:len(w.Key)-len(rest)]
 			groups[string(append(p.IndexTable(w.Table), group...))] = true
 		}
-		ops = append(ops, backupOp{key: bytes.Clone(it.Key()), value: bytes.Clone(it.Value())})
 		want++
 	}
 	if err := it.Error(); err != nil {
@@ -160,89 +170,109 @@ func (r *Replica) incremental(it *storage.Iter, since, scn SCN) ([]backupOp, str
 	if want != scn.Sequence+1 {
 		return nil, fmt.Sprintf("the change log ends at sequence %d, not at the partition's %d", want-1, scn.Sequence), nil
 	}
-	// Whole sections: the counters and the metadata.
-	for _, sec := range [][]byte{p.AutoIncrementPrefix(), p.MetaPrefix()} {
-		var err error
-		if ops, err = appendSpan(ops, it, sec, keys.PrefixEnd(sec)); err != nil {
-			return nil, "", err
+	d.docs, d.groups = slices.Sorted(maps.Keys(docs)), slices.Sorted(maps.Keys(groups))
+	return d, "", nil
+}
+
+// writeDelta writes d as it is at the iterator's point, in key order
+// (counters, documents, index groups, change log, metadata; a range
+// deletion before the points it covers): the counters and metadata
+// sections whole, each written document or its deletion, each group's
+// index entries whole, the log entries after the previous backup.
+func (r *Replica) writeDelta(it *storage.Iter, d *delta, w *tableWriter) error {
+	p := r.prefix
+	span := func(start, end []byte) error {
+		if err := w.deleteRange(start, end); err != nil {
+			return err
 		}
+		for ok := it.SeekGE(start); ok && bytes.Compare(it.Key(), end) < 0; ok = it.Next() {
+			if err := w.set(it.Key(), it.Value()); err != nil {
+				return err
+			}
+		}
+		return it.Error()
 	}
-	for _, k := range slices.Sorted(maps.Keys(docs)) {
+	if d.logFrom == nil {
+		return nil // nothing was written since
+	}
+	counters := p.AutoIncrementPrefix()
+	if err := span(counters, keys.PrefixEnd(counters)); err != nil {
+		return err
+	}
+	for _, k := range d.docs {
 		key := []byte(k)
+		var err error
 		if it.SeekGE(key) && bytes.Equal(it.Key(), key) {
-			ops = append(ops, backupOp{key: key, value: bytes.Clone(it.Value())})
+			err = w.set(key, it.Value())
 		} else {
-			ops = append(ops, backupOp{key: key, end: append(bytes.Clone(key), 0)})
-		}
-	}
-	for _, g := range slices.Sorted(maps.Keys(groups)) {
-		var err error
-		if ops, err = appendSpan(ops, it, []byte(g), keys.PrefixEnd([]byte(g))); err != nil {
-			return nil, "", err
-		}
-	}
-	if err := it.Error(); err != nil {
-		return nil, "", err
-	}
-	slices.SortStableFunc(ops, func(a, b backupOp) int {
-		if c := bytes.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		// A range deletion comes before the points it starts with.
-		switch {
-		case a.end != nil && b.end == nil:
-			return -1
-		case a.end == nil && b.end != nil:
-			return 1
-		}
-		return 0
-	})
-	return ops, "", nil
-}
-
-// appendSpan adds a range deletion of [start, end) and every key in it.
-func appendSpan(ops []backupOp, it *storage.Iter, start, end []byte) ([]backupOp, error) {
-	ops = append(ops, backupOp{key: bytes.Clone(start), end: bytes.Clone(end)})
-	for ok := it.SeekGE(start); ok && bytes.Compare(it.Key(), end) < 0; ok = it.Next() {
-		ops = append(ops, backupOp{key: bytes.Clone(it.Key()), value: bytes.Clone(it.Value())})
-	}
-	return ops, it.Error()
-}
-
-// writeOps writes ops (in key order) as sstables of about
-// BackupTableBytes. An incremental backup with no ops has no table.
-func writeOps(e *storage.Engine, ops []backupOp, next func() (objstorage.Writable, error)) error {
-	var w *storage.SSTWriter
-	size := 0
-	for _, op := range ops {
-		if w != nil && size >= BackupTableBytes {
-			// Ranges never overlap and each precedes the points it
-			// covers, so a table may end anywhere.
-			if err := w.Close(); err != nil {
-				return err
-			}
-			w = nil
-		}
-		if w == nil {
-			out, err := next()
-			if err != nil {
-				return err
-			}
-			w, size = e.NewSSTWriter(out), 0
-		}
-		var err error
-		if op.end != nil {
-			err = w.DeleteRange(op.key, op.end)
-		} else {
-			err = w.Set(op.key, op.value)
+			err = w.deleteRange(key, append(key, 0))
 		}
 		if err != nil {
 			return err
 		}
-		size += len(op.key) + len(op.end) + len(op.value)
 	}
-	if w != nil {
-		return w.Close()
+	for _, g := range d.groups {
+		if err := span([]byte(g), keys.PrefixEnd([]byte(g))); err != nil {
+			return err
+		}
 	}
+	logEnd := keys.PrefixEnd(p.LogPrefix())
+	for ok := it.SeekGE(d.logFrom); ok && bytes.Compare(it.Key(), logEnd) < 0; ok = it.Next() {
+		if err := w.set(it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	meta := p.MetaPrefix()
+	return span(meta, keys.PrefixEnd(meta))
+}
+
+// tableWriter writes keys given in order as sstables of about
+// BackupTableBytes. Ranges never overlap and each comes before the points
+// it covers, so a table may end anywhere.
+type tableWriter struct {
+	e    *storage.Engine
+	next func() (objstorage.Writable, error)
+	w    *storage.SSTWriter
+	size int
+}
+
+func (t *tableWriter) table(n int) error {
+	if t.w != nil && t.size >= BackupTableBytes {
+		if err := t.close(); err != nil {
+			return err
+		}
+	}
+	if t.w == nil {
+		out, err := t.next()
+		if err != nil {
+			return err
+		}
+		t.w, t.size = t.e.NewSSTWriter(out), 0
+	}
+	t.size += n
 	return nil
+}
+
+func (t *tableWriter) set(k, v []byte) error {
+	if err := t.table(len(k) + len(v)); err != nil {
+		return err
+	}
+	return t.w.Set(k, v)
+}
+
+func (t *tableWriter) deleteRange(start, end []byte) error {
+	if err := t.table(len(start) + len(end)); err != nil {
+		return err
+	}
+	return t.w.DeleteRange(start, end)
+}
+
+// close finishes the last table (an incremental with nothing has none).
+func (t *tableWriter) close() error {
+	if t.w == nil {
+		return nil
+	}
+	err := t.w.Close()
+	t.w = nil
+	return err
 }

@@ -14,8 +14,9 @@ import (
 // backupCommands are `doppio backup DB --to DIR` and `doppio restore --from DIR`.
 func backupCommands() []*cobra.Command {
 	var (
-		to   string
-		full bool
+		to       string
+		full     bool
+		parallel int
 	)
 	bk := &cobra.Command{
 		Use:   "backup DB --to DIR",
@@ -31,7 +32,7 @@ output says so). --full forces a full backup.`,
 			if to == "" {
 				return errors.New("--to DIR is required")
 			}
-			o, ctx, stop := backupOptions(cmd)
+			o, ctx, stop := backupOptions(cmd, parallel)
 			defer stop()
 			m, err := backup.Take(ctx, o, args[0], to, full)
 			if err != nil {
@@ -47,6 +48,7 @@ output says so). --full forces a full backup.`,
 	}
 	bk.Flags().StringVar(&to, "to", "", "backup directory")
 	bk.Flags().BoolVar(&full, "full", false, "take a full backup even if DIR holds an earlier one")
+	bk.Flags().IntVar(&parallel, "parallel", 2, "partitions backed up at a time")
 
 	var (
 		from string
@@ -71,7 +73,7 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 			if ro.Replicas < 0 {
 				return fmt.Errorf("--replicas %d: want a positive count", ro.Replicas)
 			}
-			o, ctx, stop := backupOptions(cmd)
+			o, ctx, stop := backupOptions(cmd, parallel)
 			defer stop()
 			m, err := backup.Restore(ctx, o, from, ro)
 			if err != nil {
@@ -89,15 +91,16 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 	rs.Flags().StringVar(&ro.Backup, "backup", "", "backup id (default: the newest in DIR)")
 	rs.Flags().StringVar(&ro.As, "as", "", "database to restore into (default: the backup's)")
 	rs.Flags().IntVar(&ro.Replicas, "replicas", 0, "replicas of a database the restore creates (default: the backup's)")
+	rs.Flags().IntVar(&parallel, "parallel", 2, "partitions restored at a time")
 	return []*cobra.Command{bk, rs}
 }
 
 // backupOptions wires the client flags and progress output (stderr).
-func backupOptions(cmd *cobra.Command) (backup.Options, context.Context, context.CancelFunc) {
+func backupOptions(cmd *cobra.Command, parallel int) (backup.Options, context.Context, context.CancelFunc) {
 	server, _ := cmd.Flags().GetString("server")
 	retry, _ := cmd.Flags().GetDuration("retry")
 	errOut := cmd.ErrOrStderr()
-	o := backup.Options{Server: server, Retry: retry, Progress: func(p backup.Progress) {
+	o := backup.Options{Server: server, Retry: retry, Parallel: parallel, Progress: func(p backup.Progress) {
 		if p.Note != "" {
 			fmt.Fprintf(errOut, "%d/%d partitions, %d bytes: %s\n", p.PartitionsDone, p.Partitions, p.Bytes, p.Note)
 		}

@@ -418,6 +418,8 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		{[]string{"backup", "shop"}, "--to DIR is required"},
 		{[]string{"backup", "nope", "--to", t.TempDir()}, `database "nope" does not exist`},
 		{[]string{"restore"}, "--from DIR is required"},
+		{[]string{"backup", "shop", "--to", dir, "--parallel", "0"}, "--parallel 0: want at least 1"},
+		{[]string{"restore", "--from", dir, "--replicas", "-1"}, "--replicas -1: want a positive count"},
 		{[]string{"restore", "--from", dir, "--backup", "nope"}, `no backup "nope" in`},
 		{[]string{"restore", "--from", t.TempDir()}, "no backup in"},
 	} {

@@ -32,6 +32,9 @@ output says so). --full forces a full backup.`,
 			if to == "" {
 				return errors.New("--to DIR is required")
 			}
+			if parallel < 1 {
+				return fmt.Errorf("--parallel %d: want at least 1", parallel)
+			}
 			o, ctx, stop := backupOptions(cmd, parallel)
 			defer stop()
 			m, err := backup.Take(ctx, o, args[0], to, full)
@@ -69,6 +72,9 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if from == "" {
 				return errors.New("--from DIR is required")
+			}
+			if parallel < 1 {
+				return fmt.Errorf("--parallel %d: want at least 1", parallel)
 			}
 			if ro.Replicas < 0 {
 				return fmt.Errorf("--replicas %d: want a positive count", ro.Replicas)

@@ -244,7 +244,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range inc.Parts {
-		if !p.Incremental || p.Since != full.Parts[p.Partition].SCN {
+		if !p.Incremental || p.Since != full.Parts[p.Partition].SCN || full.Parts[p.Partition].Entry == "" {
 			t.Fatalf("partition %d of the incremental backup: %+v, want incremental since %s", p.Partition, p, full.Parts[p.Partition].SCN)
 		}
 	}

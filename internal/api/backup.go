@@ -149,13 +149,13 @@ func (c countingTable) Write(p []byte) error {
 // backupPartition streams one partition's backup from its leader, as of a
 // linearizable point (GET /_internal/backup/{db}/{partition}[?since=g:s]).
 func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p params) (err error) {
-	var since *partition.SCN
+	var since *partition.BackupPoint
 	if v := r.URL.Query().Get("since"); v != "" {
 		scn, err := partition.ParseSCN(v)
 		if err != nil {
 			return problem.Field(problem.Malformed, "since", "%v", err)
 		}
-		since = &scn
+		since = &partition.BackupPoint{SCN: scn, Entry: r.URL.Query().Get("sinceEntry")}
 	}
 	rep, pi, err := s.routeLeader(r, p, router.Access{Read: true})
 	if err != nil {
@@ -176,9 +176,9 @@ func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p param
 	fw := backup.NewFrameWriter(w)
 	err = rep.Backup(since, func(i partition.BackupInfo) error {
 		w.Header().Set("Content-Type", "application/vnd.doppio.backup")
-		info := backup.PartitionInfo{SCN: i.SCN.String(), Incremental: i.Incremental, FullReason: i.FullReason}
+		info := backup.PartitionInfo{SCN: i.SCN.String(), Entry: i.Entry, Incremental: i.Incremental, FullReason: i.FullReason}
 		if i.Incremental {
-			info.Since = i.Since.String()
+			info.Since = i.Since.SCN.String()
 		}
 		return fw.Info(info)
 	}, func() (objstorage.Writable, error) {

@@ -50,7 +50,9 @@ type Table struct {
 type Part struct {
 	Partition int `json:"partition"`
 	// SCN is the partition's applied SCN the backup holds.
-	SCN         string `json:"scn"`
+	SCN string `json:"scn"`
+	// Entry is a digest of the partition's change-log entry at SCN.
+	Entry       string `json:"entry,omitempty"`
 	Incremental bool   `json:"incremental"`
 	Since       string `json:"since,omitempty"`
 	FullReason  string `json:"fullReason,omitempty"`

@@ -223,9 +223,9 @@ func Take(ctx context.Context, o Options, db, dir string, full bool) (*Manifest,
 	m.Parts = make([]Part, d.Partitions)
 	t := &tracker{o: &o, total: d.Partitions}
 	err = o.forEach(ctx, d.Partitions, func(ctx context.Context, p int) error {
-		since := ""
+		var since *Part
 		if prev != nil {
-			since = prev.Parts[p].SCN
+			since = &prev.Parts[p]
 		}
 		var part Part
 		err := o.retry(ctx, func() (err error) {
@@ -283,11 +283,12 @@ func Take(ctx context.Context, o Options, db, dir string, full bool) (*Manifest,
 	return m, syncDir(dir)
 }
 
-// backupPartition streams partition p's backup into dir/p{p}.
-func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p int, since, dir string) (Part, error) {
+// backupPartition streams partition p's backup into dir/p{p},
+// incremental to since when set.
+func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p int, since *Part, dir string) (Part, error) {
 	path := partitionPath("backup", db, p)
-	if since != "" {
-		path += "?since=" + url.QueryEscape(since)
+	if since != nil {
+		path += "?since=" + url.QueryEscape(since.SCN) + "&sinceEntry=" + url.QueryEscape(since.Entry)
 	}
 	part := Part{Partition: p}
 	sub := fmt.Sprintf("p%d", p)
@@ -327,7 +328,7 @@ func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p 
 			if err := json.Unmarshal(payload, &info); err != nil {
 				return part, fmt.Errorf("backup stream: %w", err)
 			}
-			part.SCN, part.Incremental, part.Since, part.FullReason = info.SCN, info.Incremental, info.Since, info.FullReason
+			part.SCN, part.Entry, part.Incremental, part.Since, part.FullReason = info.SCN, info.Entry, info.Incremental, info.Since, info.FullReason
 			gotInf = true
 		case FrameChunk:
 			if !gotInf {

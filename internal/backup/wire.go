@@ -33,7 +33,10 @@ const (
 
 // PartitionInfo is what one partition's backup holds.
 type PartitionInfo struct {
-	SCN         string `json:"scn"`
+	SCN string `json:"scn"`
+	// Entry is a digest of the change-log entry at SCN: the next
+	// incremental backup checks it is still the same timeline.
+	Entry       string `json:"entry,omitempty"`
 	Incremental bool   `json:"incremental"`
 	Since       string `json:"since,omitempty"`
 	FullReason  string `json:"fullReason,omitempty"`

@@ -2,6 +2,8 @@ package partition
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,13 +34,32 @@ import (
 // backfill or an index drop, which touch entries of groups without
 // writing to them), the backup is full instead, and says why.
 
+// BackupPoint is where a backup left a partition: its SCN and a digest of
+// the change-log entry there, which tells the same timeline from another
+// one that happens to reach the same SCN (a database dropped and created
+// again under the same name).
+type BackupPoint struct {
+	SCN SCN
+	// Entry is EntryDigest of the log entry at SCN ("" if none: an empty
+	// partition, or not known).
+	Entry string
+}
+
+// EntryDigest is the digest of a change-log entry a BackupPoint holds.
+func EntryDigest(entry []byte) string {
+	sum := sha256.Sum256(entry)
+	return hex.EncodeToString(sum[:12])
+}
+
 // BackupInfo describes one partition's backup, known before its tables.
 type BackupInfo struct {
 	// SCN is the partition's applied SCN the backup holds.
 	SCN SCN
+	// Entry is the digest of the change-log entry at SCN.
+	Entry string
 	// Incremental: the tables apply on top of the partition as of Since.
 	Incremental bool
-	Since       SCN
+	Since       BackupPoint
 	// FullReason says why a backup asked to be incremental is full.
 	FullReason string
 }
@@ -51,7 +72,7 @@ var BackupTableBytes = 4 << 20
 // from next, after telling begin what it holds. since, when set, asks for
 // an incremental backup since that SCN (see the package comment above).
 // Nothing is locked: the backup reads one Pebble iterator.
-func (r *Replica) Backup(since *SCN, begin func(BackupInfo) error, next func() (objstorage.Writable, error)) error {
+func (r *Replica) Backup(since *BackupPoint, begin func(BackupInfo) error, next func() (objstorage.Writable, error)) error {
 	it, err := r.engine.NewIter(r.prefix, r.prefix.End())
 	if err != nil {
 		return err
@@ -68,6 +89,9 @@ func (r *Replica) Backup(since *SCN, begin func(BackupInfo) error, next func() (
 	}
 	if err := it.Error(); err != nil {
 		return err
+	}
+	if at := r.prefix.Log(info.SCN.Generation, info.SCN.Sequence); info.SCN.Sequence > 0 && it.SeekGE(at) && bytes.Equal(it.Key(), at) {
+		info.Entry = EntryDigest(it.Value())
 	}
 	var d *delta
 	if since != nil {
@@ -109,10 +133,11 @@ type delta struct {
 
 // incremental finds what changed from since to scn in the change log, or
 // a reason to back the partition up whole.
-func (r *Replica) incremental(it *storage.Iter, since, scn SCN) (*delta, string, error) {
+func (r *Replica) incremental(it *storage.Iter, from BackupPoint, scn SCN) (*delta, string, error) {
 	p := r.prefix
+	since := from.SCN
 	switch {
-	case scn == since:
+	case scn == since && (from.Entry == "" || scn.Sequence == 0):
 		return &delta{}, "", nil
 	case scn.Sequence < since.Sequence || (scn.Sequence == since.Sequence && scn != since):
 		return nil, fmt.Sprintf("the partition is at SCN %s, not after the previous backup's %s (another timeline)", scn, since), nil
@@ -128,6 +153,9 @@ func (r *Replica) incremental(it *storage.Iter, since, scn SCN) (*delta, string,
 				return nil, "", err
 			}
 			return nil, fmt.Sprintf("the change log no longer holds the previous backup's SCN %s", since), nil
+		}
+		if from.Entry != "" && EntryDigest(it.Value()) != from.Entry {
+			return nil, fmt.Sprintf("the transaction at SCN %s is not the previous backup's (another timeline: was the database created again?)", since), nil
 		}
 		ok = it.Next()
 	}

@@ -21,7 +21,7 @@ import (
 
 // backupTo writes f's backup (incremental since *since when set) as files
 // in dir and returns what it holds and the files.
-func backupTo(t *testing.T, f *fixture, since *SCN, dir string) (BackupInfo, []string) {
+func backupTo(t *testing.T, f *fixture, since *BackupPoint, dir string) (BackupInfo, []string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -109,8 +109,8 @@ func TestRestoredPartitionEqualsSourceAtEachBackup(t *testing.T) {
 	f.exec(t, Operation{Kind: DeleteCollection, Table: f.messages, Key: keys.Tuple{"box3"}})
 	f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"box0"}, Doc: schema.Document{"subject": "late"}})
 	f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"box9"}, Doc: schema.Document{"subject": "new group"}})
-	inc1, incFiles := backupTo(t, f, &full.SCN, filepath.Join(dir, "inc"))
-	if !inc1.Incremental || inc1.Since != full.SCN || inc1.SCN.Sequence != 25 {
+	inc1, incFiles := backupTo(t, f, &BackupPoint{full.SCN, full.Entry}, filepath.Join(dir, "inc"))
+	if !inc1.Incremental || inc1.Since.SCN != full.SCN || inc1.SCN.Sequence != 25 {
 		t.Fatalf("incremental backup = %+v, want one since %s at sequence 25", inc1, full.SCN)
 	}
 	atInc := dataSpans(t, f.engine, f.rep.prefix)
@@ -208,7 +208,7 @@ func TestIncrementalFallsBackToFullWhenTheLogIsTrimmed(t *testing.T) {
 	if _, err := f.rep.TrimLog(Retention{MaxEntries: 2}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	info, files := backupTo(t, f, &full.SCN, t.TempDir())
+	info, files := backupTo(t, f, &BackupPoint{full.SCN, full.Entry}, t.TempDir())
 	if info.Incremental || info.FullReason != "the change log no longer holds the previous backup's SCN 1:5" {
 		t.Fatalf("backup after trimming = %+v, want a full one saying why", info)
 	}
@@ -256,7 +256,7 @@ func TestIncrementalCarriesTheIndexOfEveryGroupItWrote(t *testing.T) {
 	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"c", int64(2)}})
 	f.exec(t, Operation{Kind: DeleteCollection, Table: msgs, Key: keys.Tuple{"d"}})
 	f.exec(t, ins("e", "new box", 5))
-	inc, incFiles := backupTo(t, f, &full.SCN, t.TempDir())
+	inc, incFiles := backupTo(t, f, &BackupPoint{full.SCN, full.Entry}, t.TempDir())
 	if !inc.Incremental {
 		t.Fatalf("incremental backup fell back to full: %s", inc.FullReason)
 	}
@@ -293,7 +293,7 @@ func TestIncrementalFallsBackToFullAfterAnIndexOnlyTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, files := backupTo(t, f, &full.SCN, t.TempDir())
+	info, files := backupTo(t, f, &BackupPoint{full.SCN, full.Entry}, t.TempDir())
 	if want := fmt.Sprintf("SCN %s built or dropped an index", scn); info.Incremental || info.FullReason != want {
 		t.Fatalf("backup after an index-only transaction = %+v, want a full one saying %q", info, want)
 	}
@@ -301,5 +301,23 @@ func TestIncrementalFallsBackToFullAfterAnIndexOnlyTransaction(t *testing.T) {
 	restoreInto(t, r, "s", f.rep.prefix, info.SCN, files...)
 	if !maps.Equal(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
 		t.Fatal("restored fallback backup differs from the source")
+	}
+}
+
+func TestIncrementalOfAnotherTimelineAtTheSameSCNIsFull(t *testing.T) {
+	// Two databases that reach the same SCN by different transactions
+	// (one dropped and created again under the same name).
+	first, second := newFixture(t), newFixture(t)
+	for i, f := range []*fixture{first, second} {
+		f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"a"}, Doc: schema.Document{"subject": fmt.Sprint("life ", i)}})
+	}
+	full, _ := backupTo(t, first, nil, t.TempDir())
+	second.exec(t, Operation{Kind: Insert, Table: second.messages, Key: keys.Tuple{"a"}, Doc: schema.Document{"subject": "more"}})
+	info, _ := backupTo(t, second, &BackupPoint{full.SCN, full.Entry}, t.TempDir())
+	if want := "the transaction at SCN 1:1 is not the previous backup's (another timeline: was the database created again?)"; info.Incremental || info.FullReason != want {
+		t.Fatalf("backup of another timeline = %+v, want a full one saying %q", info, want)
+	}
+	if full.Entry == "" {
+		t.Fatal("a backup of a partition with writes has no entry digest")
 	}
 }

@@ -201,7 +201,7 @@ func TestIncrementalFallsBackToFullWhenTheLogIsTrimmed(t *testing.T) {
 	for i := range 5 {
 		f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"a"}, Doc: schema.Document{"subject": fmt.Sprint(i)}})
 	}
-	full, _ := backupTo(t, f, nil, t.TempDir())
+	full, fullFiles := backupTo(t, f, nil, t.TempDir())
 	for i := range 5 {
 		f.exec(t, Operation{Kind: Insert, Table: f.messages, Key: keys.Tuple{"a"}, Doc: schema.Document{"subject": fmt.Sprint(i)}})
 	}
@@ -212,8 +212,9 @@ func TestIncrementalFallsBackToFullWhenTheLogIsTrimmed(t *testing.T) {
 	if info.Incremental || info.FullReason != "the change log no longer holds the previous backup's SCN 1:5" {
 		t.Fatalf("backup after trimming = %+v, want a full one saying why", info)
 	}
+	// Restored as a chain (the full copy replaces what came before it).
 	r, e := openAs(t, "copy")
-	restoreInto(t, r, "s", f.rep.prefix, info.SCN, files...)
+	restoreInto(t, r, "s", f.rep.prefix, info.SCN, append(fullFiles, files...)...)
 	if !maps.Equal(dataSpans(t, e, r.prefix), dataSpans(t, f.engine, f.rep.prefix)) {
 		t.Fatal("restored fallback backup differs from the source")
 	}

@@ -188,9 +188,9 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		defer wg.Done()
 		for i := 0; !stop.Load(); i++ {
 			id := fmt.Sprint("c", i)
-			status, h, b := n2.do("PUT", "/shop/Note/"+id, map[string]any{"text": id})
-			if status != 201 {
-				t.Errorf("note %s: %d %s", id, status, b)
+			status, h, b, err := n2.try(context.Background(), "PUT", "/shop/Note/"+id, map[string]any{"text": id})
+			if err != nil || status != 201 {
+				t.Errorf("note %s: %d %s %v", id, status, b, err)
 				return
 			}
 			noted.Store(id, h.Get("X-Doppio-SCN"))

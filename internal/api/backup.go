@@ -134,6 +134,8 @@ func (s *Server) routeLeader(r *http.Request, p params, a router.Access) (*parti
 	return rep, pi, err
 }
 
+var _ objstorage.Writable = countingTable{}
+
 // countingTable counts the bytes of a streamed table.
 type countingTable struct {
 	*backup.TableWriter

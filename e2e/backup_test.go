@@ -366,6 +366,18 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	target.must(200, "POST", "/_internal/restore/shop2/0?step=load&from=shop&session="+incID+"&sha256="+first.SHA256, string(table))
+	// Partition 1 finished before the interruption.
+	target.must(200, "POST", "/_internal/restore/shop2/1?step=begin&session="+incID, nil)
+	for _, b := range []*backup.Manifest{full, inc} {
+		for _, f := range b.Parts[1].Files {
+			table, err := os.ReadFile(filepath.Join(dir, b.ID, f.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			target.must(200, "POST", "/_internal/restore/shop2/1?step=load&from=shop&session="+incID+"&sha256="+f.SHA256, string(table))
+		}
+	}
+	target.must(200, "POST", "/_internal/restore/shop2/1?step=finish&session="+incID+"&scn="+inc.Parts[1].SCN, nil)
 	if b := target.must(409, "PUT", "/shop2/Note/"+groupsByPartition(partitions)[0], map[string]any{"text": "x"}); !strings.Contains(string(b), "is being restored from backup "+incID) {
 		t.Fatalf("write into a partition being restored: %s", b)
 	}
@@ -374,7 +386,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatalf("restore over another backup's unfinished restore: %v\n%s", err, out)
 	}
 	out, err = doppio(t, "restore", "--from", dir, "--as", "shop2", "--server", target.addr)
-	if err != nil {
+	if err != nil || !strings.Contains(out, "partition 1 was restored at SCN "+inc.Parts[1].SCN+" already") {
 		t.Fatalf("rerun of the interrupted restore: %v\n%s", err, out)
 	}
 	sameState(t, "restore run again after an interruption", m.read(t, target, "shop2"), atInc)

@@ -196,7 +196,8 @@ func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p param
 }
 
 // restoreState answers whether a partition may be restored into: its
-// applied SCN and any unfinished restore (GET /_internal/restore/{db}/{partition}).
+// applied SCN (with the digest of its log entry there) and any unfinished
+// restore (GET /_internal/restore/{db}/{partition}).
 func (s *Server) restoreState(w http.ResponseWriter, r *http.Request, p params) error {
 	rep, pi, err := s.routeLeader(r, p, router.Access{Read: true})
 	if err != nil {
@@ -206,7 +207,11 @@ func (s *Server) restoreState(w http.ResponseWriter, r *http.Request, p params) 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"partition": pi, "scn": rep.Applied().String(), "restoring": session})
+	pt, err := rep.AppliedPoint()
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"partition": pi, "scn": pt.SCN.String(), "entry": pt.Entry, "restoring": session})
 }
 
 // restorePartition runs one step of a partition's restore on its leader

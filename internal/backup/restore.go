@@ -30,7 +30,8 @@ type RestoreOptions struct {
 // an existing database before it changes anything, creates the database
 // and its tables (every schema version) if missing, then restores each
 // partition through its leader (begin, every table of the chain in order,
-// finish). A restore that is interrupted and run again converges.
+// finish). A restore that is interrupted and run again converges: the
+// partitions it finished are left as they are, the others start over.
 func Restore(ctx context.Context, o Options, dir string, ro RestoreOptions) (*Manifest, error) {
 	o.defaults()
 	id := ro.Backup
@@ -57,6 +58,7 @@ func Restore(ctx context.Context, o Options, dir string, ro RestoreOptions) (*Ma
 	d, err := c.GetDatabase(ctx, db)
 	var ce *client.Error
 	exists := err == nil
+	done := make([]bool, last.Partitions)
 	switch {
 	case exists:
 		if d.Partitions != last.Partitions {
@@ -65,7 +67,7 @@ func Restore(ctx context.Context, o Options, dir string, ro RestoreOptions) (*Ma
 		if err := checkTables(ctx, c, db, d, last.Tables); err != nil {
 			return nil, err
 		}
-		if err := o.checkEmpty(ctx, db, last); err != nil {
+		if done, err = o.checkEmpty(ctx, db, last); err != nil {
 			return nil, err
 		}
 	case errors.As(err, &ce) && ce.Status == http.StatusNotFound:
@@ -84,6 +86,10 @@ func Restore(ctx context.Context, o Options, dir string, ro RestoreOptions) (*Ma
 	}
 	t := &tracker{o: &o, total: last.Partitions}
 	err = o.forEach(ctx, last.Partitions, func(ctx context.Context, p int) error {
+		if done[p] {
+			t.report(true, fmt.Sprintf("partition %d was restored at SCN %s already", p, last.Parts[p].SCN))
+			return nil
+		}
 		if err := o.restorePartition(ctx, t, dir, db, p, chain); err != nil {
 			return fmt.Errorf("partition %d: %w", p, err)
 		}
@@ -95,32 +101,55 @@ func Restore(ctx context.Context, o Options, dir string, ro RestoreOptions) (*Ma
 
 type partitionState struct {
 	SCN       string `json:"scn"`
+	Entry     string `json:"entry"`
 	Restoring string `json:"restoring"`
 }
 
 // checkEmpty refuses a database any partition of which holds data or
-// another backup's unfinished restore.
-func (o *Options) checkEmpty(ctx context.Context, db string, m *Manifest) error {
-	return o.forEach(ctx, m.Partitions, func(ctx context.Context, p int) error {
-		var st partitionState
-		err := o.retry(ctx, func() error {
-			resp, err := o.call(ctx, http.MethodGet, partitionPath("restore", db, p), nil)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			return json.NewDecoder(resp.Body).Decode(&st)
-		})
-		switch {
-		case err != nil:
-			return fmt.Errorf("partition %d: %w", p, err)
-		case st.Restoring != "" && st.Restoring != m.ID:
-			return fmt.Errorf("database %s: partition %d holds an unfinished restore of backup %s; run that restore again, or restore into a new database", db, p, st.Restoring)
-		case st.Restoring == "" && st.SCN != "0:0":
-			return fmt.Errorf("database %s is not empty: partition %d is at SCN %s; a backup is restored only into an empty database", db, p, st.SCN)
-		}
+// another backup's unfinished restore, and reports the partitions an
+// earlier run of this restore finished: at the backup's SCN, with the same
+// change-log entry there.
+func (o *Options) checkEmpty(ctx context.Context, db string, m *Manifest) ([]bool, error) {
+	done := make([]bool, m.Partitions)
+	refused := make([]error, m.Partitions)
+	err := o.forEach(ctx, m.Partitions, func(ctx context.Context, p int) error {
+		refused[p] = o.checkPartition(ctx, db, m, p, done)
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	for _, err := range refused { // the lowest partition's refusal, whatever the timing
+		if err != nil {
+			return nil, err
+		}
+	}
+	return done, nil
+}
+
+// checkPartition is checkEmpty of partition p.
+func (o *Options) checkPartition(ctx context.Context, db string, m *Manifest, p int, done []bool) error {
+	var st partitionState
+	err := o.retry(ctx, func() error {
+		resp, err := o.call(ctx, http.MethodGet, partitionPath("restore", db, p), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&st)
+	})
+	part := m.Parts[p]
+	switch {
+	case err != nil:
+		return fmt.Errorf("partition %d: %w", p, err)
+	case st.Restoring != "" && st.Restoring != m.ID:
+		return fmt.Errorf("database %s: partition %d holds an unfinished restore of backup %s; run that restore again, or restore into a new database", db, p, st.Restoring)
+	case st.Restoring == "" && st.SCN != "0:0" && st.SCN == part.SCN && st.Entry != "" && st.Entry == part.Entry:
+		done[p] = true
+	case st.Restoring == "" && st.SCN != "0:0":
+		return fmt.Errorf("database %s is not empty: partition %d is at SCN %s; a backup is restored only into an empty database", db, p, st.SCN)
+	}
+	return nil
 }
 
 // checkTables refuses a table of the database whose versions differ from

@@ -177,6 +177,25 @@ func (r *Replica) refuseWhileRestoring() error {
 	return problem.New(problem.Conflict, "partition %d of %s is being restored from backup %s; write once the restore has finished", r.ID, r.DB, session)
 }
 
+// AppliedPoint is the replica's applied SCN with the digest of its
+// change-log entry there (see BackupPoint): a restore run again knows a
+// partition it finished by it.
+func (r *Replica) AppliedPoint() (BackupPoint, error) {
+	pt := BackupPoint{SCN: r.Applied()}
+	if pt.SCN.Sequence == 0 {
+		return pt, nil
+	}
+	v, err := r.engine.Get(r.prefix.Log(pt.SCN.Generation, pt.SCN.Sequence))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return pt, nil
+	case err != nil:
+		return pt, err
+	}
+	pt.Entry = EntryDigest(v)
+	return pt, nil
+}
+
 func (r *Replica) restorer(ctx context.Context) (RestoreReplicator, error) {
 	rr, ok := r.repl.(RestoreReplicator)
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/doppio-db/doppio/internal/backup"
 	"github.com/spf13/cobra"
@@ -105,6 +106,9 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 func backupOptions(cmd *cobra.Command, parallel int) (backup.Options, context.Context, context.CancelFunc) {
 	server, _ := cmd.Flags().GetString("server")
 	retry, _ := cmd.Flags().GetDuration("retry")
+	if !cmd.Flags().Changed("retry") {
+		retry = time.Minute // a new database's partitions elect their leaders meanwhile
+	}
 	errOut := cmd.ErrOrStderr()
 	o := backup.Options{Server: server, Retry: retry, Parallel: parallel, Progress: func(p backup.Progress) {
 		if p.Note != "" {

@@ -544,9 +544,10 @@ func TestClusterShowsARunningBackup(t *testing.T) {
 }
 
 // TestRestoreIntoTwoNodesReplicatesEveryPartition backs up a one-node
-// database and restores it into a two-node cluster with two replicas per
-// partition: both replicas of every partition answer every document (read
-// locally, follower included) exactly as the source, at the same SCN.
+// database and restores it, through a router, into a two-node cluster with
+// two replicas per partition: both replicas of every partition answer
+// every document (read locally, follower included) exactly as the source,
+// at the same SCN.
 func TestRestoreIntoTwoNodesReplicatesEveryPartition(t *testing.T) {
 	src := startDev(t, t.TempDir())
 	const partitions = 3
@@ -576,8 +577,11 @@ func TestRestoreIntoTwoNodesReplicatesEveryPartition(t *testing.T) {
 	t.Cleanup(func() { etcd.Close() })
 	n1 := startClusterNode(t, "n1", data, etcd.Endpoints()[0])
 	n2 := startClusterNode(t, "n2", data, etcd.Endpoints()[0])
-	if out, err := doppio(t, "restore", "--from", dir, "--replicas", "2", "--server", n1.addr); err != nil {
-		t.Fatalf("doppio restore: %v\n%s", err, out)
+	// Through a stateless router: it relays each step to a node, which
+	// forwards it to the partition's leader.
+	rt := runNode(t, []string{"router", "--etcd", etcd.Endpoints()[0], "--http", freePort(t), "--id", "r1"})
+	if out, err := doppio(t, "restore", "--from", dir, "--replicas", "2", "--server", rt.addr); err != nil {
+		t.Fatalf("doppio restore through a router: %v\n%s", err, out)
 	}
 	waitFor(t, 60*time.Second, "restored partitions settled on both nodes", func() (bool, string) { return settled(clusterInfo(t, n1), partitions, 2) })
 	for _, n := range []*clusterNode{n1, n2} {

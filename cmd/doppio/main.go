@@ -20,6 +20,7 @@ func main() {
 	root.AddCommand(devCommand(), startCommand(), routerCommand())
 	addClientCommands(root)
 	root.AddCommand(changesCommand())
+	root.AddCommand(backupCommands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
 		os.Exit(1)

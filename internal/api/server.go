@@ -89,6 +89,7 @@ type Server struct {
 	scrape   http.Handler
 
 	clusterInfo Cluster
+	transfers   *transfers   // partition backups and restores running here
 	peers       *http.Client // forwarding to other nodes
 	relay       func() []Peer
 }
@@ -113,6 +114,7 @@ func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *promethe
 		}, []string{"route", "method"}),
 	}
 	registry.MustRegister(s.requests, s.latency)
+	s.transfers = newTransfers(registry)
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	s.streamsEnd, s.endStreams = context.WithCancel(context.Background())
 	return s

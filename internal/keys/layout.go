@@ -104,3 +104,20 @@ func (p Partition) End() []byte { return PrefixEnd(p) }
 
 // Node returns a node-wide metadata key.
 func Node(name string) []byte { return AppendString([]byte{spaceNode}, name) }
+
+// DocumentPrefix returns the prefix of every document of the partition.
+func (p Partition) DocumentPrefix() []byte { return p.section(sectionDocument, 0) }
+
+// AutoIncrementPrefix returns the prefix of every auto-increment counter.
+func (p Partition) AutoIncrementPrefix() []byte { return p.section(sectionAutoInc, 0) }
+
+// IndexPrefix returns the prefix of every index entry of the partition.
+func (p Partition) IndexPrefix() []byte { return p.section(sectionIndex, 0) }
+
+// DataSpans are the spans of the partition that hold its data: everything
+// but the Raft section (below and above it). A snapshot or a backup
+// carries exactly these.
+func (p Partition) DataSpans() [][2][]byte {
+	rp := p.Raft()
+	return [][2][]byte{{p, rp}, {PrefixEnd(rp), p.End()}}
+}

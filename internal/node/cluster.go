@@ -66,6 +66,16 @@ type ClusterInfo struct {
 	// Rebalance is the controller's progress moving replicas towards its
 	// target placement (absent before the first report).
 	Rebalance *membership.Rebalance `json:"rebalance,omitempty"`
+	// Transfers are the partition backups and restore steps running on
+	// the nodes now (doppio backup / doppio restore).
+	Transfers []TransferInfo `json:"transfers"`
+}
+
+// TransferInfo is one running partition backup or restore step in
+// /_cluster: the node serving it, what and how many bytes so far.
+type TransferInfo struct {
+	Node string `json:"node"`
+	api.Transfer
 }
 
 // LocalReplica is one replica hosted on a node, as GET
@@ -93,8 +103,9 @@ type FollowerReport struct {
 
 // LocalInfo is the body of GET /_internal/replicas.
 type LocalInfo struct {
-	Node     string         `json:"node"`
-	Replicas []LocalReplica `json:"replicas"`
+	Node      string         `json:"node"`
+	Replicas  []LocalReplica `json:"replicas"`
+	Transfers []api.Transfer `json:"transfers,omitempty"`
 }
 
 // clusterView answers /_cluster and /_internal/replicas for the API.
@@ -124,6 +135,9 @@ func (d directory) NodeByRaft(raft uint64) (string, string, bool) {
 // local reports every replica hosted here with its Raft status.
 func (n *Node) local() LocalInfo {
 	out := LocalInfo{Node: n.cfg.ID, Replicas: []LocalReplica{}}
+	if n.api != nil {
+		out.Transfers = n.api.Transfers()
+	}
 	if n.router == nil {
 		return out
 	}
@@ -166,7 +180,7 @@ func (n *Node) local() LocalInfo {
 // its own; unreachable nodes are left out) and joins them with the
 // placement.
 func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
-	info := ClusterInfo{Nodes: []NodeInfo{}, Partitions: []PartitionInfo{}}
+	info := ClusterInfo{Nodes: []NodeInfo{}, Partitions: []PartitionInfo{}, Transfers: []TransferInfo{}}
 	if n.view == nil {
 		info.Nodes = append(info.Nodes, NodeInfo{ID: n.cfg.ID, HTTP: n.Addr(), State: "starting"})
 		return info
@@ -204,6 +218,9 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 	byPart := map[key][]reported{}
 	leads, follows := map[string]int{}, map[string]int{}
 	for _, r := range reports {
+		for _, tr := range r.Transfers {
+			info.Transfers = append(info.Transfers, TransferInfo{Node: r.Node, Transfer: tr})
+		}
 		for _, lr := range r.Replicas {
 			k := key{lr.Database, lr.Partition}
 			byPart[k] = append(byPart[k], reported{r.Node, lr})

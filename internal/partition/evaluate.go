@@ -136,6 +136,9 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if err := r.repl.Lead(ctx); err != nil {
 		return Result{}, err
 	}
+	if err := r.refuseWhileRestoring(); err != nil {
+		return Result{}, err
+	}
 	r.idx.epoch.RLock()
 	defer r.idx.epoch.RUnlock()
 	if err := r.checkVersions(req.Ops); err != nil {

@@ -120,24 +120,32 @@ type readBatch struct {
 // proposalID names a proposal: the proposing node and a sequence of it.
 type proposalID struct{ node, seq uint64 }
 
-const entryFormat byte = 1
+// Formats of a normal Raft entry's data: a write set, or a restore step
+// (partition.RestoreStep, which consumes no SCN).
+const (
+	entryFormat        byte = 1
+	entryRestoreFormat byte = 2
+)
 
 // encodeEntry frames a write set as the data of a normal Raft entry.
-func encodeEntry(id proposalID, ws []byte) []byte {
-	b := make([]byte, 0, 17+len(ws))
-	b = append(b, entryFormat)
+func encodeEntry(id proposalID, ws []byte) []byte { return frameEntry(entryFormat, id, ws) }
+
+func frameEntry(format byte, id proposalID, data []byte) []byte {
+	b := make([]byte, 0, 17+len(data))
+	b = append(b, format)
 	b = binary.BigEndian.AppendUint64(b, id.node)
 	b = binary.BigEndian.AppendUint64(b, id.seq)
-	return append(b, ws...)
+	return append(b, data...)
 }
 
 var errCorruptEntry = errors.New("corrupt raft entry")
 
-func decodeEntry(b []byte) (proposalID, []byte, error) {
-	if len(b) < 17 || b[0] != entryFormat {
-		return proposalID{}, nil, errCorruptEntry
+// decodeEntry returns the proposal, format and payload of an entry's data.
+func decodeEntry(b []byte) (proposalID, byte, []byte, error) {
+	if len(b) < 17 || (b[0] != entryFormat && b[0] != entryRestoreFormat) {
+		return proposalID{}, 0, nil, errCorruptEntry
 	}
-	return proposalID{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])}, b[17:], nil
+	return proposalID{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])}, b[0], b[17:], nil
 }
 
 func (id proposalID) bytes() []byte {
@@ -413,7 +421,7 @@ func (g *Group) noteProposals(ents []*raftpb.Entry) {
 		var id proposalID
 		switch e.GetType() {
 		case raftpb.EntryNormal:
-			pid, _, err := decodeEntry(e.GetData())
+			pid, _, _, err := decodeEntry(e.GetData())
 			if err != nil || pid.node != self {
 				continue
 			}
@@ -457,10 +465,22 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 			if len(e.GetData()) == 0 {
 				break
 			}
-			pid, wsb, err := decodeEntry(e.GetData())
+			pid, format, wsb, err := decodeEntry(e.GetData())
 			if err != nil {
 				// Every replica sees the same bytes, so skipping is deterministic.
 				g.host.log.Error("skipping undecodable entry", "partition", g.name(), "index", idx)
+				break
+			}
+			if format == entryRestoreFormat {
+				step, err := partition.DecodeRestoreStep(wsb)
+				if err != nil {
+					g.host.log.Error("skipping undecodable restore step", "partition", g.name(), "index", idx)
+					break
+				}
+				if final := partition.ApplyRestore(b, g.prefix, step); final != nil {
+					a.SCN = *final
+				}
+				scn, id = a.SCN, pid
 				break
 			}
 			ws, err := partition.DecodeWriteSet(wsb)
@@ -468,7 +488,10 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 				g.host.log.Error("skipping undecodable write set", "partition", g.name(), "index", idx)
 				break
 			}
-			scn = partition.SCN{Generation: e.GetTerm(), Sequence: a.SCN.Sequence + 1}
+			// The generation is the entry's term, but never below the last
+			// one applied: a restored partition continues the backup's
+			// timeline, whose generations may be ahead of this group's terms.
+			scn = partition.SCN{Generation: max(e.GetTerm(), a.SCN.Generation), Sequence: a.SCN.Sequence + 1}
 			partition.Apply(b, g.prefix, ws, wsb, scn)
 			a.SCN = scn
 			id = pid

@@ -125,12 +125,23 @@ func (g *Group) Lead(ctx context.Context) error {
 // problem.Unavailable error; the write may then still be applied later
 // (the outcome is unknown), unless the error says it was superseded.
 func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partition.SCN, error) {
+	return g.propose(ctx, func(id proposalID) []byte { return encodeEntry(id, ws.Encode()) })
+}
+
+// ReplicateRestore implements partition.RestoreReplicator: like
+// Replicate, for a restore step.
+func (g *Group) ReplicateRestore(ctx context.Context, s *partition.RestoreStep) error {
+	_, err := g.propose(ctx, func(id proposalID) []byte { return frameEntry(entryRestoreFormat, id, s.Encode()) })
+	return err
+}
+
+func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (partition.SCN, error) {
 	h := g.host
 	p := &proposal{
 		id:   proposalID{node: h.cfg.NodeID, seq: h.propSeq.Add(1)},
 		done: make(chan proposalResult, 1),
 	}
-	data := encodeEntry(p.id, ws.Encode())
+	data := encode(p.id)
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
 			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})

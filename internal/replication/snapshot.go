@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2/objstorage"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -159,8 +160,9 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 		return err
 	}
 	defer it.Close()
-	for _, span := range dataSpans(prefix) {
-		if err := writeSpanTables(e, s, it, span[0], span[1]); err != nil {
+	next := func() (objstorage.Writable, error) { return &streamWritable{s: s, buf: []byte{snapChunk}}, nil }
+	for _, span := range prefix.DataSpans() {
+		if _, err := storage.WriteSpanTables(e, it, span[0], span[1], snapshotTableBytes, next); err != nil {
 			return err
 		}
 	}
@@ -179,47 +181,6 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 	}
 	var reply wrapperspb.BytesValue
 	return s.RecvMsg(&reply)
-}
-
-// dataSpans are the spans of partition p a snapshot carries: everything
-// but the Raft section.
-func dataSpans(p keys.Partition) [][2][]byte {
-	rp := p.Raft()
-	return [][2][]byte{{p, rp}, {keys.PrefixEnd(rp), p.End()}}
-}
-
-// writeSpanTables writes the keys of [start, end) as sstables of about
-// snapshotTableBytes into s, each with a range deletion over its part of
-// the span, so that ingesting them replaces the span whole.
-func writeSpanTables(e *storage.Engine, s grpc.ClientStream, it *storage.Iter, start, end []byte) error {
-	from := start
-	w := e.NewSSTWriter(&streamWritable{s: s, buf: []byte{snapChunk}})
-	size := 0
-	for ok := it.SeekGE(start); ok && bytes.Compare(it.Key(), end) < 0; ok = it.Next() {
-		k := it.Key()
-		if size >= snapshotTableBytes {
-			next := bytes.Clone(k)
-			if err := w.DeleteRange(from, next); err != nil {
-				return err
-			}
-			if err := w.Close(); err != nil {
-				return err
-			}
-			from, size = next, 0
-			w = e.NewSSTWriter(&streamWritable{s: s, buf: []byte{snapChunk}})
-		}
-		if err := w.Set(k, it.Value()); err != nil {
-			return err
-		}
-		size += len(k) + len(it.Value())
-	}
-	if err := it.Error(); err != nil {
-		return err
-	}
-	if err := w.DeleteRange(from, end); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 var snapshotSeq atomic.Uint64

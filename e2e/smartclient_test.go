@@ -71,14 +71,20 @@ func TestSmartClientSendsEachRequestToItsLeader(t *testing.T) {
 		}
 		hosts := rec.take()
 		if last := hosts[len(hosts)-1]; last != leaders[p] {
-			t.Fatalf("partition %d: the write went to %s, its leader is %s (requests: %v)", p, last, leaders[p], hosts)
+			// Leaderships still move to the preferred leaders after the
+			// placement: the client may know a newer leader than leaders.
+			if leaders = leaderOf(); last != leaders[p] {
+				t.Fatalf("partition %d: the write went to %s, its leader is %s (requests: %v)", p, last, leaders[p], hosts)
+			}
 		}
 		d, err := c.Get(ctx, "smart", "Counter", client.Key{g, int64(1)})
 		if err != nil || !strings.Contains(string(d.Body), fmt.Sprintf(`"n":%d`, p)) {
 			t.Fatalf("read back partition %d: %v %s", p, err, d.Body)
 		}
 		if h := rec.take(); h[len(h)-1] != leaders[p] {
-			t.Fatalf("partition %d: the read went to %v, its leader is %s", p, h, leaders[p])
+			if leaders = leaderOf(); h[len(h)-1] != leaders[p] {
+				t.Fatalf("partition %d: the read went to %v, its leader is %s", p, h, leaders[p])
+			}
 		}
 	}
 

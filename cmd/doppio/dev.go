@@ -72,7 +72,7 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		}
 		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
 			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints,
-			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--raft-tick", f.tick.String(),
+			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--backfill-rate", fmt.Sprint(f.backfillRate), "--raft-tick", f.tick.String(),
 			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves), "--max-moves-per-node", fmt.Sprint(f.maxMovesPerNode)}
 		c := exec.Command(self, args...)
 		stdout, _ := c.StdoutPipe()

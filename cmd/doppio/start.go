@@ -25,7 +25,7 @@ type nodeFlags struct {
 	embedEtcd                             bool
 	etcdName, etcdPeer, etcdClient        string
 	initialCluster                        string
-	maxDoc                                int
+	maxDoc, backfillRate                  int
 	logEntries                            uint64
 	logAge                                time.Duration
 	tick                                  time.Duration
@@ -42,6 +42,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "REST listen address (port 0 picks a free port)")
 	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:0", "node-to-node (Raft) listen address (port 0 picks a free port)")
 	fl.IntVar(&f.maxDoc, "max-document-bytes", 1<<20, "largest accepted document")
+	fl.IntVar(&f.backfillRate, "backfill-rate", partition.DefaultBackfillRate, "documents per second an index backfill indexes in one partition at most")
 	fl.Uint64Var(&f.logEntries, "changelog-max-entries", 1_000_000, "change-log entries kept per partition (0 = unbounded)")
 	fl.DurationVar(&f.logAge, "changelog-max-age", 7*24*time.Hour, "age after which change-log entries are trimmed (0 = never)")
 	fl.DurationVar(&f.tick, "raft-tick", 50*time.Millisecond, "Raft clock: elections take about 10 ticks, failure detection about 5")
@@ -69,9 +70,10 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 	cfg := node.Config{
 		ID: f.id, Zone: f.zone, DataDir: f.dataDir, HTTPAddr: f.httpAddr, GRPCAddr: f.grpcAddr,
 		EtcdEndpoints: f.etcd, TickInterval: f.tick,
-		API:       api.Config{MaxDocumentBytes: f.maxDoc},
-		Retention: partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
-		Logger:    logger,
+		API:          api.Config{MaxDocumentBytes: f.maxDoc},
+		Retention:    partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
+		BackfillRate: f.backfillRate,
+		Logger:       logger,
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {

@@ -45,7 +45,9 @@ func run(m *testing.M) int {
 	defer cancel()
 	// Errors (handler panics, 500s) are worth seeing; the rest is noise.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(ctx, node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Logger: log})
+	// Backfills at 500 documents per second: TestAddingAnIndexBackfillsOnline
+	// watches one in progress.
+	n, err := node.Start(ctx, node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Logger: log, BackfillRate: 500})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start node:", err)
 		return 1

@@ -60,6 +60,9 @@ type Config struct {
 	API api.Config
 	// Retention of each partition's change log.
 	Retention partition.Retention
+	// BackfillRate bounds the documents per second an index backfill
+	// indexes in one partition (default partition.DefaultBackfillRate).
+	BackfillRate int
 	// Controller tunes the placement controller every node runs (one is
 	// active at a time): dead-node delay, moves in flight, placement mode.
 	// Prefix and Logger are the node's.
@@ -238,7 +241,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	}
 	n.router = router.New(router.Config{
 		Engine:    n.engine,
-		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes},
+		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes, BackfillRate: n.cfg.BackfillRate},
 		Tables:    n.catalog.Tables,
 		Self:      n.self,
 		Directory: directory{n.view},

@@ -42,9 +42,9 @@ func (s IndexState) Progress() float64 {
 	return float64(s.Done) / float64(s.Total)
 }
 
-// BackfillRate bounds how many documents per second a backfill indexes in
-// one partition, so it does not starve live traffic.
-var BackfillRate = 20000
+// DefaultBackfillRate is Limits.BackfillRate when it is zero: documents
+// per second an index backfill indexes in one partition.
+const DefaultBackfillRate = 20000
 
 // build is the state of one index of one table in this partition.
 type build struct {
@@ -333,8 +333,8 @@ func (r *Replica) backfill(ctx context.Context, t *schema.Table, fresh []schema.
 			b.done.Store(min(done, total))
 		}
 		next = keys.PrefixEnd(append(append([]byte(nil), tp...), group...))
-		// Throttle: stay under BackfillRate documents per second.
-		if ahead := time.Duration(float64(done)/float64(BackfillRate)*float64(time.Second)) - time.Since(start); ahead > 0 {
+		// Throttle: stay under Limits.BackfillRate documents per second.
+		if ahead := time.Duration(float64(done)/float64(r.limits.BackfillRate)*float64(time.Second)) - time.Since(start); ahead > 0 {
 			select {
 			case <-ctx.Done():
 				return

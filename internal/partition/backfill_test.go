@@ -62,9 +62,7 @@ func TestBackfillIndexesExistingDocumentsWhileWritesGoOn(t *testing.T) {
 		f.exec(t, ops...)
 	}
 
-	old := BackfillRate
-	BackfillRate = 1000 // about two seconds for 2,000 documents
-	defer func() { BackfillRate = old }()
+	f.rep.limits.BackfillRate = 1000 // about two seconds for 2,000 documents
 	if err := f.rep.SyncIndexes(ctx, []*schema.Table{v2}, log); err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,18 @@ type Limits struct {
 	MaxDocumentBytes int
 	// MaxWriteSetBytes bounds one transaction's write set (default 64 MiB).
 	MaxWriteSetBytes int
+	// BackfillRate bounds how many documents per second an index backfill
+	// indexes in one partition, so it does not starve live traffic
+	// (default DefaultBackfillRate).
+	BackfillRate int
 }
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxDocumentBytes <= 0 {
 		l.MaxDocumentBytes = 1 << 20
+	}
+	if l.BackfillRate <= 0 {
+		l.BackfillRate = DefaultBackfillRate
 	}
 	if l.MaxWriteSetBytes <= 0 {
 		l.MaxWriteSetBytes = 64 << 20

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,6 +237,19 @@ func TestExpandDrainAndRemoveUnderLoad(t *testing.T) {
 	metrics := string(ctl.must(200, "GET", "/metrics", nil))
 	if want := fmt.Sprintf("doppio_rebalance_moves_done %d", r.Done); !strings.Contains(metrics, want) {
 		t.Fatalf("controller %s's /metrics lacks %q", ctl.id, want)
+	}
+	// Every replica moved was a snapshot streamed by its leader.
+	var snapshots float64
+	for _, n := range nodes {
+		for _, line := range strings.Split(string(n.must(200, "GET", "/metrics", nil)), "\n") {
+			if v, ok := strings.CutPrefix(line, "doppio_snapshots_sent_total "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				snapshots += f
+			}
+		}
+	}
+	if snapshots < float64(moved) {
+		t.Fatalf("%v snapshots sent for %d replicas moved", snapshots, moved)
 	}
 	out, err := exec.Command(binary, "cluster", "status", "--server", n1.addr).CombinedOutput()
 	if err != nil {

@@ -41,12 +41,12 @@ func (r *report) markdown() string {
 		c.Clients, c.Before)
 	fmt.Fprintf(&b, "- Expansion: every new node added in one step (`POST /_cluster/nodes/{id}/add`, what `doppio cluster add` sends). Serial: `--max-moves 1 --max-moves-per-node 1` (one replica move at a time). Parallel: `--max-moves %d --max-moves-per-node %d`. A replica move is a learner added on the new node, a snapshot streamed as sstables and ingested, catch-up from the log, promotion, then removal of the replica it replaces; leadership moves by Raft leadership transfer.\n",
 		c.Parallel, c.PerNode)
-	fmt.Fprintf(&b, "- *Moved* counts the replicas the new nodes hold at the end: a minimal expansion moves exactly the new nodes' share of the capacity, replicas × added / (3 + added) (*ideal*), and nothing between old nodes. *Disk share* is the new nodes' share of the storage bytes at the end (`doppio_storage_disk_bytes`; it includes each node's Raft logs and unflushed tables, so it is only indicative).\n\n")
-	fmt.Fprintf(&b, "| added | schedule | moved / ideal (off) | disk share | moves | expansion time | ops/s before → during (ratio) | p99 ms before → during (ratio) | failed during | load avg |\n")
+	fmt.Fprintf(&b, "- *Moved* counts the replicas the new nodes hold at the end: a minimal expansion moves exactly the new nodes' share of the capacity, replicas × added / (3 + added) (*ideal*), and nothing between old nodes. *Streamed* is the sstable bytes of every snapshot sent meanwhile (`doppio_snapshot_sent_bytes_total` summed over the nodes; compressed, so below the documents' size).\n\n")
+	fmt.Fprintf(&b, "| added | schedule | moved / ideal (off) | streamed | moves | expansion time | ops/s before → during (ratio) | p99 ms before → during (ratio) | failed during | load avg |\n")
 	fmt.Fprintf(&b, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Runs {
-		fmt.Fprintf(&b, "| %d | %s | %d / %.1f (%+.1f%%) | %.1f%% | %d | %.1f s | %.0f → %.0f (%.2f) | %s → %s (%.2f) | %d of %d | %.1f → %.1f |\n",
-			x.Added, x.Mode, x.Moved, x.Ideal(), 100*x.MovedOff(), 100*x.DiskShare, x.Moves, x.Took.Seconds(),
+		fmt.Fprintf(&b, "| %d | %s | %d / %.1f (%+.1f%%) | %.0f MB | %d | %.1f s | %.0f → %.0f (%.2f) | %s → %s (%.2f) | %d of %d | %.1f → %.1f |\n",
+			x.Added, x.Mode, x.Moved, x.Ideal(), 100*x.MovedOff(), x.SnapshotBytes/1e6, x.Moves, x.Took.Seconds(),
 			x.Before.Throughput, x.During.Throughput, x.ThroughputRatio(), ms(x.Before.P99), ms(x.During.P99), x.P99Ratio(),
 			x.During.Failed, x.During.Ops, x.LoadAvg[0], x.LoadAvg[1])
 	}

@@ -84,9 +84,9 @@ type runResult struct {
 	// PerSecond is the successful requests per second, from -before to
 	// the end, second 0 being the add.
 	PerSecond []float64
-	// DiskShare is the new nodes' share of the cluster's storage bytes at
-	// the end (informative: storage holds more than partition data).
-	DiskShare float64
+	// SnapshotBytes is what the moves streamed: the sstable bytes of
+	// every snapshot sent during the expansion (doppio_snapshot_sent_bytes_total).
+	SnapshotBytes float64
 	LoadAvg   [2]float64 // 1-minute load average before and after
 }
 
@@ -211,6 +211,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 		return res, ctx.Err()
 	case <-time.After(time.Until(t0)):
 	}
+	sentBefore := snapshotBytes(ctx, c)
 	added0 := time.Now()
 	for _, id := range newIDs {
 		if _, err := cl.AddNode(ctx, id); err != nil {
@@ -253,7 +254,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 	for s := -cfg.Before; s+time.Second <= end; s += time.Second { // whole seconds only
 		res.PerSecond = append(res.PerSecond, summarize(ops, s, s+time.Second).Throughput)
 	}
-	res.DiskShare = diskShare(ctx, c, newIDs)
+	res.SnapshotBytes = snapshotBytes(ctx, c) - sentBefore
 	res.LoadAvg[1] = loadAvg()
 	return res, nil
 }
@@ -357,28 +358,22 @@ func waitUntil(ctx context.Context, d time.Duration, what string, cond func() (b
 	return fmt.Errorf("%s: not within %v; last state: %s", what, d, state)
 }
 
-// diskShare is the new nodes' share of doppio_storage_disk_bytes.
-func diskShare(ctx context.Context, c *localcluster.Cluster, newIDs []string) float64 {
-	var all, fresh float64
+// snapshotBytes sums doppio_snapshot_sent_bytes_total over the nodes.
+func snapshotBytes(ctx context.Context, c *localcluster.Cluster) float64 {
+	var sum float64
 	for _, n := range c.Nodes {
 		st, b, err := localcluster.Do(ctx, n.Addr, "GET", "/metrics", nil)
 		if err != nil || st != 200 {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "doppio_storage_disk_bytes "); ok {
+			if v, ok := strings.CutPrefix(line, "doppio_snapshot_sent_bytes_total "); ok {
 				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				all += f
-				if slices.Contains(newIDs, n.ID) {
-					fresh += f
-				}
+				sum += f
 			}
 		}
 	}
-	if all == 0 {
-		return 0
-	}
-	return fresh / all
+	return sum
 }
 
 func loadAvg() float64 {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 const indexedMessages = `{"key":[{"name":"mailboxId","type":"string"},{"name":"messageId","type":"long"}],

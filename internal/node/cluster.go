@@ -338,6 +338,8 @@ type collector struct {
 	compaction *prometheus.Desc
 	compacting *prometheus.Desc
 	debt       *prometheus.Desc
+	snapshots  *prometheus.Desc
+	snapBytes  *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -349,6 +351,8 @@ func newCollector(n *Node) *collector {
 		compaction: prometheus.NewDesc("doppio_storage_compactions_total", "Compactions the storage engine ran.", nil, nil),
 		compacting: prometheus.NewDesc("doppio_storage_compactions_in_progress", "Compactions the storage engine is running now.", nil, nil),
 		debt:       prometheus.NewDesc("doppio_storage_compaction_debt_bytes", "Bytes the storage engine estimates it must compact to reach a settled LSM shape.", nil, nil),
+		snapshots:  prometheus.NewDesc("doppio_snapshots_sent_total", "Snapshots this node streamed in full to replicas being added (replica moves, lagging followers).", nil, nil),
+		snapBytes:  prometheus.NewDesc("doppio_snapshot_sent_bytes_total", "Sstable bytes this node streamed in snapshots.", nil, nil),
 	}
 }
 
@@ -359,6 +363,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.compaction
 	ch <- c.compacting
 	ch <- c.debt
+	ch <- c.snapshots
+	ch <- c.snapBytes
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -373,6 +379,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.compaction, prometheus.CounterValue, float64(m.Compact.Count))
 	ch <- prometheus.MustNewConstMetric(c.compacting, prometheus.GaugeValue, float64(m.Compact.NumInProgress))
 	ch <- prometheus.MustNewConstMetric(c.debt, prometheus.GaugeValue, float64(m.Compact.EstimatedDebt))
+	sent, bytes := c.n.host.SnapshotsSent()
+	ch <- prometheus.MustNewConstMetric(c.snapshots, prometheus.CounterValue, float64(sent))
+	ch <- prometheus.MustNewConstMetric(c.snapBytes, prometheus.CounterValue, float64(bytes))
 }
 
 func quietZap() *zap.Logger {

@@ -92,6 +92,10 @@ type Host struct {
 	transport *transport
 	raftLog   raft.Logger
 
+	// Snapshots this node sent in full, and the sstable bytes it streamed
+	// (failed attempts included): what replica moves cost.
+	snapshotsSent, snapshotBytes atomic.Uint64
+
 	mu     sync.Mutex
 	queue  []func()
 	groups map[string]*Group // by string(prefix); written by the loop under mu
@@ -113,6 +117,12 @@ type Host struct {
 	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
 	staging      string              // where received snapshots are staged
 	later        []func()            // run once the current Readies are handled
+}
+
+// SnapshotsSent returns how many snapshots this node streamed to other
+// replicas in full, and how many sstable bytes it sent doing so.
+func (h *Host) SnapshotsSent() (count, bytes uint64) {
+	return h.snapshotsSent.Load(), h.snapshotBytes.Load()
 }
 
 // NewHost starts the host's loop and transport. With cfg.Listen set it

@@ -88,6 +88,9 @@ func (t *transport) sendSnapshot(g *Group, m *raftpb.Message) {
 	go func() {
 		defer t.wg.Done()
 		err := t.streamSnapshot(to, name, prefix, head)
+		if err == nil {
+			t.host.snapshotsSent.Add(1)
+		}
 		if err != nil && t.ctx.Err() == nil {
 			t.host.log.Warn("snapshot failed", "partition", fmt.Sprintf("%x", name), "to", to, "err", err)
 		}
@@ -98,8 +101,9 @@ func (t *transport) sendSnapshot(g *Group, m *raftpb.Message) {
 // streamWritable sends the bytes of one sstable as 'c' frames of about
 // snapshotChunk bytes, and 'e' once the table is finished.
 type streamWritable struct {
-	s   grpc.ClientStream
-	buf []byte
+	s    grpc.ClientStream
+	buf  []byte
+	sent *atomic.Uint64 // counts the table bytes sent
 }
 
 func (w *streamWritable) Write(p []byte) error {
@@ -115,6 +119,9 @@ func (w *streamWritable) flush() error {
 		return nil
 	}
 	err := w.s.SendMsg(wrapperspb.Bytes(w.buf))
+	if err == nil {
+		w.sent.Add(uint64(len(w.buf) - 1))
+	}
 	w.buf = append(w.buf[:0], snapChunk)
 	return err
 }
@@ -160,7 +167,9 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 		return err
 	}
 	defer it.Close()
-	next := func() (objstorage.Writable, error) { return &streamWritable{s: s, buf: []byte{snapChunk}}, nil }
+	next := func() (objstorage.Writable, error) {
+		return &streamWritable{s: s, buf: []byte{snapChunk}, sent: &t.host.snapshotBytes}, nil
+	}
 	for _, span := range prefix.DataSpans() {
 		if _, err := storage.WriteSpanTables(e, it, span[0], span[1], snapshotTableBytes, next); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,14 @@ type Config struct {
 	// block) whenever a group's known leader or term changes.
 	OnLeadership func(p keys.Partition, leader, term uint64)
 
+	// CheckBytesPerSecond throttles the reads of consistency checks on
+	// this node (default DefaultCheckBytesPerSecond).
+	CheckBytesPerSecond int64
+	// OnRebuild, if set, replaces the default restart of a replica its
+	// leader rebuilds (Host.Remove then Host.Start with no voters): the
+	// node uses it to reopen the replica for requests too.
+	OnRebuild func(ctx context.Context, p keys.Partition) error
+
 	Logger *slog.Logger
 }
 
@@ -103,6 +112,11 @@ type Host struct {
 
 	propSeq atomic.Uint64
 
+	checker   *checker
+	rebuildMu sync.Mutex
+	rebuilds  map[rebuildKey]bool // replicas this node's leaders are rebuilding
+	noVote    map[string]bool     // replicas restarted empty by a rebuild
+
 	// Owned by the loop.
 	dirty        map[*Group]struct{}
 	active       map[*Group]struct{} // not quiesced: ticked
@@ -137,7 +151,10 @@ func NewHost(cfg Config) (*Host, error) {
 		active:     map[*Group]struct{}{},
 		readGroups: map[*Group]struct{}{},
 		snapshots:  map[*Group]struct{}{},
+		rebuilds:   map[rebuildKey]bool{},
+		noVote:     map[string]bool{},
 	}
+	h.checker = newChecker(h)
 	h.raftLog = raftLogger{h.log}
 	// Snapshots a crash interrupted are discarded: raft asks again.
 	staging, err := cfg.Engine.StagingDir("snapshots")
@@ -159,6 +176,7 @@ func NewHost(cfg Config) (*Host, error) {
 		h.transport.serve(lis)
 	}
 	go h.run()
+	go h.checker.run(h.stop)
 	return h, nil
 }
 
@@ -299,6 +317,9 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
 	g := newGroup(h, append(keys.Partition(nil), p...), rn, st)
+	h.rebuildMu.Lock()
+	g.noVote = h.noVote[string(p)]
+	h.rebuildMu.Unlock()
 	var out *Group
 	err = h.call(func() {
 		if existing := h.groups[string(p)]; existing != nil {
@@ -476,10 +497,9 @@ func (h *Host) processReady() {
 			// entries are durable in the logs of a quorum, and a crash
 			// that loses the batch re-applies them on restart,
 			// deterministically, from the applied index stored with it.
-			ab := h.engine.NewBatch()
-			fns, wrote := r.g.apply(ab, r.rd.CommittedEntries, now)
+			segs, fns, wrote := r.g.apply(r.rd.CommittedEntries, now)
 			if wrote {
-				applies = append(applies, applied{ab, fns})
+				applies = append(applies, applied{segs})
 			} else {
 				after = append(after, fns...)
 			}
@@ -516,11 +536,17 @@ func (h *Host) processReady() {
 	clear(h.snapshots)
 }
 
-// applied is one group's application of committed entries: its batch and
-// the answers to give once the batch is committed.
-type applied struct {
-	b     *storage.Batch
-	after []func()
+// applied is one group's application of committed entries: its batches,
+// in order, and the answers to give once each is committed.
+type applied struct{ segs []applySeg }
+
+// applySeg is a run of committed entries applied in one batch. A segment
+// ends at a check marker: once its batch is committed, the state the
+// marker checks is captured before any later entry is written.
+type applySeg struct {
+	b       *storage.Batch
+	after   []func()
+	capture *capture
 }
 
 // commitApplies commits the groups' application batches, concurrently when
@@ -530,11 +556,16 @@ type applied struct {
 // soon as its batch is in.
 func (h *Host) commitApplies(applies []applied) {
 	commit := func(a applied) {
-		if err := h.engine.CommitNoSync(a.b); err != nil {
-			panic(fmt.Sprintf("replication: node %d: applying committed entries: %v", h.cfg.NodeID, err))
-		}
-		for _, fn := range a.after {
-			fn()
+		for _, s := range a.segs {
+			if err := h.engine.CommitNoSync(s.b); err != nil {
+				panic(fmt.Sprintf("replication: node %d: applying committed entries: %v", h.cfg.NodeID, err))
+			}
+			if s.capture != nil {
+				h.checker.captured(*s.capture)
+			}
+			for _, fn := range s.after {
+				fn()
+			}
 		}
 	}
 	switch len(applies) {

@@ -1,0 +1,661 @@
+package replication
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Consistency checks (the Espresso paper, 5.4; CockroachDB's design).
+//
+// The leader proposes a check marker, a Raft entry that changes nothing.
+// Every replica that applies it commits its application batch up to the
+// marker and opens an iterator there, so all replicas sum the same log
+// position however their apply batches were cut, while writes go on. A
+// background worker per node sums the pinned state (partition.
+// ComputeChecksums), one partition at a time and throttled to
+// Config.CheckBytesPerSecond, and keeps the result for checkResultTTL. The
+// leader then asks every voter for its result (the Checksum RPC waits for
+// it) and compares each follower's with its own range by range.
+//
+// Repair rebuilds a follower from a snapshot. The majority's state is the
+// reference: a follower is rebuilt only when the leader and enough
+// followers agree to make a majority of the voters; otherwise the leader
+// itself is suspect and nothing is repaired. A rebuild removes the follower
+// from the group (its progress at the leader starts again from nothing, so
+// raft sends a snapshot: a follower whose state vanished under a kept
+// progress would refuse appends forever), tells its node to delete its
+// state and restart the replica empty, adds it back as a learner, and
+// promotes it once the snapshot has caught it up. The restarted replica
+// grants no vote until it applies a configuration that lists it: until
+// then it would vote with an empty log for a candidate whose stale
+// configuration still counts it.
+
+const (
+	checkFormat byte = 2
+	// checkResultTTL is how long a replica keeps a check's result for its
+	// leader to collect.
+	checkResultTTL = 10 * time.Minute
+	// DefaultCheckBytesPerSecond throttles checksum reads when
+	// Config.CheckBytesPerSecond is unset.
+	DefaultCheckBytesPerSecond = 32 << 20
+)
+
+const (
+	methodChecksum = "/" + serviceName + "/Checksum"
+	methodRebuild  = "/" + serviceName + "/Rebuild"
+)
+
+// encodeCheckEntry frames a check marker as the data of a normal entry.
+func encodeCheckEntry(id proposalID) []byte {
+	b := make([]byte, 0, 17)
+	b = append(b, checkFormat)
+	b = binary.BigEndian.AppendUint64(b, id.node)
+	return binary.BigEndian.AppendUint64(b, id.seq)
+}
+
+func decodeCheckEntry(b []byte) (proposalID, bool) {
+	if len(b) != 17 || b[0] != checkFormat {
+		return proposalID{}, false
+	}
+	return proposalID{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])}, true
+}
+
+// checkKey names one replica's result of one check: the partition and the
+// marker's proposal id (unique: node and sequence of the proposer).
+type checkKey struct {
+	part string
+	id   proposalID
+}
+
+// capture is a check marker applied at index: the state to sum once the
+// application batch up to it is committed.
+type capture struct {
+	key   checkKey
+	index uint64
+	scn   partition.SCN
+}
+
+type checkResult struct {
+	done  chan struct{}
+	index uint64
+	scn   partition.SCN
+	sums  partition.Checksums
+	err   error
+	at    time.Time
+}
+
+type checkJob struct {
+	c  capture
+	it *storage.Iter
+}
+
+// checker sums captured states in the background, one at a time.
+type checker struct {
+	h    *Host
+	rate int64
+
+	mu      sync.Mutex
+	results map[checkKey]*checkResult
+	jobs    []checkJob
+	wake    chan struct{}
+	busy    bool
+
+	counters checkCounters
+}
+
+type checkCounters struct{ runs, mismatches, repairs, bytes atomic.Uint64 }
+
+// CheckCounters are a node's consistency-check totals since it started.
+type CheckCounters struct {
+	Checks     uint64 // checks this node ran as leader
+	Mismatches uint64 // follower replicas found to differ
+	Repairs    uint64 // replicas rebuilt after a mismatch
+	Bytes      uint64 // bytes this node summed (as leader or follower)
+}
+
+// CheckCounters returns the node's consistency-check totals.
+func (h *Host) CheckCounters() CheckCounters {
+	c := &h.checker.counters
+	return CheckCounters{Checks: c.runs.Load(), Mismatches: c.mismatches.Load(), Repairs: c.repairs.Load(), Bytes: c.bytes.Load()}
+}
+
+func newChecker(h *Host) *checker {
+	c := &checker{h: h, rate: h.cfg.CheckBytesPerSecond, results: map[checkKey]*checkResult{}, wake: make(chan struct{}, 1)}
+	if c.rate <= 0 {
+		c.rate = DefaultCheckBytesPerSecond
+	}
+	return c
+}
+
+// result returns the (possibly not yet captured) result of k.
+func (c *checker) result(k checkKey) *checkResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for key, r := range c.results {
+		if now.Sub(r.at) > checkResultTTL {
+			delete(c.results, key)
+		}
+	}
+	r := c.results[k]
+	if r == nil {
+		r = &checkResult{done: make(chan struct{}), at: now}
+		c.results[k] = r
+	}
+	return r
+}
+
+// captured queues the state it pins for summing; called right after the
+// batch that applied the marker is committed, before anything later.
+func (c *checker) captured(cp capture) {
+	it, err := c.h.engine.NewIter(keys.Partition(cp.key.part), keys.Partition(cp.key.part).End())
+	if err != nil {
+		c.finish(cp, partition.Checksums{}, err)
+		return
+	}
+	c.mu.Lock()
+	c.jobs = append(c.jobs, checkJob{cp, it})
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *checker) finish(cp capture, sums partition.Checksums, err error) {
+	r := c.result(cp.key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	r.index, r.scn, r.sums, r.err, r.at = cp.index, cp.scn, sums, err, time.Now()
+	close(r.done)
+}
+
+// run is the worker: it sums queued states one at a time until stop.
+func (c *checker) run(stop <-chan struct{}) {
+	for {
+		c.mu.Lock()
+		var job checkJob
+		ok := len(c.jobs) > 0
+		if ok {
+			job = c.jobs[0]
+			c.jobs = c.jobs[1:]
+		}
+		c.busy = ok
+		c.mu.Unlock()
+		if !ok {
+			select {
+			case <-stop:
+				c.mu.Lock()
+				jobs := c.jobs
+				c.jobs = nil
+				c.mu.Unlock()
+				for _, j := range jobs {
+					j.it.Close()
+				}
+				return
+			case <-c.wake:
+				continue
+			}
+		}
+		start, read := time.Now(), int64(0)
+		pace := func(n int) error {
+			read += int64(n)
+			due := start.Add(time.Duration(float64(read) / float64(c.rate) * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-stop:
+					return errors.New("node shutting down")
+				}
+			}
+			return nil
+		}
+		sums, err := partition.ComputeChecksums(job.it, keys.Partition(job.c.key.part), pace)
+		if cerr := job.it.Close(); err == nil {
+			err = cerr
+		}
+		c.finish(job.c, sums, err)
+		c.counters.bytes.Add(uint64(read))
+	}
+}
+
+// await waits for this node's result of k.
+func (c *checker) await(ctx context.Context, k checkKey) (*checkResult, error) {
+	r := c.result(k)
+	select {
+	case <-r.done:
+		return r, r.err
+	case <-ctx.Done():
+		return nil, unavailable("checksum of %x not computed before the deadline", []byte(k.part))
+	}
+}
+
+// checksumRequest asks a replica for its result of a check.
+type checksumRequest struct {
+	Partition []byte `json:"partition"`
+	Node      uint64 `json:"node"`
+	Seq       uint64 `json:"seq"`
+}
+
+type checksumReply struct {
+	Index uint64              `json:"index"`
+	SCN   partition.SCN       `json:"scn"`
+	Sums  partition.Checksums `json:"sums"`
+}
+
+// rebuildRequest asks a replica's node to delete it and start it empty.
+type rebuildRequest struct {
+	Partition []byte `json:"partition"`
+	Leader    uint64 `json:"leader"`
+	Term      uint64 `json:"term"`
+}
+
+func (t *transport) serveChecksum(ctx context.Context, dec func(any) error) (any, error) {
+	var in wrapperspb.BytesValue
+	if err := dec(&in); err != nil {
+		return nil, err
+	}
+	var req checksumRequest
+	if err := json.Unmarshal(in.GetValue(), &req); err != nil {
+		return nil, err
+	}
+	r, err := t.host.checker.await(ctx, checkKey{string(req.Partition), proposalID{req.Node, req.Seq}})
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(checksumReply{Index: r.index, SCN: r.scn, Sums: r.sums})
+	if err != nil {
+		return nil, err
+	}
+	return wrapperspb.Bytes(out), nil
+}
+
+func (t *transport) serveRebuild(ctx context.Context, dec func(any) error) (any, error) {
+	var in wrapperspb.BytesValue
+	if err := dec(&in); err != nil {
+		return nil, err
+	}
+	var req rebuildRequest
+	if err := json.Unmarshal(in.GetValue(), &req); err != nil {
+		return nil, err
+	}
+	if err := t.host.rebuild(ctx, keys.Partition(req.Partition), req.Leader, req.Term); err != nil {
+		return nil, err
+	}
+	return wrapperspb.Bytes(nil), nil
+}
+
+// invoke calls a unary method of node to's transport.
+func (t *transport) invoke(ctx context.Context, to uint64, method string, req any) ([]byte, error) {
+	p := t.peer(to)
+	if p == nil {
+		return nil, errors.New("transport closed")
+	}
+	if t.isCut(to) {
+		return nil, fmt.Errorf("node %d unreachable", to)
+	}
+	addr, err := t.host.cfg.Resolve(to)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := p.client(addr)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var reply wrapperspb.BytesValue
+	if err := conn.Invoke(ctx, method, wrapperspb.Bytes(b), &reply, grpc.MaxCallRecvMsgSize(MaxMessageBytes)); err != nil {
+		return nil, err
+	}
+	return reply.GetValue(), nil
+}
+
+// CheckOptions tune one consistency check.
+type CheckOptions struct {
+	// Repair rebuilds the followers found to differ from the majority.
+	Repair bool
+}
+
+// ReplicaCheck is one replica's outcome in a check.
+type ReplicaCheck struct {
+	Node uint64 `json:"node"`
+	// Status: ok (equal to the leader's), mismatch, unavailable (no result
+	// in time), or leader for the leader's own entry.
+	Status string   `json:"status"`
+	Ranges []string `json:"ranges,omitempty"` // ranges that differ from the leader's
+	Error  string   `json:"error,omitempty"`
+	// Repaired: rebuilt from a snapshot after the mismatch. RepairError
+	// says why a repair failed or was not tried.
+	Repaired    bool   `json:"repaired,omitempty"`
+	RepairError string `json:"repairError,omitempty"`
+}
+
+// CheckReport is the outcome of one consistency check of a partition.
+type CheckReport struct {
+	Leader uint64        `json:"leader"`
+	Index  uint64        `json:"index"` // log index of the marker
+	SCN    partition.SCN `json:"scn"`   // applied SCN at the marker
+	At     time.Time     `json:"at"`
+	Keys   uint64        `json:"keys"`  // keys summed on the leader
+	Bytes  uint64        `json:"bytes"` // bytes summed on the leader
+	// Result: consistent; repaired (mismatches found and every one
+	// rebuilt); inconsistent (a mismatch left unrepaired); incomplete
+	// (no mismatch, but some replica gave no result).
+	Result   string         `json:"result"`
+	Replicas []ReplicaCheck `json:"replicas"`
+}
+
+// Mismatched returns the nodes whose state differed from the leader's.
+func (r CheckReport) Mismatched() []uint64 {
+	var out []uint64
+	for _, rc := range r.Replicas {
+		if rc.Status == "mismatch" {
+			out = append(out, rc.Node)
+		}
+	}
+	return out
+}
+
+// Check runs a consistency check of the partition from its leader (this
+// replica): it proposes a marker, collects every voter's checksums at the
+// marker and compares them with its own; with opts.Repair it rebuilds the
+// followers that differ from the majority. It fails only if the marker
+// cannot be committed (not the leader, no quorum) or the leader's own
+// checksum fails; a follower without a result is reported unavailable.
+func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
+	h := g.host
+	if err := g.Lead(ctx); err != nil {
+		return CheckReport{}, err
+	}
+	id := proposalID{node: h.cfg.NodeID, seq: h.propSeq.Add(1)}
+	p := &proposal{id: id, done: make(chan proposalResult, 1)}
+	var voters []uint64
+	ok := h.enqueue(func() {
+		if !g.isLeader || !g.ready || g.removed {
+			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			return
+		}
+		if err := g.rn.Propose(encodeCheckEntry(id)); err != nil {
+			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "check marker dropped: " + err.Error()}})
+			return
+		}
+		voters = slices.Clone(g.st.applied.conf().GetVoters())
+		g.proposals[id] = p
+		g.justProposed = append(g.justProposed, p)
+		g.wakeUp()
+		h.dirty[g] = struct{}{}
+	})
+	if !ok {
+		return CheckReport{}, unavailable("node %d is shutting down", h.cfg.NodeID)
+	}
+	var res proposalResult
+	select {
+	case res = <-p.done:
+	case <-ctx.Done():
+		return CheckReport{}, unavailable("check marker of %x not applied before the deadline", []byte(g.prefix))
+	}
+	if res.err != nil {
+		return CheckReport{}, res.err
+	}
+	key := checkKey{string(g.prefix), id}
+	own, err := h.checker.await(ctx, key)
+	if err != nil {
+		return CheckReport{}, fmt.Errorf("checksum of %x on the leader: %w", []byte(g.prefix), err)
+	}
+	rep := CheckReport{Leader: h.cfg.NodeID, Index: own.index, SCN: own.scn, At: time.Now().UTC(), Result: "consistent"}
+	for _, r := range own.sums.Ranges {
+		rep.Keys += r.Keys
+		rep.Bytes += r.Bytes
+	}
+	followers := slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == h.cfg.NodeID })
+	slices.Sort(followers)
+	rep.Replicas = append(rep.Replicas, ReplicaCheck{Node: h.cfg.NodeID, Status: "leader"})
+	out := make([]ReplicaCheck, len(followers))
+	var wg sync.WaitGroup
+	for i, f := range followers {
+		wg.Go(func() {
+			rc := ReplicaCheck{Node: f}
+			b, err := h.transport.invoke(ctx, f, methodChecksum, checksumRequest{Partition: g.prefix, Node: id.node, Seq: id.seq})
+			var reply checksumReply
+			if err == nil {
+				err = json.Unmarshal(b, &reply)
+			}
+			switch {
+			case err != nil:
+				rc.Status, rc.Error = "unavailable", err.Error()
+			case reply.Index != own.index:
+				rc.Status, rc.Error = "unavailable", fmt.Sprintf("summed at index %d, not %d", reply.Index, own.index)
+			default:
+				if d := partition.Diff(own.sums, reply.Sums); len(d) > 0 {
+					rc.Status, rc.Ranges = "mismatch", d
+				} else {
+					rc.Status = "ok"
+				}
+			}
+			out[i] = rc
+		})
+	}
+	wg.Wait()
+	agree, unavail := 1, 0
+	for _, rc := range out {
+		switch rc.Status {
+		case "ok":
+			agree++
+		case "unavailable":
+			unavail++
+		}
+	}
+	rep.Replicas = append(rep.Replicas, out...)
+	mismatched := rep.Mismatched()
+	h.checker.counters.runs.Add(1)
+	if len(mismatched) == 0 {
+		if unavail > 0 {
+			rep.Result = "incomplete"
+		}
+		return rep, nil
+	}
+	h.checker.counters.mismatches.Add(uint64(len(mismatched)))
+	for _, rc := range rep.Replicas {
+		if rc.Status == "mismatch" {
+			h.log.Error("consistency check: replica differs from the leader", "partition", fmt.Sprintf("%x", []byte(g.prefix)),
+				"follower", rc.Node, "index", rep.Index, "scn", rep.SCN.String(), "ranges", rc.Ranges)
+		}
+	}
+	rep.Result = "repaired"
+	for i := range rep.Replicas {
+		rc := &rep.Replicas[i]
+		if rc.Status != "mismatch" {
+			continue
+		}
+		switch {
+		case !opts.Repair:
+			rc.RepairError = "repair not requested"
+		case agree*2 <= len(voters):
+			rc.RepairError = fmt.Sprintf("only %d of %d voters agree with the leader: the leader may be the one that differs; not repaired", agree, len(voters))
+		default:
+			if err := g.Rebuild(ctx, rc.Node); err != nil {
+				rc.RepairError = err.Error()
+				h.log.Error("consistency check: rebuilding replica failed", "partition", fmt.Sprintf("%x", []byte(g.prefix)), "follower", rc.Node, "err", err)
+			} else {
+				rc.Repaired = true
+				h.checker.counters.repairs.Add(1)
+				h.log.Info("consistency check: replica rebuilt from a snapshot", "partition", fmt.Sprintf("%x", []byte(g.prefix)), "follower", rc.Node)
+			}
+		}
+		if !rc.Repaired {
+			rep.Result = "inconsistent"
+		}
+	}
+	return rep, nil
+}
+
+// Rebuild replaces node's replica of the partition with a snapshot of this
+// leader's state (see the top of check.go). It returns once the replica is
+// a caught-up voter again. It refuses when removing the replica for the
+// rebuild would leave the group without a live quorum.
+func (g *Group) Rebuild(ctx context.Context, node uint64) error {
+	h := g.host
+	if node == h.cfg.NodeID {
+		return errors.New("the leader cannot rebuild its own replica; transfer leadership first")
+	}
+	st, err := g.Status()
+	if err != nil {
+		return err
+	}
+	wasVoter := slices.Contains(st.Voters, node)
+	if !wasVoter && !slices.Contains(st.Learners, node) {
+		return fmt.Errorf("node %d holds no replica of %x", node, []byte(g.prefix))
+	}
+	live := 0
+	for _, v := range st.Voters {
+		if v != node && (v == h.cfg.NodeID || h.transport.alive(v)) {
+			live++
+		}
+	}
+	rest := len(st.Voters)
+	if wasVoter {
+		rest--
+	}
+	if live*2 <= rest {
+		return fmt.Errorf("only %d of the other %d voters are alive: removing node %d for a rebuild would stop the group", live, rest, node)
+	}
+	g.rebuilding(node, true)
+	defer g.rebuilding(node, false)
+	if err := g.RemoveReplica(ctx, node); err != nil {
+		return fmt.Errorf("removing the replica: %w", err)
+	}
+	term := g.info.Load().term
+	if _, err := h.transport.invoke(ctx, node, methodRebuild, rebuildRequest{Partition: g.prefix, Leader: h.cfg.NodeID, Term: term}); err != nil {
+		return fmt.Errorf("asking node %d to delete its replica: %w", node, err)
+	}
+	if err := g.AddLearner(ctx, node); err != nil {
+		return fmt.Errorf("adding the emptied replica back: %w", err)
+	}
+	target := g.info.Load().appliedIndex
+	tick := time.NewTicker(h.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		st, err := g.Status()
+		if err != nil {
+			return err
+		}
+		if f, ok := st.Followers[node]; ok && f.Match >= target {
+			break
+		}
+		if st.Role != "leader" {
+			return &NotLeaderError{Leader: st.Leader, Term: st.Term, detail: "leadership lost during the rebuild; the new leader's placement reconciliation finishes it"}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return unavailable("replica on node %d not caught up from its snapshot before the deadline", node)
+		}
+	}
+	if !wasVoter {
+		return nil
+	}
+	if err := g.Promote(ctx, node); err != nil {
+		return fmt.Errorf("promoting the rebuilt replica: %w", err)
+	}
+	return nil
+}
+
+// Rebuilding reports whether this leader is rebuilding node's replica: the
+// placement reconciliation leaves it alone meanwhile.
+func (g *Group) Rebuilding(node uint64) bool {
+	g.host.rebuildMu.Lock()
+	defer g.host.rebuildMu.Unlock()
+	return g.host.rebuilds[rebuildKey{string(g.prefix), node}]
+}
+
+func (g *Group) rebuilding(node uint64, on bool) {
+	h := g.host
+	h.rebuildMu.Lock()
+	defer h.rebuildMu.Unlock()
+	if on {
+		h.rebuilds[rebuildKey{string(g.prefix), node}] = true
+	} else {
+		delete(h.rebuilds, rebuildKey{string(g.prefix), node})
+	}
+}
+
+type rebuildKey struct {
+	part string
+	node uint64
+}
+
+// rebuild deletes this node's replica of p and starts it again empty, on
+// the word of its leader (which has removed it from the group).
+func (h *Host) rebuild(ctx context.Context, p keys.Partition, leader, term uint64) error {
+	g := h.Group(p)
+	if g == nil {
+		return fmt.Errorf("partition %x not hosted on node %d", []byte(p), h.cfg.NodeID)
+	}
+	inf := g.info.Load()
+	if inf.leader {
+		return fmt.Errorf("node %d leads %x: a leader is not rebuilt", h.cfg.NodeID, []byte(p))
+	}
+	if term < inf.term {
+		return fmt.Errorf("rebuild of %x asked by node %d in term %d, but this replica is in term %d", []byte(p), leader, term, inf.term)
+	}
+	h.rebuildMu.Lock()
+	h.noVote[string(p)] = true
+	h.rebuildMu.Unlock()
+	if h.cfg.OnRebuild != nil {
+		return h.cfg.OnRebuild(ctx, p)
+	}
+	if err := h.Remove(p); err != nil {
+		return err
+	}
+	_, err := h.Start(p, nil)
+	return err
+}
+
+// mayVote reports whether the replica may answer a vote request: not a
+// replica restarted empty by a rebuild before it applies a configuration
+// that lists it. Called on the loop.
+func (g *Group) mayVote() bool {
+	if !g.noVote {
+		return true
+	}
+	if g.hasMember(g.host.cfg.NodeID) {
+		g.noVote = false
+		h := g.host
+		h.rebuildMu.Lock()
+		delete(h.noVote, string(g.prefix))
+		h.rebuildMu.Unlock()
+		return true
+	}
+	return false
+}
+
+// isVote reports whether m asks for a vote.
+func isVote(m *raftpb.Message) bool {
+	t := m.GetType()
+	return t == raftpb.MsgVote || t == raftpb.MsgPreVote
+}

@@ -1,0 +1,186 @@
+package replication
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+)
+
+// corrupt writes a bogus value under document i of p straight into node
+// id's engine, behind Raft's back.
+func (c *cluster) corrupt(id uint64, p keys.Partition, i int) {
+	c.t.Helper()
+	b := c.engine(id).NewBatch()
+	b.Set(p.Document("t", docKey(i)), []byte("bit rot"))
+	if err := c.engine(id).Commit(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func replicaCheck(rep CheckReport, node uint64) ReplicaCheck {
+	for _, rc := range rep.Replicas {
+		if rc.Node == node {
+			return rc
+		}
+	}
+	return ReplicaCheck{}
+}
+
+func TestCheckDetectsCorruptFollowerAndRebuildsIt(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1, 2, 3})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 40
+	for i := 1; i <= n; i++ {
+		if _, err := c.write(ctx, lead, p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitApplied(p, n, 5*time.Second, 1, 2, 3)
+	bad := uint64(1)
+	if bad == lead {
+		bad = 2
+	}
+	c.corrupt(bad, p, 7)
+
+	g := c.host(lead).Group(p)
+	rep, err := g.Check(ctx, CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := replicaCheck(rep, bad)
+	if rc.Status != "mismatch" || !slices.Equal(rc.Ranges, []string{"documents/t"}) {
+		t.Fatalf("corrupt follower %d reported %+v, want a mismatch in documents/t (report %+v)", bad, rc, rep)
+	}
+	if !rc.Repaired || rep.Result != "repaired" {
+		t.Fatalf("follower %d not repaired: %+v", bad, rep)
+	}
+	if rep.SCN.Sequence != n {
+		t.Fatalf("checked at %v, want sequence %d", rep.SCN, n)
+	}
+	for _, other := range rep.Replicas {
+		if other.Node != bad && other.Node != lead && other.Status != "ok" {
+			t.Fatalf("healthy follower reported %+v", other)
+		}
+	}
+	if got := c.host(lead).CheckCounters(); got.Mismatches != 1 || got.Repairs != 1 || got.Checks != 1 {
+		t.Fatalf("counters %+v, want 1 check, 1 mismatch, 1 repair", got)
+	}
+
+	// The rebuilt follower is a voter again with the leader's data.
+	st, err := g.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(st.Voters, bad) || slices.Contains(st.Learners, bad) {
+		t.Fatalf("rebuilt node %d not a voter: voters %v learners %v", bad, st.Voters, st.Learners)
+	}
+	if _, err := c.write(ctx, lead, p, n+1); err != nil {
+		t.Fatal(err)
+	}
+	c.waitApplied(p, n+1, 5*time.Second, 1, 2, 3)
+	state := c.sameState(p, lead, bad)
+	if state[string(p.Document("t", docKey(7)))] == "bit rot" {
+		t.Fatal("the corrupt value survived the rebuild")
+	}
+	c.sameState(p, 1, 2, 3)
+
+	again, err := g.Check(ctx, CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Result != "consistent" || len(again.Replicas) != 3 {
+		t.Fatalf("check after the repair: %+v", again)
+	}
+}
+
+func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1, 2, 3})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.write(ctx, lead, p, int(next.Add(1))); err != nil {
+					t.Errorf("write: %v", err)
+					return
+				}
+			}
+		})
+	}
+	g := c.host(lead).Group(p)
+	var reports []CheckReport
+	for len(reports) < 5 {
+		rep, err := g.Check(ctx, CheckOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, rep)
+	}
+	close(stop)
+	wg.Wait()
+	for i, rep := range reports {
+		if rep.Result != "consistent" {
+			t.Fatalf("check %d under writes: %+v", i, rep)
+		}
+	}
+	if last := reports[len(reports)-1]; last.SCN.Sequence == reports[0].SCN.Sequence || last.Keys == 0 {
+		t.Fatalf("writes did not run between the checks: first %+v, last %+v", reports[0], last)
+	}
+}
+
+func TestCheckDoesNotRepairWhenTheLeaderIsTheOddOneOut(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1, 2, 3})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 1; i <= 5; i++ {
+		if _, err := c.write(ctx, lead, p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitApplied(p, 5, 5*time.Second, 1, 2, 3)
+	c.corrupt(lead, p, 3)
+
+	rep, err := c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Result != "inconsistent" {
+		t.Fatalf("result %q, want inconsistent: %+v", rep.Result, rep)
+	}
+	for _, rc := range rep.Replicas {
+		if rc.Node == lead {
+			continue
+		}
+		if rc.Status != "mismatch" || rc.Repaired || rc.RepairError == "" {
+			t.Fatalf("follower %d: %+v, want an unrepaired mismatch with the reason", rc.Node, rc)
+		}
+	}
+	st, _ := c.host(lead).Group(p).Status()
+	if len(st.Voters) != 3 {
+		t.Fatalf("voters %v after a check that must not repair", st.Voters)
+	}
+}

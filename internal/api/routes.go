@@ -39,6 +39,11 @@ func routes() []*route {
 		{method: "GET", pattern: "/_openapi", handle: (*Server).openapi},
 		{method: "GET", pattern: "/_cluster", handle: (*Server).cluster},
 		{method: "GET", pattern: "/_internal/replicas", handle: (*Server).internalReplicas},
+		// Consistency checks read whole partitions, throttled: no request
+		// deadline (stream), the client's disconnect ends them.
+		{method: "POST", pattern: "/_cluster/check/{db}", handle: (*Server).checkDatabase, stream: true},
+		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", handle: (*Server).checkOnePartition, stream: true},
+		{method: "POST", pattern: "/_internal/check/{db}/{partition}", handle: (*Server).checkLocalPartition, stream: true},
 		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", handle: (*Server).queryPartition},
 		{method: "GET", pattern: "/_changes/{db}", handle: (*Server).changes, stream: true},
 		{method: "GET", pattern: "/_datastreams", handle: (*Server).listDatastreams},

@@ -107,6 +107,9 @@ func (n *Node) startPlaced(ctx context.Context) {
 			if p >= d.Partitions {
 				break
 			}
+			if _, busy := n.rebuildingHere.Load(partRef{db, p}); busy {
+				continue
+			}
 			if _, _, hosted := n.router.Hosted(db, p); !hosted && slices.Contains(pp.Replicas, n.cfg.ID) {
 				todo = append(todo, partRef{db, p})
 			}
@@ -137,6 +140,9 @@ func (n *Node) startPlaced(ctx context.Context) {
 
 func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int, pp membership.PartitionPlacement) {
 	ref := partRef{d.Name, p}
+	if _, busy := n.rebuildingHere.Load(ref); busy {
+		return
+	}
 	placed := slices.Contains(pp.Replicas, n.cfg.ID)
 	_, g, hosted := n.router.Hosted(d.Name, p)
 	if !hosted {
@@ -356,6 +362,9 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 	}
 
 	for _, t := range target {
+		if g.Rebuilding(t) {
+			continue // a consistency repair re-adds and promotes it
+		}
 		if !slices.Contains(members, t) {
 			if _, alive := n.view.NodeByRaft(t); alive {
 				step("add learner", t, func(c context.Context) error { return g.AddLearner(c, t) })
@@ -364,7 +373,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 		}
 	}
 	for _, l := range st.Learners {
-		if slices.Contains(target, l) && caught(l) {
+		if slices.Contains(target, l) && caught(l) && !g.Rebuilding(l) {
 			step("promote", l, func(c context.Context) error { return g.Promote(c, l) })
 			return
 		}

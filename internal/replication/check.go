@@ -50,6 +50,11 @@ const (
 	// checkResultTTL is how long a replica keeps a check's result for its
 	// leader to collect.
 	checkResultTTL = 10 * time.Minute
+	// checkMarkerWait bounds the wait for a check marker to be applied.
+	checkMarkerWait = 30 * time.Second
+	// checkFollowerSlack is how much longer than twice the leader's own
+	// checksum the leader waits for its followers'.
+	checkFollowerSlack = time.Minute
 	// DefaultCheckBytesPerSecond throttles checksum reads when
 	// Config.CheckBytesPerSecond is unset.
 	DefaultCheckBytesPerSecond = 32 << 20
@@ -414,15 +419,20 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 		return CheckReport{}, unavailable("node %d is shutting down", h.cfg.NodeID)
 	}
 	var res proposalResult
+	markerWait := time.NewTimer(checkMarkerWait)
+	defer markerWait.Stop()
 	select {
 	case res = <-p.done:
 	case <-ctx.Done():
 		return CheckReport{}, unavailable("check marker of %x not applied before the deadline", []byte(g.prefix))
+	case <-markerWait.C:
+		return CheckReport{}, unavailable("check marker of %x not applied within %v", []byte(g.prefix), checkMarkerWait)
 	}
 	if res.err != nil {
 		return CheckReport{}, res.err
 	}
 	key := checkKey{string(g.prefix), id}
+	began := time.Now()
 	own, err := h.checker.await(ctx, key)
 	if err != nil {
 		return CheckReport{}, fmt.Errorf("checksum of %x on the leader: %w", []byte(g.prefix), err)
@@ -435,12 +445,17 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 	followers := slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == h.cfg.NodeID })
 	slices.Sort(followers)
 	rep.Replicas = append(rep.Replicas, ReplicaCheck{Node: h.cfg.NodeID, Status: "leader"})
+	// Followers summed from the same marker, each at its node's pace and
+	// after its node's queued checks; one that takes far longer than the
+	// leader did (or never applies the marker) is reported unavailable.
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Since(began)+checkFollowerSlack)
+	defer cancel()
 	out := make([]ReplicaCheck, len(followers))
 	var wg sync.WaitGroup
 	for i, f := range followers {
 		wg.Go(func() {
 			rc := ReplicaCheck{Node: f}
-			b, err := h.transport.invoke(ctx, f, methodChecksum, checksumRequest{Partition: g.prefix, Node: id.node, Seq: id.seq})
+			b, err := h.transport.invoke(fctx, f, methodChecksum, checksumRequest{Partition: g.prefix, Node: id.node, Seq: id.seq})
 			var reply checksumReply
 			if err == nil {
 				err = json.Unmarshal(b, &reply)

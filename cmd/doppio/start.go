@@ -33,6 +33,8 @@ type nodeFlags struct {
 	placementMode                         string
 	maxMoves                              int
 	pprofAddr                             string
+	checkInterval                         time.Duration
+	checkRate                             int64
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -48,6 +50,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.StringVar(&f.placementMode, "placement-mode", "spread", "placement strategy: spread (leaders and replicas spread evenly) or sharded-mysql (a node leads all or none of its partitions; for failover benchmarks)")
 	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most")
 	fl.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off when empty)")
+	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how often the node checks the consistency of the partitions it leads (0 = only on demand: doppio check)")
+	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -69,6 +73,8 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		API:       api.Config{MaxDocumentBytes: f.maxDoc},
 		Retention: partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
 		Logger:    logger,
+
+		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate,
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {

@@ -27,17 +27,20 @@ import (
 
 // PartitionCheck is the outcome of one partition's check.
 type PartitionCheck struct {
-	Database  string             `json:"database"`
-	Partition int                `json:"partition"`
-	Leader    string             `json:"leader,omitempty"`
-	Index     uint64             `json:"index,omitempty"`
-	SCN       string             `json:"scn,omitempty"`
-	At        time.Time          `json:"at"`
-	Keys      uint64             `json:"keys"`
-	Bytes     uint64             `json:"bytes"`
-	Result    string             `json:"result"`
-	Error     string             `json:"error,omitempty"`
-	Replicas  []ReplicaCheckInfo `json:"replicas,omitempty"`
+	Database  string    `json:"database"`
+	Partition int       `json:"partition"`
+	Leader    string    `json:"leader,omitempty"`
+	Index     uint64    `json:"index,omitempty"`
+	SCN       string    `json:"scn,omitempty"`
+	At        time.Time `json:"at"`
+	Keys      uint64    `json:"keys"`
+	Bytes     uint64    `json:"bytes"`
+	Result    string    `json:"result"`
+	// HandedTo: the leader differed from the majority and handed
+	// leadership to this node (the check is then run again there).
+	HandedTo string             `json:"handedTo,omitempty"`
+	Error    string             `json:"error,omitempty"`
+	Replicas []ReplicaCheckInfo `json:"replicas,omitempty"`
 }
 
 // ReplicaCheckInfo is one replica's outcome in a check.
@@ -120,6 +123,9 @@ func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, 
 		Database: ref.db, Partition: ref.p, Leader: n.nodeName(rep.Leader), Index: rep.Index, SCN: rep.SCN.String(),
 		At: rep.At, Keys: rep.Keys, Bytes: rep.Bytes, Result: rep.Result,
 	}
+	if rep.HandedTo != 0 {
+		pc.HandedTo = n.nodeName(rep.HandedTo)
+	}
 	for _, rc := range rep.Replicas {
 		pc.Replicas = append(pc.Replicas, ReplicaCheckInfo{
 			Node: n.nodeName(rc.Node), Status: rc.Status, Ranges: rc.Ranges, Error: rc.Error,
@@ -155,7 +161,13 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 			if _, leading := g.Leader(); leading {
 				var pc PartitionCheck
 				if pc, err = n.runCheck(ctx, ref, g, repair); err == nil {
-					return pc, nil
+					if pc.HandedTo == "" || local || attempt == 4 {
+						return pc, nil
+					}
+					// This replica differs from the majority; the new
+					// leader's check rebuilds it.
+					err = fmt.Errorf("partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, n.cfg.ID)
+					continue
 				}
 				var nl *replication.NotLeaderError
 				if local || !errors.As(err, &nl) {
@@ -175,7 +187,10 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 		}
 		var pc PartitionCheck
 		if pc, err = n.remoteCheck(ctx, nd.HTTP, db, p, repair); err == nil {
-			return pc, nil
+			if pc.HandedTo == "" || attempt == 4 {
+				return pc, nil
+			}
+			err = fmt.Errorf("partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, pc.Leader)
 		}
 	}
 	return PartitionCheck{}, err

@@ -373,6 +373,9 @@ type CheckReport struct {
 	// (no mismatch, but some replica gave no result).
 	Result   string         `json:"result"`
 	Replicas []ReplicaCheck `json:"replicas"`
+	// HandedTo: the leader differed from a majority of agreeing followers
+	// and handed leadership to this one, so that a check there rebuilds it.
+	HandedTo uint64 `json:"handedTo,omitempty"`
 }
 
 // Mismatched returns the nodes whose state differed from the leader's.
@@ -451,6 +454,7 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 	fctx, cancel := context.WithTimeout(ctx, 2*time.Since(began)+checkFollowerSlack)
 	defer cancel()
 	out := make([]ReplicaCheck, len(followers))
+	sums := make([]*partition.Checksums, len(followers))
 	var wg sync.WaitGroup
 	for i, f := range followers {
 		wg.Go(func() {
@@ -466,6 +470,7 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 			case reply.Index != own.index:
 				rc.Status, rc.Error = "unavailable", fmt.Sprintf("summed at index %d, not %d", reply.Index, own.index)
 			default:
+				sums[i] = &reply.Sums
 				if d := partition.Diff(own.sums, reply.Sums); len(d) > 0 {
 					rc.Status, rc.Ranges = "mismatch", d
 				} else {
@@ -501,6 +506,32 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 				"follower", rc.Node, "index", rep.Index, "scn", rep.SCN.String(), "ranges", rc.Ranges)
 		}
 	}
+	if opts.Repair && agree*2 <= len(voters) {
+		// The leader is the odd one out if some followers that agree with
+		// each other make a majority: one of them takes over, and its next
+		// check rebuilds this replica.
+		for i, si := range sums {
+			if si == nil {
+				continue
+			}
+			same := 0
+			for _, sj := range sums {
+				if sj != nil && len(partition.Diff(*si, *sj)) == 0 {
+					same++
+				}
+			}
+			if same*2 <= len(voters) {
+				continue
+			}
+			h.log.Error("consistency check: the leader's replica differs from a majority; handing leadership over", "partition", fmt.Sprintf("%x", []byte(g.prefix)), "to", followers[i])
+			if err := g.TransferLeadership(ctx, followers[i]); err != nil {
+				h.log.Error("consistency check: leadership transfer failed", "partition", fmt.Sprintf("%x", []byte(g.prefix)), "to", followers[i], "err", err)
+			} else {
+				rep.HandedTo = followers[i]
+			}
+			break
+		}
+	}
 	rep.Result = "repaired"
 	for i := range rep.Replicas {
 		rc := &rep.Replicas[i]
@@ -512,6 +543,9 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 			rc.RepairError = "repair not requested"
 		case agree*2 <= len(voters):
 			rc.RepairError = fmt.Sprintf("only %d of %d voters agree with the leader: the leader may be the one that differs; not repaired", agree, len(voters))
+			if rep.HandedTo != 0 {
+				rc.RepairError = fmt.Sprintf("the leader differs from a majority of the voters; leadership was handed to node %d, whose check rebuilds the old leader", rep.HandedTo)
+			}
 		default:
 			if err := g.Rebuild(ctx, rc.Node); err != nil {
 				rc.RepairError = err.Error()

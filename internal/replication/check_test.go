@@ -149,12 +149,12 @@ func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
 	}
 }
 
-func TestCheckDoesNotRepairWhenTheLeaderIsTheOddOneOut(t *testing.T) {
+func TestCheckHandsLeadershipOverWhenTheLeaderIsTheOddOneOut(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
 	c.startGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := 1; i <= 5; i++ {
 		if _, err := c.write(ctx, lead, p, i); err != nil {
@@ -164,23 +164,48 @@ func TestCheckDoesNotRepairWhenTheLeaderIsTheOddOneOut(t *testing.T) {
 	c.waitApplied(p, 5, 5*time.Second, 1, 2, 3)
 	c.corrupt(lead, p, 3)
 
-	rep, err := c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
+	// Report only: both followers differ from the leader; nothing moves.
+	rep, err := c.host(lead).Group(p).Check(ctx, CheckOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result != "inconsistent" {
-		t.Fatalf("result %q, want inconsistent: %+v", rep.Result, rep)
+	if rep.Result != "inconsistent" || rep.HandedTo != 0 || len(rep.Mismatched()) != 2 {
+		t.Fatalf("report-only check of a corrupt leader: %+v", rep)
+	}
+
+	// With repair, the leader does not rebuild the majority: it hands
+	// leadership to a follower of the agreeing majority.
+	rep, err = c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Result != "inconsistent" || rep.HandedTo == 0 || rep.HandedTo == lead {
+		t.Fatalf("repairing check of a corrupt leader: %+v, want leadership handed to a follower", rep)
 	}
 	for _, rc := range rep.Replicas {
-		if rc.Node == lead {
-			continue
-		}
-		if rc.Status != "mismatch" || rc.Repaired || rc.RepairError == "" {
+		if rc.Node != lead && (rc.Status != "mismatch" || rc.Repaired || rc.RepairError == "") {
 			t.Fatalf("follower %d: %+v, want an unrepaired mismatch with the reason", rc.Node, rc)
 		}
 	}
 	st, _ := c.host(lead).Group(p).Status()
 	if len(st.Voters) != 3 {
-		t.Fatalf("voters %v after a check that must not repair", st.Voters)
+		t.Fatalf("voters %v: no replica may be rebuilt on the odd leader's word", st.Voters)
+	}
+
+	// The new leader's check rebuilds the old leader.
+	next := c.leader(p, 5*time.Second)
+	if next != rep.HandedTo {
+		t.Fatalf("leader %d, want %d", next, rep.HandedTo)
+	}
+	rep, err = c.host(next).Group(p).Check(ctx, CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := replicaCheck(rep, lead); rep.Result != "repaired" || rc.Status != "mismatch" || !slices.Equal(rc.Ranges, []string{"documents/t"}) || !rc.Repaired {
+		t.Fatalf("check at the new leader: %+v, want the old leader %d rebuilt", rep, lead)
+	}
+	c.sameState(p, 1, 2, 3)
+	if rep, err = c.host(next).Group(p).Check(ctx, CheckOptions{Repair: true}); err != nil || rep.Result != "consistent" {
+		t.Fatalf("check after the repair: %+v %v", rep, err)
 	}
 }

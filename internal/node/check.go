@@ -304,10 +304,7 @@ func (n *Node) rebuildReplica(ctx context.Context, p keys.Partition) error {
 	defer n.rebuildingHere.Delete(ref)
 	n.log.Warn("rebuilding replica from a snapshot (its leader found it inconsistent)", "db", ref.db, "partition", ref.p)
 	n.router.Drop(ref.db, ref.p)
-	if err := n.host.Remove(p); err != nil {
-		return err
-	}
-	g, err := n.host.Start(p, nil)
+	g, err := n.host.StartRebuilt(p)
 	if err != nil {
 		return err
 	}

@@ -672,32 +672,24 @@ func (h *Host) rebuild(ctx context.Context, p keys.Partition, leader, term uint6
 	if term < inf.term {
 		return fmt.Errorf("rebuild of %x asked by node %d in term %d, but this replica is in term %d", []byte(p), leader, term, inf.term)
 	}
-	h.rebuildMu.Lock()
-	h.noVote[string(p)] = true
-	h.rebuildMu.Unlock()
 	if h.cfg.OnRebuild != nil {
 		return h.cfg.OnRebuild(ctx, p)
 	}
-	if err := h.Remove(p); err != nil {
-		return err
-	}
-	_, err := h.Start(p, nil)
+	_, err := h.StartRebuilt(p)
 	return err
 }
 
 // mayVote reports whether the replica may answer a vote request: not a
-// replica restarted empty by a rebuild before it applies a configuration
-// that lists it. Called on the loop.
+// replica restarted empty by a rebuild (Host.StartRebuilt) before it
+// applies a configuration that lists it. Called on the loop.
 func (g *Group) mayVote() bool {
 	if !g.noVote {
 		return true
 	}
 	if g.hasMember(g.host.cfg.NodeID) {
+		// Only a snapshot makes it a member (its log starts past the
+		// group's first entries), and installing one deleted the mark.
 		g.noVote = false
-		h := g.host
-		h.rebuildMu.Lock()
-		delete(h.noVote, string(g.prefix))
-		h.rebuildMu.Unlock()
 		return true
 	}
 	return false

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/doppio-db/doppio/internal/keys"
 )
 
@@ -207,5 +209,58 @@ func TestCheckHandsLeadershipOverWhenTheLeaderIsTheOddOneOut(t *testing.T) {
 	c.sameState(p, 1, 2, 3)
 	if rep, err = c.host(next).Group(p).Check(ctx, CheckOptions{Repair: true}); err != nil || rep.Result != "consistent" {
 		t.Fatalf("check after the repair: %+v %v", rep, err)
+	}
+}
+
+func TestRebuiltReplicaNeitherVotesNorBootstrapsUntilItsSnapshot(t *testing.T) {
+	c := newCluster(t, 1)
+	p := testPartition(0)
+	g, err := c.host(1).StartRebuilt(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vote := func(g *Group, term uint64) uint64 {
+		var voted uint64
+		err := c.host(1).call(func() {
+			g.step(inbound{group: g.name(), msg: &raftpb.Message{
+				Type: raftpb.MsgVote.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(term),
+				LogTerm: new(uint64(1)), Index: new(uint64(1)),
+			}}, time.Now())
+			voted = g.rn.BasicStatus().HardState.GetVote()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return voted
+	}
+	if v := vote(g, 5); v != 0 {
+		t.Fatalf("the rebuilt replica voted for %d", v)
+	}
+	// The mark survives a restart: started with the initial voters (as a
+	// node that sees no leader does), it still does not bootstrap.
+	c.stop(1)
+	c.start(1)
+	g, err = c.host(1).Start(p, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Voters) != 0 || st.LastIndex != 0 {
+		t.Fatalf("the rebuilt replica bootstrapped after a restart: %+v", st)
+	}
+	if v := vote(g, 6); v != 0 {
+		t.Fatalf("the rebuilt replica voted for %d after a restart", v)
+	}
+	// An ordinary empty replica votes (the control).
+	q := testPartition(1)
+	h, err := c.host(1).Start(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := vote(h, 5); v != 2 {
+		t.Fatalf("an ordinary empty replica voted for %d, want 2", v)
 	}
 }

@@ -59,8 +59,8 @@ type Group struct {
 	// campaignUntil: this replica was chosen to replace a leader seen dead
 	// and campaigns on every tick until then while no leader is known.
 	campaignUntil uint64
-	// noVote: restarted empty by a rebuild; grants no vote until it
-	// applies a configuration listing it (see mayVote).
+	// noVote: restarted empty by a rebuild (Host.StartRebuilt); grants no
+	// vote until it applies a configuration listing it (see mayVote).
 	noVote bool
 }
 

@@ -60,8 +60,8 @@ type Config struct {
 	// this node (default DefaultCheckBytesPerSecond).
 	CheckBytesPerSecond int64
 	// OnRebuild, if set, replaces the default restart of a replica its
-	// leader rebuilds (Host.Remove then Host.Start with no voters): the
-	// node uses it to reopen the replica for requests too.
+	// leader rebuilds (StartRebuilt): the node uses it to reopen the
+	// replica for requests too. It must call StartRebuilt.
 	OnRebuild func(ctx context.Context, p keys.Partition) error
 
 	Logger *slog.Logger
@@ -115,7 +115,6 @@ type Host struct {
 	checker   *checker
 	rebuildMu sync.Mutex
 	rebuilds  map[rebuildKey]bool // replicas this node's leaders are rebuilding
-	noVote    map[string]bool     // replicas restarted empty by a rebuild
 
 	// Owned by the loop.
 	dirty        map[*Group]struct{}
@@ -152,7 +151,6 @@ func NewHost(cfg Config) (*Host, error) {
 		readGroups: map[*Group]struct{}{},
 		snapshots:  map[*Group]struct{}{},
 		rebuilds:   map[rebuildKey]bool{},
-		noVote:     map[string]bool{},
 	}
 	h.checker = newChecker(h)
 	h.raftLog = raftLogger{h.log}
@@ -277,8 +275,15 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
+	// A replica restarted empty by a rebuild waits for its snapshot: it
+	// never bootstraps, and votes for no one (Group.mayVote).
+	_, err = h.engine.Get(p.RaftRebuilt())
+	rebuilt := err == nil
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
 	campaign := false
-	if st.empty() && len(voters) > 0 {
+	if st.empty() && len(voters) > 0 && !rebuilt {
 		b := h.engine.NewBatch()
 		st.bootstrap(b, voters)
 		if err := h.engine.Commit(b); err != nil {
@@ -317,9 +322,7 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
 	g := newGroup(h, append(keys.Partition(nil), p...), rn, st)
-	h.rebuildMu.Lock()
-	g.noVote = h.noVote[string(p)]
-	h.rebuildMu.Unlock()
+	g.noVote = rebuilt
 	var out *Group
 	err = h.call(func() {
 		if existing := h.groups[string(p)]; existing != nil {
@@ -371,6 +374,25 @@ func (h *Host) Remove(p keys.Partition) error {
 	b := h.engine.NewBatch()
 	b.DeleteRange(p, p.End())
 	return h.engine.Commit(b)
+}
+
+// StartRebuilt deletes this node's replica of p (Remove) and starts it
+// again empty, marked on disk so that it never bootstraps and grants no
+// vote until a snapshot from its leader replaces the mark: it was a voter,
+// and a candidate whose configuration still counts it must not win with
+// the vote of a replica that forgot its log. A leader's rebuild asks for
+// it (Config.OnRebuild must call it).
+func (h *Host) StartRebuilt(p keys.Partition) (*Group, error) {
+	if err := h.Remove(p); err != nil {
+		return nil, err
+	}
+	b := h.engine.NewBatch()
+	b.DeleteRange(p, p.End())
+	b.Set(p.RaftRebuilt(), nil)
+	if err := h.engine.Commit(b); err != nil {
+		return nil, err
+	}
+	return h.Start(p, nil)
 }
 
 // run is the loop: the only goroutine that touches RawNodes and their

@@ -222,3 +222,31 @@ func metricValue(t *testing.T, page, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestBackgroundConsistencyChecksShowInClusterView runs a dev node that
+// checks the partitions it leads every 200 ms: /_cluster shows each
+// partition's last check and /metrics counts them.
+func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
+	n := runNode(t, []string{"dev", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--check-interval", "200ms"})
+	setupCounters(t, n)
+	for i := range 10 {
+		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/g%d/%d", i, i), map[string]any{"n": i})
+	}
+	cn := &clusterNode{devNode: n, id: "dev"}
+	waitFor(t, 30*time.Second, "every partition checked in the background after the writes", func() (bool, string) {
+		info := clusterInfo(t, cn)
+		js, _ := json.MarshalIndent(info.Partitions, "", " ")
+		if len(info.Partitions) != 8 {
+			return false, string(js)
+		}
+		for _, p := range info.Partitions {
+			if p.Check == nil || p.Check.Last == nil || p.Check.Last.Result != "consistent" || p.Check.Last.SCN != p.SCN {
+				return false, string(js)
+			}
+		}
+		return true, ""
+	})
+	if v := metricValue(t, string(n.must(200, "GET", "/metrics", nil)), "doppio_consistency_checks_total"); v < 8 {
+		t.Fatalf("doppio_consistency_checks_total %v, want at least one per partition", v)
+	}
+}

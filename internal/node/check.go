@@ -281,7 +281,13 @@ func (n *Node) checkLoop() {
 				if _, leading := g.Leader(); !leading {
 					continue
 				}
-				if _, err := n.runCheck(ctx, partRef{db, rep.ID}, g, true); err != nil && ctx.Err() == nil {
+				pc, err := n.runCheck(ctx, partRef{db, rep.ID}, g, true)
+				if err == nil && pc.HandedTo != "" {
+					// This replica is the odd one out: the new leader's
+					// check rebuilds it.
+					_, err = n.checkPartition(ctx, db, rep.ID, true, false)
+				}
+				if err != nil && ctx.Err() == nil {
 					n.log.Warn("consistency check failed to run", "db", db, "partition", rep.ID, "err", err)
 				}
 			}

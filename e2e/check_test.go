@@ -70,7 +70,8 @@ func corruptDocument(t *testing.T, n *clusterNode, db string, p int, table strin
 // check under concurrent writes then finds every replica equal.
 func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 	const partitions = 2
-	nodes := startCluster(t)
+	nodes, ep := startClusterAt(t)
+	router := runNode(t, []string{"router", "--etcd", ep, "--http", freePort(t), "--id", "r1"})
 	nodes[0].must(201, "PUT", "/_schemas/chk", map[string]any{"partitions": partitions, "replicas": 3})
 	nodes[0].must(201, "PUT", "/_schemas/chk/Counter", counterSchema)
 	groups := groupsByPartition(partitions)
@@ -105,8 +106,9 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 		return settled(clusterInfo(t, nodes[0]), partitions, 3)
 	})
 
-	server := victim.addr // any node serves /_cluster/check: it runs at the leader
-	out, code := runCLI(t, server, "check", "chk", "--no-repair")
+	// Any node serves /_cluster/check (it runs at the leader), and a
+	// router relays it.
+	out, code := runCLI(t, victim.addr, "check", "chk", "--no-repair")
 	if code != 1 {
 		t.Fatalf("report-only check of a corrupt replica exited %d, want 1:\n%s", code, out)
 	}
@@ -117,6 +119,7 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 		t.Fatalf("report-only check output:\n%s\nwant partition 0 inconsistent in documents/Counter, partition 1 consistent", out)
 	}
 
+	server := router.addr
 	out, code = runCLI(t, server, "check", "chk")
 	if code != 0 {
 		t.Fatalf("repairing check exited %d:\n%s", code, out)
@@ -200,10 +203,13 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 		{"/_cluster/check/chk?repair=maybe", 400},
 		{"/_cluster/check/chk?deep=1", 400},
 	} {
-		st, _, b := nodes[0].do("POST", tc.path, nil)
+		st, _, b := router.do("POST", tc.path, nil)
 		if st != tc.want || !json.Valid(b) {
 			t.Fatalf("POST %s: %d %s, want %d problem", tc.path, st, b, tc.want)
 		}
+	}
+	if st, _, b := nodes[0].do("POST", "/_cluster/check/chk", map[string]any{"deep": true}); st != 400 || !bytes.Contains(b, []byte("takes no request body")) {
+		t.Fatalf("POST /_cluster/check/chk with a body: %d %s, want 400", st, b)
 	}
 }
 

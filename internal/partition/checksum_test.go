@@ -194,3 +194,44 @@ func TestChecksumStopsWhenPaceFails(t *testing.T) {
 		t.Fatalf("err %v after %d pace calls, want the pace error after 1", err, calls)
 	}
 }
+
+// BenchmarkComputeChecksums sums a partition of 64 MiB of 1 KiB documents,
+// unthrottled: the ceiling of a node's checksum rate.
+func BenchmarkComputeChecksums(b *testing.B) {
+	e, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: 128 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	p := keys.PartitionPrefix("db", 0)
+	val := make([]byte, 1024)
+	const docs = 64 << 10
+	for i := 0; i < docs; i += 4096 {
+		batch := e.NewBatch()
+		for j := i; j < i+4096; j++ {
+			k, _ := keys.EncodeTuple(keys.Tuple{int64(j)})
+			batch.Set(p.Document("t", k), val)
+		}
+		if err := e.Commit(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var total uint64
+	for range b.N {
+		it, err := e.NewIter(p, p.End())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sums, err := ComputeChecksums(it, p, nil)
+		it.Close()
+		if err != nil || sums.Ranges[0].Keys != docs {
+			b.Fatalf("%v %+v", err, sums)
+		}
+		total += sums.Bytes()
+	}
+	b.SetBytes(int64(total / uint64(b.N)))
+}

@@ -167,6 +167,16 @@ func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int,
 	}
 	if placed {
 		delete(n.stale, ref)
+		if g.Removed() {
+			// Removed from its group (a consistency repair whose rebuild
+			// request never arrived) yet placed here: it would ignore its
+			// leader forever. Start it again empty, without a vote until
+			// its snapshot; the leader adds it back.
+			n.log.Warn("replica removed from its group but placed here: restarting it empty", "db", d.Name, "partition", p)
+			if err := n.rebuildReplica(ctx, keys.PartitionPrefix(d.Name, p)); err != nil {
+				n.log.Error("restart removed replica", "db", d.Name, "partition", p, "err", err)
+			}
+		}
 		return
 	}
 	// Not placed here and not leading: once the group no longer counts

@@ -38,6 +38,8 @@ type RangeSum struct {
 	Sum   uint64 `json:"sum"` // xxhash64 of every key and value, length-prefixed, in key order
 	// LogFrom is the first sequence a log bucket covers (log ranges only).
 	LogFrom uint64 `json:"logFrom,omitempty"`
+
+	isBucket bool
 }
 
 // Checksums are a replica's checksums at one point.
@@ -68,8 +70,11 @@ func ComputeChecksums(it KV, p keys.Partition, pace func(n int) error) (Checksum
 		h       = xxhash.New()
 		pending int
 		lenbuf  [binary.MaxVarintLen64]byte
+		// curPrefix: every key with it belongs to cur (nil: classify each).
+		curPrefix []byte
 	)
 	raft, raftEnd := p.Raft(), keys.PrefixEnd(p.Raft())
+	sec := sectionsOf(p)
 	finish := func() {
 		if cur != nil {
 			cur.Sum = h.Sum64()
@@ -92,16 +97,25 @@ func ComputeChecksums(it KV, p keys.Partition, pace func(n int) error) (Checksum
 			}
 		}
 		v := it.Value()
-		name, logFrom, skip := classify(p, k)
-		if skip {
-			continue
+		_, seq, isLog := p.ParseLog(k)
+		isLog = isLog && k[len(p)] == sec.log
+		// Most keys continue the current range: a table's keys share its
+		// prefix, a log bucket's sequences its span; no decoding then.
+		same := cur != nil && (isLog && cur.isBucket && seq >= cur.LogFrom && seq < cur.LogFrom+LogBucket ||
+			!isLog && curPrefix != nil && bytes.HasPrefix(k, curPrefix))
+		if !same {
+			name, logFrom, prefix, skip := classify(p, sec, k)
+			if skip {
+				continue
+			}
+			if cur == nil || cur.Name != name {
+				finish()
+				cur = &RangeSum{Name: name, LogFrom: logFrom, isBucket: isLog && name != "log/?"}
+				h.Reset()
+			}
+			curPrefix = prefix
 		}
-		if cur == nil || cur.Name != name {
-			finish()
-			cur = &RangeSum{Name: name, LogFrom: logFrom}
-			h.Reset()
-		}
-		if _, seq, ok := p.ParseLog(k); ok && (out.LogFirst == 0 || seq < out.LogFirst) {
+		if isLog && (out.LogFirst == 0 || seq < out.LogFirst) {
 			out.LogFirst = seq
 		}
 		_, _ = h.Write(lenbuf[:binary.PutUvarint(lenbuf[:], uint64(len(k)))])
@@ -130,42 +144,52 @@ func ComputeChecksums(it KV, p keys.Partition, pace func(n int) error) (Checksum
 	return out, nil
 }
 
-// classify names the range key k of partition p belongs to, or skips it.
-func classify(p keys.Partition, k []byte) (name string, logFrom uint64, skip bool) {
+// sections are the bytes after the partition prefix that start each
+// section, as package keys lays them out.
+type sections struct{ documents, autoinc, index, log, meta byte }
+
+func sectionsOf(p keys.Partition) sections {
+	at := func(prefix []byte) byte { return prefix[len(p)] }
+	return sections{at(p.Table("")), at(p.AutoIncrement("", nil)), at(p.IndexTable("")), at(p.LogPrefix()), at(p.MetaPrefix())}
+}
+
+// classify names the range key k of partition p belongs to, or skips it;
+// prefix, when not nil, starts every key of that range from k on.
+func classify(p keys.Partition, sec sections, k []byte) (name string, logFrom uint64, prefix []byte, skip bool) {
 	rest := k[len(p):]
 	if len(rest) == 0 {
-		return "other", 0, false
+		return "other", 0, nil, false
 	}
 	section, body := rest[0], rest[1:]
-	table := func(kind string) string {
-		v, _, err := keys.DecodeOne(body)
+	table := func(kind string) (string, uint64, []byte, bool) {
+		v, after, err := keys.DecodeOne(body)
 		if s, ok := v.(string); ok && err == nil {
-			return kind + "/" + s
+			return kind + "/" + s, 0, bytes.Clone(k[:len(k)-len(after)]), false
 		}
-		return kind + "/?"
+		return kind + "/?", 0, nil, false
 	}
 	switch section {
-	case 'd':
-		return table("documents"), 0, false
-	case 'a':
-		return table("autoinc"), 0, false
-	case 'i':
-		return table("index"), 0, false
-	case 'l':
+	case sec.documents:
+		return table("documents")
+	case sec.autoinc:
+		return table("autoinc")
+	case sec.index:
+		return table("index")
+	case sec.log:
 		_, seq, ok := p.ParseLog(k)
 		if !ok {
-			return "log/?", 0, false
+			return "log/?", 0, nil, false
 		}
 		from := seq / LogBucket * LogBucket
-		return fmt.Sprintf("log/%d-%d", from, from+LogBucket-1), from, false
-	case 'm':
+		return fmt.Sprintf("log/%d-%d", from, from+LogBucket-1), from, nil, false
+	case sec.meta:
 		v, _, err := keys.DecodeOne(body)
 		if s, ok := v.(string); ok && err == nil && len(s) >= len(metaIndexPrefix) && s[:len(metaIndexPrefix)] == metaIndexPrefix {
-			return "", 0, true
+			return "", 0, nil, true
 		}
-		return "meta", 0, false
+		return "meta", 0, nil, false
 	}
-	return "other", 0, false
+	return "other", 0, nil, false
 }
 
 // Diff returns the names of the ranges in which two replicas' checksums

@@ -124,6 +124,9 @@ func TestChecksumRangesNameExactlyWhatDiffers(t *testing.T) {
 		{"replica-local: change log trimmed", func(b *storage.Batch, p keys.Partition) {
 			b.DeleteRange(p.LogPrefix(), p.Log(2, 6))
 		}, nil},
+		{"meta key shaped like a log key", func(b *storage.Batch, p keys.Partition) {
+			b.Set(append(p.MetaPrefix(), make([]byte, 16)...), []byte("x"))
+		}, []string{"meta"}},
 		{"other partitions", func(b *storage.Batch, p keys.Partition) {
 			b.Set(keys.PartitionPrefix("db", 4).Document("a", tupleKey(t, "y")), []byte("x"))
 		}, nil},

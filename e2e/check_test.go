@@ -255,4 +255,23 @@ func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
 	if v := metricValue(t, string(n.must(200, "GET", "/metrics", nil)), "doppio_consistency_checks_total"); v < 8 {
 		t.Fatalf("doppio_consistency_checks_total %v, want at least one per partition", v)
 	}
+
+	// On demand, the whole database at once.
+	var dc node.DatabaseCheck
+	if err := json.Unmarshal(n.must(200, "POST", "/_cluster/check/e2e?repair=false", nil), &dc); err != nil {
+		t.Fatal(err)
+	}
+	if dc.Database != "e2e" || dc.Result != "consistent" || len(dc.Partitions) != 8 {
+		t.Fatalf("POST /_cluster/check/e2e: %+v", dc)
+	}
+	var keys uint64
+	for p, pc := range dc.Partitions {
+		if pc.Partition != p || pc.Result != "consistent" || pc.Leader != "dev" || len(pc.Replicas) != 1 {
+			t.Fatalf("partition %d: %+v", p, pc)
+		}
+		keys += pc.Keys
+	}
+	if keys < 10 {
+		t.Fatalf("the checks summed %d keys, want at least the 10 documents", keys)
+	}
 }

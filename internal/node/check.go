@@ -63,9 +63,13 @@ type DatabaseCheck struct {
 // CheckStatus is what /_cluster shows of a partition's checks (from its
 // leader's node).
 type CheckStatus struct {
-	Running bool            `json:"running,omitempty"`
-	Started *time.Time      `json:"started,omitempty"`
-	Last    *PartitionCheck `json:"last,omitempty"`
+	Running bool       `json:"running,omitempty"`
+	Started *time.Time `json:"started,omitempty"`
+	// SummedBytes: of a running check, the bytes the leader has summed of
+	// its own replica so far (the last check's bytes say about how many
+	// there are).
+	SummedBytes uint64          `json:"summedBytes,omitempty"`
+	Last        *PartitionCheck `json:"last,omitempty"`
 }
 
 // checks is a node's record of the checks it ran as leader.

@@ -149,6 +149,9 @@ func (n *Node) local() LocalInfo {
 			}
 			if st.Role == "leader" {
 				lr.Check = n.checks.get(partRef{db, rep.ID})
+				if summing, b := g.CheckProgress(); summing && lr.Check != nil {
+					lr.Check.SummedBytes = b
+				}
 			}
 			if len(st.Followers) > 0 {
 				lr.Followers = map[string]FollowerReport{}

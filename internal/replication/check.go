@@ -121,6 +121,9 @@ type checker struct {
 	busy    bool
 
 	counters checkCounters
+	// current is the state being summed and how far (for progress).
+	current      atomic.Pointer[checkKey]
+	currentBytes atomic.Uint64
 }
 
 type checkCounters struct{ runs, mismatches, repairs, bytes atomic.Uint64 }
@@ -223,8 +226,11 @@ func (c *checker) run(stop <-chan struct{}) {
 			}
 		}
 		start, read := time.Now(), int64(0)
+		c.currentBytes.Store(0)
+		c.current.Store(&job.c.key)
 		pace := func(n int) error {
 			read += int64(n)
+			c.currentBytes.Store(uint64(read))
 			due := start.Add(time.Duration(float64(read) / float64(c.rate) * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
 				t := time.NewTimer(d)
@@ -241,6 +247,7 @@ func (c *checker) run(stop <-chan struct{}) {
 		if cerr := job.it.Close(); err == nil {
 			err = cerr
 		}
+		c.current.Store(nil)
 		c.finish(job.c, sums, err)
 		c.counters.bytes.Add(uint64(read))
 	}
@@ -632,6 +639,16 @@ func (g *Group) Rebuild(ctx context.Context, node uint64) error {
 		return fmt.Errorf("promoting the rebuilt replica: %w", err)
 	}
 	return nil
+}
+
+// CheckProgress reports whether this node is summing its replica of the
+// partition for a check now, and how many bytes it has summed so far.
+func (g *Group) CheckProgress() (summing bool, bytes uint64) {
+	c := g.host.checker
+	if k := c.current.Load(); k != nil && k.part == string(g.prefix) {
+		return true, c.currentBytes.Load()
+	}
+	return false, 0
 }
 
 // Rebuilding reports whether this leader is rebuilding node's replica: the

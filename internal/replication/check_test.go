@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/storage"
 )
 
 // corrupt writes a bogus value under document i of p straight into node
@@ -262,5 +263,54 @@ func TestRebuiltReplicaNeitherVotesNorBootstrapsUntilItsSnapshot(t *testing.T) {
 	}
 	if v := vote(h, 5); v != 2 {
 		t.Fatalf("an ordinary empty replica voted for %d, want 2", v)
+	}
+}
+
+func TestCheckIsThrottledAndShowsProgress(t *testing.T) {
+	const rate = 256 << 10
+	c := &cluster{t: t, root: t.TempDir(), addrs: map[uint64]string{}, hosts: map[uint64]*Host{}, engines: map[uint64]*storage.Engine{},
+		configure: func(cfg *Config) { cfg.CheckBytesPerSecond = rate }}
+	c.start(1)
+	t.Cleanup(func() { c.stop(1) })
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g := c.host(lead).Group(p)
+	for i := range 64 {
+		ws := writeSet(i)
+		ws.Writes[0].After = make([]byte, 8<<10)
+		if _, err := g.Replicate(ctx, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan CheckReport, 1)
+	go func() {
+		rep, err := g.Check(ctx, CheckOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	// Summing ~1 MiB at 256 KiB/s: progress shows part of it while the
+	// throttle holds the sum back.
+	var seen uint64
+	for seen == 0 {
+		select {
+		case rep := <-done:
+			t.Fatalf("check finished (%+v) before any progress showed", rep)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if summing, b := g.CheckProgress(); summing && b > 0 {
+			seen = b
+		}
+	}
+	rep := <-done
+	if rep.Result != "consistent" || rep.Bytes < 512<<10 || seen >= rep.Bytes {
+		t.Fatalf("report %+v; progress showed %d bytes", rep, seen)
+	}
+	if summing, _ := g.CheckProgress(); summing {
+		t.Fatal("still summing after the check")
 	}
 }

@@ -124,6 +124,7 @@ type checker struct {
 	// current is the state being summed and how far (for progress).
 	current      atomic.Pointer[checkKey]
 	currentBytes atomic.Uint64
+	done         chan struct{} // closed when run returns
 }
 
 type checkCounters struct{ runs, mismatches, repairs, bytes atomic.Uint64 }
@@ -143,7 +144,7 @@ func (h *Host) CheckCounters() CheckCounters {
 }
 
 func newChecker(h *Host) *checker {
-	c := &checker{h: h, rate: h.cfg.CheckBytesPerSecond, results: map[checkKey]*checkResult{}, wake: make(chan struct{}, 1)}
+	c := &checker{h: h, rate: h.cfg.CheckBytesPerSecond, results: map[checkKey]*checkResult{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if c.rate <= 0 {
 		c.rate = DefaultCheckBytesPerSecond
 	}
@@ -200,7 +201,13 @@ func (c *checker) finish(cp capture, sums partition.Checksums, err error) {
 
 // run is the worker: it sums queued states one at a time until stop.
 func (c *checker) run(stop <-chan struct{}) {
+	defer close(c.done)
 	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
 		c.mu.Lock()
 		var job checkJob
 		ok := len(c.jobs) > 0
@@ -213,13 +220,6 @@ func (c *checker) run(stop <-chan struct{}) {
 		if !ok {
 			select {
 			case <-stop:
-				c.mu.Lock()
-				jobs := c.jobs
-				c.jobs = nil
-				c.mu.Unlock()
-				for _, j := range jobs {
-					j.it.Close()
-				}
 				return
 			case <-c.wake:
 				continue
@@ -250,6 +250,20 @@ func (c *checker) run(stop <-chan struct{}) {
 		c.current.Store(nil)
 		c.finish(job.c, sums, err)
 		c.counters.bytes.Add(uint64(read))
+	}
+}
+
+// close waits for the worker to stop (after the host's stop and loop) and
+// closes the iterators of states never summed, so none outlives the host.
+func (c *checker) close() {
+	<-c.done
+	c.mu.Lock()
+	jobs := c.jobs
+	c.jobs = nil
+	c.mu.Unlock()
+	for _, j := range jobs {
+		j.it.Close()
+		c.finish(j.c, partition.Checksums{}, errors.New("node shutting down"))
 	}
 }
 

@@ -314,3 +314,48 @@ func TestCheckIsThrottledAndShowsProgress(t *testing.T) {
 		t.Fatal("still summing after the check")
 	}
 }
+
+func TestHostCloseStopsARunningChecksumAndReleasesTheEngine(t *testing.T) {
+	c := &cluster{t: t, root: t.TempDir(), addrs: map[uint64]string{}, hosts: map[uint64]*Host{}, engines: map[uint64]*storage.Engine{},
+		configure: func(cfg *Config) { cfg.CheckBytesPerSecond = 64 << 10 }}
+	c.start(1)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1})
+	c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, e := c.host(1), c.engine(1)
+	g := h.Group(p)
+	for i := range 64 {
+		ws := writeSet(i)
+		ws.Writes[0].After = make([]byte, 8<<10)
+		if _, err := g.Replicate(ctx, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Check(ctx, CheckOptions{})
+		done <- err
+	}()
+	for {
+		if summing, b := g.CheckProgress(); summing && b > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("check ended (%v) before it was seen summing", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// At 64 KiB/s the sum has ~15 s to go: closing stops it.
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("engine close after the host's: %v", err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("a check cut short by the host's close succeeded")
+	}
+}

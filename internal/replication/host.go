@@ -205,6 +205,7 @@ func (h *Host) Close() error {
 	h.mu.Unlock()
 	close(h.stop)
 	<-h.done
+	h.checker.close() // no iterator outlives the host (the engine may close next)
 	h.transport.close()
 	for _, g := range h.groups {
 		g.failAll(unavailable("replica of %s closed", g.name()))

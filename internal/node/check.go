@@ -170,7 +170,7 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 					}
 					// This replica differs from the majority; the new
 					// leader's check rebuilds it.
-					err = fmt.Errorf("partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, n.cfg.ID)
+					err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, n.cfg.ID)
 					continue
 				}
 				var nl *replication.NotLeaderError
@@ -194,7 +194,7 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 			if pc.HandedTo == "" || attempt == 4 {
 				return pc, nil
 			}
-			err = fmt.Errorf("partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, pc.Leader)
+			err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, pc.Leader)
 		}
 	}
 	return PartitionCheck{}, err

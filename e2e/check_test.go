@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/storage"
 )
@@ -329,5 +333,69 @@ func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
 	}
 	if keys < 10 {
 		t.Fatalf("the checks summed %d keys, want at least the 10 documents", keys)
+	}
+}
+
+// TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader corrupts
+// the store of a partition's preferred leader, which leads it again once
+// restarted: the check finds the leader differing from two agreeing
+// followers, hands leadership to one of them, which rebuilds the old
+// leader (and holds off handing leadership back until then).
+func TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader(t *testing.T) {
+	nodes, ep := startClusterAt(t)
+	nodes[0].must(201, "PUT", "/_schemas/chk", map[string]any{"partitions": 1, "replicas": 3})
+	nodes[0].must(201, "PUT", "/_schemas/chk/Counter", counterSchema)
+	group := groupsByPartition(1)[0]
+	for i := range 20 {
+		nodes[0].must(201, "PUT", fmt.Sprintf("/chk/Counter/%s/%d", group, i), map[string]any{"n": i}, "X-Doppio-Timeout", "5s")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	view, err := membership.Open(context.Background(), cli, "/doppio", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	var preferred string
+	waitFor(t, 20*time.Second, "the placement of chk", func() (bool, string) {
+		rec, ok := view.Placement("chk")
+		if ok && len(rec.Partitions) == 1 {
+			preferred = rec.Partitions[0].Leader
+		}
+		return preferred != "", fmt.Sprint(rec)
+	})
+	leads := func(id string) func() (bool, string) {
+		return func() (bool, string) {
+			info := clusterInfo(t, nodes[(slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id != id }))])
+			if ok, state := settled(info, 1, 3); !ok {
+				return false, state
+			}
+			return info.Partitions[0].Leader == id, "leader " + info.Partitions[0].Leader
+		}
+	}
+	waitFor(t, 30*time.Second, "the preferred leader "+preferred+" leads", leads(preferred))
+	victim := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id == preferred })]
+	victim.kill()
+	corruptDocument(t, victim, "chk", 0, "Counter")
+	victim.restart(t)
+	waitFor(t, 30*time.Second, "the restarted preferred leader "+preferred+" leads again", leads(preferred))
+
+	other := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id != preferred })]
+	out, code := runCLI(t, other.addr, "check", "chk")
+	wantLine := fmt.Sprintf("  replica %s differs in documents/Counter: rebuilt from a snapshot\n", victim.id)
+	t.Logf("doppio check chk:\n%s", out)
+	handed := fmt.Sprintf("  leader %s differed from the majority: leadership handed to ", victim.id)
+	if code != 0 || !strings.HasPrefix(out, "[1/1] partition 0: repaired at scn ") || !strings.Contains(out, wantLine) || !strings.Contains(out, handed) {
+		t.Fatalf("check of a corrupt leader exited %d:\n%s\nwant it handed over and rebuilt: %q", code, out, wantLine)
+	}
+	waitFor(t, 30*time.Second, "3 caught-up replicas after the rebuild", func() (bool, string) {
+		return settled(clusterInfo(t, other), 1, 3)
+	})
+	out, code = runCLI(t, other.addr, "check", "chk")
+	if code != 0 || !strings.HasSuffix(out, "chk: 1 partitions checked: 1 consistent\n") {
+		t.Fatalf("check after the repair exited %d:\n%s", code, out)
 	}
 }

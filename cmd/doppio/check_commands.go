@@ -79,6 +79,9 @@ func printPartitionCheck(out io.Writer, i, n int, pc node.PartitionCheck) {
 		return
 	}
 	fmt.Fprintf(out, " at scn %s (leader %s, %d keys, %d bytes)\n", pc.SCN, pc.Leader, pc.Keys, pc.Bytes)
+	if pc.HandedTo != "" {
+		fmt.Fprintf(out, "  leader %s differed from the majority: leadership handed to %s\n", pc.Leader, pc.HandedTo)
+	}
 	for _, rc := range pc.Replicas {
 		switch rc.Status {
 		case "leader", "ok":

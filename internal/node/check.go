@@ -37,7 +37,8 @@ type PartitionCheck struct {
 	Bytes     uint64    `json:"bytes"`
 	Result    string    `json:"result"`
 	// HandedTo: the leader differed from the majority and handed
-	// leadership to this node (the check is then run again there).
+	// leadership to this node, which rebuilt it (if that failed, the
+	// check is run again there).
 	HandedTo string             `json:"handedTo,omitempty"`
 	Error    string             `json:"error,omitempty"`
 	Replicas []ReplicaCheckInfo `json:"replicas,omitempty"`
@@ -165,11 +166,11 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 			if _, leading := g.Leader(); leading {
 				var pc PartitionCheck
 				if pc, err = n.runCheck(ctx, ref, g, repair); err == nil {
-					if pc.HandedTo == "" || local || attempt == 4 {
+					if pc.HandedTo == "" || pc.Result == "repaired" || local || attempt == 4 {
 						return pc, nil
 					}
-					// This replica differs from the majority; the new
-					// leader's check rebuilds it.
+					// This replica differs from the majority and its
+					// rebuild failed; the new leader's check tries again.
 					err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, n.cfg.ID)
 					continue
 				}
@@ -191,7 +192,7 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 		}
 		var pc PartitionCheck
 		if pc, err = n.remoteCheck(ctx, nd.HTTP, db, p, repair); err == nil {
-			if pc.HandedTo == "" || attempt == 4 {
+			if pc.HandedTo == "" || pc.Result == "repaired" || attempt == 4 {
 				return pc, nil
 			}
 			err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, pc.Leader)
@@ -286,9 +287,9 @@ func (n *Node) checkLoop() {
 					continue
 				}
 				pc, err := n.runCheck(ctx, partRef{db, rep.ID}, g, true)
-				if err == nil && pc.HandedTo != "" {
-					// This replica is the odd one out: the new leader's
-					// check rebuilds it.
+				if err == nil && pc.HandedTo != "" && pc.Result != "repaired" {
+					// This replica was the odd one out and is not rebuilt
+					// yet: the new leader's check tries again.
 					_, err = n.checkPartition(ctx, db, rep.ID, true, false)
 				}
 				if err != nil && ctx.Err() == nil {

@@ -406,7 +406,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 			// Hand leadership to a placed voter first; the new leader
 			// removes this replica.
 			for _, t := range preferFirst(target, membership.RaftID(pp.Leader)) {
-				if slices.Contains(st.Voters, t) && caught(t) {
+				if slices.Contains(st.Voters, t) && caught(t) && !g.Rebuilding(t) {
 					step("transfer leadership", t, func(c context.Context) error { return g.TransferLeadership(c, t) })
 					return
 				}
@@ -418,7 +418,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 	}
 	if pp.Leader != "" && pp.Leader != n.cfg.ID {
 		want := membership.RaftID(pp.Leader)
-		if slices.Contains(st.Voters, want) && caught(want) {
+		if slices.Contains(st.Voters, want) && caught(want) && !g.Rebuilding(want) {
 			step("transfer leadership", want, func(c context.Context) error { return g.TransferLeadership(c, want) })
 		}
 	}

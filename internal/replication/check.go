@@ -61,8 +61,10 @@ const (
 )
 
 const (
-	methodChecksum = "/" + serviceName + "/Checksum"
-	methodRebuild  = "/" + serviceName + "/Rebuild"
+	methodChecksum    = "/" + serviceName + "/Checksum"
+	methodRebuild     = "/" + serviceName + "/Rebuild"
+	methodSuspect     = "/" + serviceName + "/Suspect"
+	methodRebuildPeer = "/" + serviceName + "/RebuildPeer"
 )
 
 // encodeCheckEntry frames a check marker as the data of a normal entry.
@@ -395,7 +397,8 @@ type CheckReport struct {
 	Result   string         `json:"result"`
 	Replicas []ReplicaCheck `json:"replicas"`
 	// HandedTo: the leader differed from a majority of agreeing followers
-	// and handed leadership to this one, so that a check there rebuilds it.
+	// and handed leadership to this one, which rebuilt it (Replicas are
+	// then stated against the majority's state).
 	HandedTo uint64 `json:"handedTo,omitempty"`
 }
 
@@ -512,15 +515,14 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 		}
 	}
 	rep.Replicas = append(rep.Replicas, out...)
-	mismatched := rep.Mismatched()
 	h.checker.counters.runs.Add(1)
-	if len(mismatched) == 0 {
+	defer func() { h.checker.counters.mismatches.Add(uint64(len(rep.Mismatched()))) }()
+	if len(rep.Mismatched()) == 0 {
 		if unavail > 0 {
 			rep.Result = "incomplete"
 		}
 		return rep, nil
 	}
-	h.checker.counters.mismatches.Add(uint64(len(mismatched)))
 	for _, rc := range rep.Replicas {
 		if rc.Status == "mismatch" {
 			h.log.Error("consistency check: replica differs from the leader", "partition", fmt.Sprintf("%x", []byte(g.prefix)),
@@ -528,29 +530,9 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 		}
 	}
 	if opts.Repair && agree*2 <= len(voters) {
-		// The leader is the odd one out if some followers that agree with
-		// each other make a majority: one of them takes over, and its next
-		// check rebuilds this replica.
-		for i, si := range sums {
-			if si == nil {
-				continue
-			}
-			same := 0
-			for _, sj := range sums {
-				if sj != nil && len(partition.Diff(*si, *sj)) == 0 {
-					same++
-				}
-			}
-			if same*2 <= len(voters) {
-				continue
-			}
-			h.log.Error("consistency check: the leader's replica differs from a majority; handing leadership over", "partition", fmt.Sprintf("%x", []byte(g.prefix)), "to", followers[i])
-			if err := g.TransferLeadership(ctx, followers[i]); err != nil {
-				h.log.Error("consistency check: leadership transfer failed", "partition", fmt.Sprintf("%x", []byte(g.prefix)), "to", followers[i], "err", err)
-			} else {
-				rep.HandedTo = followers[i]
-			}
-			break
+		if i := majorityFollower(sums, len(voters)); i >= 0 {
+			rep = g.handOverForRebuild(ctx, rep, own.sums, followers, sums, i)
+			return rep, nil
 		}
 	}
 	rep.Result = "repaired"
@@ -563,10 +545,7 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 		case !opts.Repair:
 			rc.RepairError = "repair not requested"
 		case agree*2 <= len(voters):
-			rc.RepairError = fmt.Sprintf("only %d of %d voters agree with the leader: the leader may be the one that differs; not repaired", agree, len(voters))
-			if rep.HandedTo != 0 {
-				rc.RepairError = fmt.Sprintf("the leader differs from a majority of the voters; leadership was handed to node %d, whose check rebuilds the old leader", rep.HandedTo)
-			}
+			rc.RepairError = fmt.Sprintf("only %d of %d voters agree with the leader, and no other majority agrees: not repaired", agree, len(voters))
 		default:
 			if err := g.Rebuild(ctx, rc.Node); err != nil {
 				rc.RepairError = err.Error()
@@ -582,6 +561,75 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 		}
 	}
 	return rep, nil
+}
+
+// majorityFollower returns the index of a follower whose checksums equal
+// those of enough followers to make a majority of the voters, or -1.
+func majorityFollower(sums []*partition.Checksums, voters int) int {
+	for i, si := range sums {
+		if si == nil {
+			continue
+		}
+		same := 0
+		for _, sj := range sums {
+			if sj != nil && len(partition.Diff(*si, *sj)) == 0 {
+				same++
+			}
+		}
+		if same*2 > voters {
+			return i
+		}
+	}
+	return -1
+}
+
+// handOverForRebuild repairs this leader's replica, which differs from a
+// majority of agreeing followers: it hands leadership to followers[i], one
+// of them, and asks it to rebuild this replica. The follower is first told
+// to hold off handing leadership back (the placement prefers this node)
+// until the rebuild. The report is restated against the majority's state.
+func (g *Group) handOverForRebuild(ctx context.Context, rep CheckReport, own partition.Checksums, followers []uint64, sums []*partition.Checksums, i int) CheckReport {
+	h := g.host
+	to, ref := followers[i], *sums[i]
+	part := fmt.Sprintf("%x", []byte(g.prefix))
+	h.log.Error("consistency check: the leader's replica differs from a majority; handing leadership over for a rebuild", "partition", part, "to", to)
+	self := ReplicaCheck{Node: h.cfg.NodeID, Status: "mismatch", Ranges: partition.Diff(ref, own)}
+	req := peerRequest{Partition: g.prefix, Node: h.cfg.NodeID, Term: g.info.Load().term}
+	_, err := h.transport.invoke(ctx, to, methodSuspect, req)
+	if err == nil {
+		err = g.TransferLeadership(ctx, to)
+		if err == nil {
+			rep.HandedTo = to
+			_, err = h.transport.invoke(ctx, to, methodRebuildPeer, req)
+		}
+	}
+	if err != nil {
+		self.RepairError = fmt.Sprintf("rebuilding this replica through node %d: %v", to, err)
+		h.log.Error("consistency check: rebuilding the leader's replica failed", "partition", part, "through", to, "err", err)
+	} else {
+		self.Repaired = true
+		h.checker.counters.repairs.Add(1)
+		h.log.Info("consistency check: the old leader's replica rebuilt from a snapshot", "partition", part, "by", to)
+	}
+	rep.Result = "repaired"
+	if !self.Repaired {
+		rep.Result = "inconsistent"
+	}
+	replicas := []ReplicaCheck{self}
+	for j, f := range followers {
+		rc := ReplicaCheck{Node: f, Status: "ok"}
+		switch {
+		case sums[j] == nil:
+			rc = rep.Replicas[j+1] // unavailable, as reported
+		case len(partition.Diff(ref, *sums[j])) > 0:
+			rc.Status, rc.Ranges = "mismatch", partition.Diff(ref, *sums[j])
+			rc.RepairError = "differs from the majority too; the next check repairs it"
+			rep.Result = "inconsistent"
+		}
+		replicas = append(replicas, rc)
+	}
+	rep.Replicas = replicas
+	return rep
 }
 
 // Rebuild replaces node's replica of the partition with a snapshot of this
@@ -614,8 +662,10 @@ func (g *Group) Rebuild(ctx context.Context, node uint64) error {
 	if live*2 <= rest {
 		return fmt.Errorf("only %d of the other %d voters are alive: removing node %d for a rebuild would stop the group", live, rest, node)
 	}
-	g.rebuilding(node, true)
-	defer g.rebuilding(node, false)
+	g.rebuilding(node, true, time.Time{})
+	defer g.rebuilding(node, false, time.Time{})
+	ctx, cancel := context.WithTimeout(ctx, rebuildTimeout)
+	defer cancel()
 	if err := g.RemoveReplica(ctx, node); err != nil {
 		return fmt.Errorf("removing the replica: %w", err)
 	}
@@ -665,23 +715,85 @@ func (g *Group) CheckProgress() (summing bool, bytes uint64) {
 	return false, 0
 }
 
-// Rebuilding reports whether this leader is rebuilding node's replica: the
-// placement reconciliation leaves it alone meanwhile.
+// Rebuilding reports whether this node is rebuilding node's replica, or
+// about to (its leader found itself the odd one out and hands leadership
+// here for that): the placement reconciliation leaves that replica alone
+// meanwhile, and hands it no leadership.
 func (g *Group) Rebuilding(node uint64) bool {
 	g.host.rebuildMu.Lock()
 	defer g.host.rebuildMu.Unlock()
-	return g.host.rebuilds[rebuildKey{string(g.prefix), node}]
+	until, ok := g.host.rebuilds[rebuildKey{string(g.prefix), node}]
+	return ok && (until.IsZero() || time.Now().Before(until))
 }
 
-func (g *Group) rebuilding(node uint64, on bool) {
+// rebuilding marks (until it is unmarked, or until a non-zero time) or
+// unmarks node's replica as being rebuilt.
+func (g *Group) rebuilding(node uint64, on bool, until time.Time) {
 	h := g.host
 	h.rebuildMu.Lock()
 	defer h.rebuildMu.Unlock()
 	if on {
-		h.rebuilds[rebuildKey{string(g.prefix), node}] = true
+		h.rebuilds[rebuildKey{string(g.prefix), node}] = until
 	} else {
 		delete(h.rebuilds, rebuildKey{string(g.prefix), node})
 	}
+}
+
+// rebuildTimeout bounds one rebuild (a snapshot of a large partition).
+const rebuildTimeout = 10 * time.Minute
+
+// suspectHold is how long a follower told that its leader differs from
+// the majority holds off handing leadership back to it, waiting for the
+// request to rebuild it.
+const suspectHold = time.Minute
+
+// peerRequest names a replica of a partition, asked about by a leader of
+// a term.
+type peerRequest struct {
+	Partition []byte `json:"partition"`
+	Node      uint64 `json:"node"`
+	Term      uint64 `json:"term"`
+}
+
+func (t *transport) serveSuspect(ctx context.Context, dec func(any) error) (any, error) {
+	var req peerRequest
+	if err := decodeJSON(dec, &req); err != nil {
+		return nil, err
+	}
+	g := t.host.Group(keys.Partition(req.Partition))
+	if g == nil {
+		return nil, fmt.Errorf("partition %x not hosted on node %d", req.Partition, t.host.cfg.NodeID)
+	}
+	g.rebuilding(req.Node, true, time.Now().Add(suspectHold))
+	return wrapperspb.Bytes(nil), nil
+}
+
+// serveRebuildPeer rebuilds the replica of the node that asks, once this
+// replica leads (the asker hands leadership over first).
+func (t *transport) serveRebuildPeer(ctx context.Context, dec func(any) error) (any, error) {
+	var req peerRequest
+	if err := decodeJSON(dec, &req); err != nil {
+		return nil, err
+	}
+	g := t.host.Group(keys.Partition(req.Partition))
+	if g == nil {
+		return nil, fmt.Errorf("partition %x not hosted on node %d", req.Partition, t.host.cfg.NodeID)
+	}
+	if err := g.Lead(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.Rebuild(ctx, req.Node); err != nil {
+		return nil, err
+	}
+	return wrapperspb.Bytes(nil), nil
+}
+
+func decodeJSON(dec func(any) error, v any) error {
+	var in wrapperspb.BytesValue
+	if err := dec(&in); err != nil {
+		return err
+	}
+	return json.Unmarshal(in.GetValue(), v)
 }
 
 type rebuildKey struct {

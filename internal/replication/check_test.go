@@ -152,7 +152,7 @@ func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
 	}
 }
 
-func TestCheckHandsLeadershipOverWhenTheLeaderIsTheOddOneOut(t *testing.T) {
+func TestCheckHandsLeadershipOverToRebuildALeaderThatIsTheOddOneOut(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
 	c.startGroup(p, []uint64{1, 2, 3})
@@ -177,35 +177,33 @@ func TestCheckHandsLeadershipOverWhenTheLeaderIsTheOddOneOut(t *testing.T) {
 	}
 
 	// With repair, the leader does not rebuild the majority: it hands
-	// leadership to a follower of the agreeing majority.
+	// leadership to a follower of the agreeing majority, which rebuilds it.
 	rep, err = c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Result != "inconsistent" || rep.HandedTo == 0 || rep.HandedTo == lead {
-		t.Fatalf("repairing check of a corrupt leader: %+v, want leadership handed to a follower", rep)
+	if rep.Result != "repaired" || rep.HandedTo == 0 || rep.HandedTo == lead {
+		t.Fatalf("repairing check of a corrupt leader: %+v, want leadership handed to a follower and the old leader rebuilt", rep)
 	}
 	for _, rc := range rep.Replicas {
-		if rc.Node != lead && (rc.Status != "mismatch" || rc.Repaired || rc.RepairError == "") {
-			t.Fatalf("follower %d: %+v, want an unrepaired mismatch with the reason", rc.Node, rc)
+		want := ReplicaCheck{Node: rc.Node, Status: "ok"}
+		if rc.Node == lead {
+			want = ReplicaCheck{Node: lead, Status: "mismatch", Ranges: []string{"documents/t"}, Repaired: true}
+		}
+		if !slices.Equal(rc.Ranges, want.Ranges) || rc.Status != want.Status || rc.Repaired != want.Repaired || rc.RepairError != "" {
+			t.Fatalf("replica %d: %+v, want %+v (stated against the majority)", rc.Node, rc, want)
 		}
 	}
-	st, _ := c.host(lead).Group(p).Status()
-	if len(st.Voters) != 3 {
-		t.Fatalf("voters %v: no replica may be rebuilt on the odd leader's word", st.Voters)
+	if got := c.host(lead).CheckCounters(); got.Mismatches != 2+1 || got.Repairs != 1 {
+		t.Fatalf("counters %+v, want 3 mismatches (2 seen by the report-only check, then 1) and 1 repair", got)
 	}
-
-	// The new leader's check rebuilds the old leader.
 	next := c.leader(p, 5*time.Second)
 	if next != rep.HandedTo {
 		t.Fatalf("leader %d, want %d", next, rep.HandedTo)
 	}
-	rep, err = c.host(next).Group(p).Check(ctx, CheckOptions{Repair: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rc := replicaCheck(rep, lead); rep.Result != "repaired" || rc.Status != "mismatch" || !slices.Equal(rc.Ranges, []string{"documents/t"}) || !rc.Repaired {
-		t.Fatalf("check at the new leader: %+v, want the old leader %d rebuilt", rep, lead)
+	st, _ := c.host(next).Group(p).Status()
+	if len(st.Voters) != 3 || !slices.Contains(st.Voters, lead) {
+		t.Fatalf("voters %v after the rebuild of %d", st.Voters, lead)
 	}
 	c.sameState(p, 1, 2, 3)
 	if rep, err = c.host(next).Group(p).Check(ctx, CheckOptions{Repair: true}); err != nil || rep.Result != "consistent" {

@@ -114,7 +114,7 @@ type Host struct {
 
 	checker   *checker
 	rebuildMu sync.Mutex
-	rebuilds  map[rebuildKey]bool // replicas this node's leaders are rebuilding
+	rebuilds  map[rebuildKey]time.Time // replicas rebuilt here as leader (zero: until done) or about to be
 
 	// Owned by the loop.
 	dirty        map[*Group]struct{}
@@ -150,7 +150,7 @@ func NewHost(cfg Config) (*Host, error) {
 		active:     map[*Group]struct{}{},
 		readGroups: map[*Group]struct{}{},
 		snapshots:  map[*Group]struct{}{},
-		rebuilds:   map[rebuildKey]bool{},
+		rebuilds:   map[rebuildKey]time.Time{},
 	}
 	h.checker = newChecker(h)
 	h.raftLog = raftLogger{h.log}

@@ -37,6 +37,12 @@ var serviceDesc = grpc.ServiceDesc{
 		{MethodName: "Rebuild", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			return srv.(*transport).serveRebuild(ctx, dec)
 		}},
+		{MethodName: "Suspect", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(*transport).serveSuspect(ctx, dec)
+		}},
+		{MethodName: "RebuildPeer", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(*transport).serveRebuildPeer(ctx, dec)
+		}},
 	},
 	Streams: []grpc.StreamDesc{
 		{StreamName: "Messages", ClientStreams: true, Handler: func(srv any, s grpc.ServerStream) error {

@@ -63,13 +63,14 @@ type Config struct {
 	// active at a time): dead-node delay, moves in flight, placement mode.
 	// Prefix and Logger are the node's.
 	Controller controller.Options
+	Logger     *slog.Logger
+
 	// CheckInterval is how often the node checks the consistency of the
 	// partitions it leads (0: never; POST /_cluster/check runs one on
 	// demand). CheckBytesPerSecond throttles the checksum reads (default
 	// replication.DefaultCheckBytesPerSecond).
 	CheckInterval       time.Duration
 	CheckBytesPerSecond int64
-	Logger              *slog.Logger
 }
 
 // Node is a running Doppio process.

@@ -361,3 +361,34 @@ func TestHostCloseStopsARunningChecksumAndReleasesTheEngine(t *testing.T) {
 		t.Fatal("a check cut short by the host's close succeeded")
 	}
 }
+
+func TestCheckWithAFollowerDownIsIncompleteNotAMismatch(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startGroup(p, []uint64{1, 2, 3})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 1; i <= 5; i++ {
+		if _, err := c.write(ctx, lead, p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	down := uint64(1)
+	if down == lead {
+		down = 2
+	}
+	c.stop(down)
+	rep, err := c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := replicaCheck(rep, down)
+	if rep.Result != "incomplete" || rc.Status != "unavailable" || rc.Error == "" || len(rep.Mismatched()) != 0 {
+		t.Fatalf("check with node %d down: %+v", down, rep)
+	}
+	st, _ := c.host(lead).Group(p).Status()
+	if len(st.Voters) != 3 {
+		t.Fatalf("voters %v: nothing may be repaired for a replica that gave no result", st.Voters)
+	}
+}

@@ -68,6 +68,57 @@ func corruptDocument(t *testing.T, n *clusterNode, db string, p int, table strin
 	return key
 }
 
+// stopCleanly stops a node with SIGTERM: unlike a kill -9, which may lose
+// applied batches not yet written (applied again from the Raft log on
+// restart), its store then holds everything it applied. It also gives up
+// its registration at once, so the controller sees it gone.
+func stopCleanly(t *testing.T, n *clusterNode) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.cmd.Wait()
+}
+
+// preferredLeader reads from etcd the node the placement prefers as the
+// leader of partition p of db.
+func preferredLeader(t *testing.T, ep, db string, p int) string {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	view, err := membership.Open(context.Background(), cli, "/doppio", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	var preferred string
+	waitFor(t, 20*time.Second, "the placement of "+db, func() (bool, string) {
+		rec, ok := view.Placement(db)
+		if ok && p < len(rec.Partitions) {
+			preferred = rec.Partitions[p].Leader
+		}
+		return preferred != "", fmt.Sprint(rec)
+	})
+	return preferred
+}
+
+// leads waits until every partition of db is settled with 3 replicas and
+// node id leads partition p, as another node's /_cluster shows it.
+func leads(t *testing.T, nodes []*clusterNode, partitions, p int, id string) {
+	t.Helper()
+	other := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id != id })]
+	waitFor(t, 30*time.Second, fmt.Sprintf("%s leads partition %d", id, p), func() (bool, string) {
+		info := clusterInfo(t, other)
+		if ok, state := settled(info, partitions, 3); !ok {
+			return false, state
+		}
+		return info.Partitions[p].Leader == id, "leader " + info.Partitions[p].Leader
+	})
+}
+
 // partitionData reads partition p of db from a stopped node's store:
 // every key outside the Raft section.
 func partitionData(t *testing.T, n *clusterNode, db string, p int) map[string][]byte {
@@ -110,31 +161,16 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 			nodes[0].must(201, "PUT", fmt.Sprintf("/chk/Counter/%s/%d", g, i), map[string]any{"n": i}, "X-Doppio-Timeout", "5s")
 		}
 	}
-	waitFor(t, 20*time.Second, "3 caught-up replicas and one leader per partition", func() (bool, string) {
-		return settled(clusterInfo(t, nodes[0]), partitions, 3)
-	})
-	var leader string
-	for _, p := range clusterInfo(t, nodes[0]).Partitions {
-		if p.Partition == 0 {
-			leader = p.Leader
-		}
-	}
-	// A follower of partition 0 now; leadership may still move to it (to
-	// the placement's preferred leader), which the check handles too.
-	var victim *clusterNode
-	for _, n := range nodes {
-		if n.id != leader {
-			victim = n
-			break
-		}
-	}
+	// The victim: a follower of partition 0 that the placement does not
+	// prefer as its leader, so leadership stays where it is.
+	leader := preferredLeader(t, ep, "chk", 0)
+	leads(t, nodes, partitions, 0, leader)
+	victim := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id != leader })]
 	t.Logf("partition 0 led by %s; corrupting %s", leader, victim.id)
-	victim.kill()
+	stopCleanly(t, victim)
 	corrupted := corruptDocument(t, victim, "chk", 0, "Counter")
 	victim.restart(t)
-	waitFor(t, 20*time.Second, "the restarted node caught up", func() (bool, string) {
-		return settled(clusterInfo(t, nodes[0]), partitions, 3)
-	})
+	leads(t, nodes, partitions, 0, leader)
 
 	// Any node serves /_cluster/check (it runs at the leader), and a
 	// router relays it.
@@ -142,11 +178,10 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("report-only check of a corrupt replica exited %d, want 1:\n%s", code, out)
 	}
-	// The corrupt replica is a follower (named) or, if leadership moved
-	// to it meanwhile, the leader both followers differ from.
-	if !strings.Contains(out, "[1/2] partition 0: inconsistent at scn ") || !strings.Contains(out, "differs in documents/Counter: not repaired: repair not requested\n") ||
-		!strings.Contains(out, "[2/2] partition 1: consistent at scn ") {
-		t.Fatalf("report-only check output:\n%s\nwant partition 0 inconsistent in documents/Counter, partition 1 consistent", out)
+	wantLine := fmt.Sprintf("  replica %s differs in documents/Counter: not repaired: repair not requested\n", victim.id)
+	if !strings.Contains(out, "[1/2] partition 0: inconsistent at scn ") || !strings.Contains(out, wantLine) ||
+		!strings.Contains(out, "[2/2] partition 1: consistent at scn ") || strings.Count(out, "differs") != 1 {
+		t.Fatalf("report-only check output:\n%s\nwant partition 0 inconsistent with %q alone, partition 1 consistent", out, wantLine)
 	}
 
 	server := router.addr
@@ -154,7 +189,7 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("repairing check exited %d:\n%s", code, out)
 	}
-	wantLine := fmt.Sprintf("  replica %s differs in documents/Counter: rebuilt from a snapshot\n", victim.id)
+	wantLine = fmt.Sprintf("  replica %s differs in documents/Counter: rebuilt from a snapshot\n", victim.id)
 	if !strings.Contains(out, "[1/2] partition 0: repaired at scn ") || !strings.Contains(out, wantLine) ||
 		!strings.HasSuffix(out, "chk: 2 partitions checked: 1 consistent, 1 repaired\n") {
 		t.Fatalf("repairing check output:\n%s\nwant partition 0 repaired with %q", out, wantLine)
@@ -168,8 +203,8 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 			last = p.Check.Last
 		}
 	}
-	if last == nil || last.Result != "repaired" || last.Leader == victim.id {
-		t.Fatalf("/_cluster check of partition 0: %+v, want the repaired check", last)
+	if last == nil || last.Result != "repaired" || last.Leader != leader {
+		t.Fatalf("/_cluster check of partition 0: %+v, want the repaired check by %s", last, leader)
 	}
 	rebuilt := false
 	for _, rc := range last.Replicas {
@@ -178,14 +213,10 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 	if !rebuilt {
 		t.Fatalf("/_cluster check of partition 0 does not show %s rebuilt: %+v", victim.id, last)
 	}
-	var mismatches, repairs float64
-	for _, n := range nodes {
-		metrics := string(n.must(200, "GET", "/metrics", nil))
-		mismatches += metricValue(t, metrics, "doppio_consistency_mismatches_total")
-		repairs += metricValue(t, metrics, "doppio_consistency_repairs_total")
-	}
-	if mismatches < 2 || repairs != 1 {
-		t.Fatalf("metrics count %v mismatches and %v repairs, want at least 2 (one per check) and 1", mismatches, repairs)
+	leaderNode := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id == leader })]
+	metrics := string(leaderNode.must(200, "GET", "/metrics", nil))
+	if m, r := metricValue(t, metrics, "doppio_consistency_mismatches_total"), metricValue(t, metrics, "doppio_consistency_repairs_total"); m != 2 || r != 1 {
+		t.Fatalf("leader %s counts %v mismatches and %v repairs, want 2 (one per check) and 1", leader, m, r)
 	}
 
 	// The rebuilt replica is a voter again and caught up; checks while
@@ -248,12 +279,7 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 		return settled(clusterInfo(t, nodes[0]), partitions, 3)
 	})
 	for _, n := range nodes {
-		// A clean stop: a kill -9 may lose applied batches not yet
-		// written (they are applied again from the log on restart).
-		if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		_ = n.cmd.Wait()
+		stopCleanly(t, n)
 	}
 	want := partitionData(t, nodes[0], "chk", 0)
 	if string(want[string(corrupted)]) == "bit rot" || want[string(corrupted)] == nil {
@@ -349,39 +375,26 @@ func TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader(t *testing.T)
 	for i := range 20 {
 		nodes[0].must(201, "PUT", fmt.Sprintf("/chk/Counter/%s/%d", group, i), map[string]any{"n": i}, "X-Doppio-Timeout", "5s")
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	view, err := membership.Open(context.Background(), cli, "/doppio", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer view.Close()
-	var preferred string
-	waitFor(t, 20*time.Second, "the placement of chk", func() (bool, string) {
-		rec, ok := view.Placement("chk")
-		if ok && len(rec.Partitions) == 1 {
-			preferred = rec.Partitions[0].Leader
-		}
-		return preferred != "", fmt.Sprint(rec)
-	})
-	leads := func(id string) func() (bool, string) {
-		return func() (bool, string) {
-			info := clusterInfo(t, nodes[(slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id != id }))])
-			if ok, state := settled(info, 1, 3); !ok {
-				return false, state
-			}
-			return info.Partitions[0].Leader == id, "leader " + info.Partitions[0].Leader
-		}
-	}
-	waitFor(t, 30*time.Second, "the preferred leader "+preferred+" leads", leads(preferred))
+	preferred := preferredLeader(t, ep, "chk", 0)
+	leads(t, nodes, 1, 0, preferred)
 	victim := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id == preferred })]
+	// A kill -9, not a clean stop: a stopping node gives up its
+	// registration, and the controller would prefer another leader. A
+	// last write first makes the leader sync its log, and with it the
+	// applied documents written before (applies are not synced), so the
+	// first document is on disk to corrupt and no replay rewrites it.
+	nodes[0].must(201, "PUT", fmt.Sprintf("/chk/Counter/%s/%d", group, 999), map[string]any{"n": 999}, "X-Doppio-Timeout", "5s")
 	victim.kill()
 	corruptDocument(t, victim, "chk", 0, "Counter")
 	victim.restart(t)
-	waitFor(t, 30*time.Second, "the restarted preferred leader "+preferred+" leads again", leads(preferred))
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("LOGS %s:\n%s", n.id, grepLines(n.logs.String(), "membership|leader|transfer|WARN|ERROR"))
+			}
+		}
+	})
+	leads(t, nodes, 1, 0, preferred)
 
 	other := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id != preferred })]
 	out, code := runCLI(t, other.addr, "check", "chk")
@@ -398,4 +411,17 @@ func TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader(t *testing.T)
 	if code != 0 || !strings.HasSuffix(out, "chk: 1 partitions checked: 1 consistent\n") {
 		t.Fatalf("check after the repair exited %d:\n%s", code, out)
 	}
+}
+
+func grepLines(s, pat string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, p := range strings.Split(pat, "|") {
+			if strings.Contains(l, p) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

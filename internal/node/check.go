@@ -333,7 +333,7 @@ func newCheckCollector(n *Node) *checkCollector {
 	return &checkCollector{
 		n:          n,
 		checks:     prometheus.NewDesc("doppio_consistency_checks_total", "Consistency checks this node ran as a partition's leader.", nil, nil),
-		mismatches: prometheus.NewDesc("doppio_consistency_mismatches_total", "Follower replicas consistency checks found to differ from their leader.", nil, nil),
+		mismatches: prometheus.NewDesc("doppio_consistency_mismatches_total", "Replicas consistency checks found to differ from their leader (or from the majority, when the leader was the odd one out).", nil, nil),
 		repairs:    prometheus.NewDesc("doppio_consistency_repairs_total", "Replicas rebuilt from a snapshot after a consistency check found them differing.", nil, nil),
 		bytes:      prometheus.NewDesc("doppio_consistency_checked_bytes_total", "Key and value bytes this node summed for consistency checks.", nil, nil),
 	}

@@ -108,7 +108,6 @@ type checker struct {
 	results map[checkKey]*checkResult
 	jobs    []checkJob
 	wake    chan struct{}
-	busy    bool
 
 	counters checkCounters
 	// current is the state being summed and how far (for progress).
@@ -122,7 +121,7 @@ type checkCounters struct{ runs, mismatches, repairs, bytes atomic.Uint64 }
 // CheckCounters are a node's consistency-check totals since it started.
 type CheckCounters struct {
 	Checks     uint64 // checks this node ran as leader
-	Mismatches uint64 // follower replicas found to differ
+	Mismatches uint64 // replicas found to differ (from the leader, or from the majority when the leader was the odd one out)
 	Repairs    uint64 // replicas rebuilt after a mismatch
 	Bytes      uint64 // bytes this node summed (as leader or follower)
 }
@@ -205,7 +204,6 @@ func (c *checker) run(stop <-chan struct{}) {
 			job = c.jobs[0]
 			c.jobs = c.jobs[1:]
 		}
-		c.busy = ok
 		c.mu.Unlock()
 		if !ok {
 			select {

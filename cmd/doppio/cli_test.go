@@ -340,3 +340,34 @@ func TestCLISchemaPutDatabaseAndTable(t *testing.T) {
 		t.Fatalf("schema get missing: exit %d, stderr %q", code, errs)
 	}
 }
+
+func TestCLICheckReportsEachPartitionWithProgress(t *testing.T) {
+	c := startDev(t)
+	c.ok("", "schema", "put", "Shop", "--partitions", "2", "--replicas", "1")
+	def := `{"key":[{"name":"sku","type":"string"}],"schema":{"type":"record","name":"Item","fields":[{"name":"price","type":"long"}]}}`
+	c.ok(def, "schema", "put", "Shop/Item")
+	for _, sku := range []string{"a", "b", "c", "d"} {
+		c.ok(`{"price":1}`, "put", "Shop/Item/"+sku)
+	}
+	out := c.ok("", "check", "Shop")
+	want := regexp.MustCompile(`^\[1/2\] partition 0: consistent at scn \d+:\d+ \(leader dev, \d+ keys, \d+ bytes\)
+\[2/2\] partition 1: consistent at scn \d+:\d+ \(leader dev, \d+ keys, \d+ bytes\)
+Shop: 2 partitions checked: 2 consistent
+$`)
+	if !want.MatchString(out) {
+		t.Fatalf("doppio check Shop:\n%s", out)
+	}
+	out = c.ok("", "check", "Shop", "--partition", "1", "--no-repair")
+	if !strings.HasPrefix(out, "[1/1] partition 1: consistent at scn ") || !strings.HasSuffix(out, "Shop: 1 partitions checked: 1 consistent\n") {
+		t.Fatalf("doppio check Shop --partition 1:\n%s", out)
+	}
+	_, errs, code := c.run("", "check", "Nope")
+	if code != 1 || errs != "doppio: database \"Nope\" does not exist\n" {
+		t.Fatalf("check of a missing database: exit %d, stderr %q", code, errs)
+	}
+	out, errs, code = c.run("", "check", "Shop", "--partition", "7")
+	if code != 1 || !strings.Contains(out, "[1/1] partition 7: failed: database \"Shop\" has partitions 0 to 1, not 7\n") ||
+		errs != "doppio: 1 of 1 partitions of Shop are inconsistent or could not be checked\n" {
+		t.Fatalf("check of a missing partition: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}

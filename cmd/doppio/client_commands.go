@@ -36,6 +36,7 @@ func addClientCommands(root *cobra.Command) {
 	pf.StringVar(&f.server, "server", def, "Doppio server URL ($DOPPIO_SERVER sets the default)")
 	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable or refuses connections")
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
+	root.AddCommand(checkCommand(f))
 }
 
 // runE adapts a command body so a problem answered by the server is

@@ -34,6 +34,8 @@ type nodeFlags struct {
 	maxMoves, maxMovesPerNode             int
 	standby                               bool
 	pprofAddr                             string
+	checkInterval                         time.Duration
+	checkRate                             int64
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -51,6 +53,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most, cluster-wide")
 	fl.IntVar(&f.maxMovesPerNode, "max-moves-per-node", controller.DefaultMaxMovesPerNode, "replicas the controller adds to one node at once at most")
 	fl.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off when empty)")
+	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how often the node checks the consistency of the partitions it leads (0 = only on demand: doppio check)")
+	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -74,6 +78,8 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		Retention:    partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
 		BackfillRate: f.backfillRate,
 		Logger:       logger,
+
+		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate,
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {

@@ -42,6 +42,11 @@ func routes() []*route {
 		{method: "POST", pattern: "/_cluster/nodes/{name}/drain", handle: (*Server).nodeIntent},
 		{method: "POST", pattern: "/_cluster/nodes/{name}/remove", handle: (*Server).nodeIntent},
 		{method: "GET", pattern: "/_internal/replicas", handle: (*Server).internalReplicas},
+		// Consistency checks read whole partitions, throttled: no request
+		// deadline (stream), the client's disconnect ends them.
+		{method: "POST", pattern: "/_cluster/check/{db}", handle: (*Server).checkDatabase, stream: true},
+		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", handle: (*Server).checkOnePartition, stream: true},
+		{method: "POST", pattern: "/_internal/check/{db}/{partition}", handle: (*Server).checkLocalPartition, stream: true},
 		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", handle: (*Server).queryPartition},
 		{method: "GET", pattern: "/_internal/backup/{db}/{partition}", handle: (*Server).backupPartition, stream: true},
 		{method: "GET", pattern: "/_internal/restore/{db}/{partition}", handle: (*Server).restoreState},

@@ -11,6 +11,7 @@ import "encoding/binary"
 //	log entry       = prefix 'r' 'l' uint64(index)    -> raftpb.Entry
 //	applied state   = prefix 'r' 's'                 -> applied index, term, SCN, conf state
 //	truncated state = prefix 'r' 't'                 -> index and term of the last entry removed from the log
+//	rebuilt         = prefix 'r' 'b'                 -> empty: restarted empty by a rebuild, votes for no one until a snapshot
 const (
 	sectionRaft byte = 'r'
 
@@ -18,6 +19,7 @@ const (
 	raftLog       byte = 'l'
 	raftApplied   byte = 's'
 	raftTruncated byte = 't'
+	raftRebuilt   byte = 'b'
 )
 
 // Raft returns the prefix of the partition's Raft section.
@@ -43,3 +45,8 @@ func (p Partition) RaftApplied() []byte { return p.raft(raftApplied, 0) }
 
 // RaftTruncated returns the key of the replica's log truncation state.
 func (p Partition) RaftTruncated() []byte { return p.raft(raftTruncated, 0) }
+
+// RaftRebuilt returns the key marking a replica restarted empty by a
+// consistency repair; installing a snapshot deletes it with the rest of
+// the Raft section.
+func (p Partition) RaftRebuilt() []byte { return p.raft(raftRebuilt, 0) }

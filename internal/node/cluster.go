@@ -54,6 +54,8 @@ type PartitionInfo struct {
 	Replicas  []string      `json:"replicas"` // placement
 	SCN       string        `json:"scn"`      // leader's applied SCN
 	Members   []ReplicaInfo `json:"members"`  // Raft members as their nodes report them
+	// Check is the leader's record of the partition's consistency checks.
+	Check *CheckStatus `json:"check,omitempty"`
 }
 
 // ClusterInfo is the body of GET /_cluster.
@@ -91,6 +93,7 @@ type LocalReplica struct {
 	Voters    []string                  `json:"voters"`
 	Learners  []string                  `json:"learners"`
 	Followers map[string]FollowerReport `json:"followers,omitempty"`
+	Check     *CheckStatus              `json:"check,omitempty"` // on the leader
 }
 
 // FollowerReport is a leader's view of one follower.
@@ -163,6 +166,12 @@ func (n *Node) local() LocalInfo {
 			}
 			for _, l := range st.Learners {
 				lr.Learners = append(lr.Learners, n.nodeName(l))
+			}
+			if st.Role == "leader" {
+				lr.Check = n.checks.get(partRef{db, rep.ID})
+				if summing, b := g.CheckProgress(); summing && lr.Check != nil {
+					lr.Check.SummedBytes = b
+				}
 			}
 			if len(st.Followers) > 0 {
 				lr.Followers = map[string]FollowerReport{}
@@ -259,6 +268,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 			}
 			if leader != nil {
 				pi.Leader, pi.Term, pi.SCN = leader.Leader, leader.Term, leader.SCN
+				pi.Check = leader.Check
 			}
 			seen := map[string]bool{}
 			for _, lr := range reps {

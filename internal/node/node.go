@@ -72,6 +72,13 @@ type Config struct {
 	// intent (it was added before and restarted).
 	Standby bool
 	Logger  *slog.Logger
+
+	// CheckInterval is how often the node checks the consistency of the
+	// partitions it leads (0: never; POST /_cluster/check runs one on
+	// demand). CheckBytesPerSecond throttles the checksum reads (default
+	// replication.DefaultCheckBytesPerSecond).
+	CheckInterval       time.Duration
+	CheckBytesPerSecond int64
 }
 
 // Node is a running Doppio process.
@@ -116,6 +123,12 @@ type Node struct {
 	// partition: its index builds may need to start here.
 	led chan struct{}
 	wg  sync.WaitGroup
+
+	// checks records the consistency checks this node ran as leader;
+	// rebuildingHere holds the replicas being restarted empty for a
+	// rebuild (the reconcile pass leaves them alone).
+	checks         *checks
+	rebuildingHere sync.Map // partRef -> struct{}
 }
 
 // Start opens the node. The HTTP listener comes up first, so /healthz,
@@ -134,6 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID),
 		moves: make(chan struct{}, maxMoves), orphans: map[partRef]uint64{}, stale: map[partRef]time.Time{},
+		checks: newChecks(),
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
@@ -167,7 +181,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.reconcile(ctx)
 	n.findOrphans()
 	n.api.SetReady(true)
-	n.wg.Add(5)
+	n.wg.Add(6)
+	go n.checkLoop()
 	go n.trimLoop()
 	go n.followCatalog()
 	go n.reconcileLoop()
@@ -222,6 +237,9 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		TickInterval: n.cfg.TickInterval,
 		OnLeadership: n.onLeadership,
 		Logger:       n.log,
+
+		CheckBytesPerSecond: n.cfg.CheckBytesPerSecond,
+		OnRebuild:           n.rebuildReplica,
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -249,6 +267,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	})
 	n.api.Attach(n.catalog, n.router)
 	registry.MustRegister(newCollector(n))
+	registry.MustRegister(newCheckCollector(n))
 	n.streams, err = datastream.Open(ctx, datastream.Config{
 		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Schemas: n.catalog,
 		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.router, n.self}, Registry: registry, Logger: n.log,

@@ -118,6 +118,9 @@ func (n *Node) startPlaced(ctx context.Context) {
 			if p >= d.Partitions {
 				break
 			}
+			if _, busy := n.rebuildingHere.Load(partRef{db, p}); busy {
+				continue
+			}
 			if _, _, hosted := n.router.Hosted(db, p); !hosted && slices.Contains(pp.Replicas, n.cfg.ID) {
 				todo = append(todo, partRef{db, p})
 			}
@@ -148,6 +151,9 @@ func (n *Node) startPlaced(ctx context.Context) {
 
 func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int, pp membership.PartitionPlacement) {
 	ref := partRef{d.Name, p}
+	if _, busy := n.rebuildingHere.Load(ref); busy {
+		return
+	}
 	placed := slices.Contains(pp.Replicas, n.cfg.ID)
 	_, g, hosted := n.router.Hosted(d.Name, p)
 	if !hosted {
@@ -172,6 +178,16 @@ func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int,
 	}
 	if placed {
 		delete(n.stale, ref)
+		if g.Removed() {
+			// Removed from its group (a consistency repair whose rebuild
+			// request never arrived) yet placed here: it would ignore its
+			// leader forever. Start it again empty, without a vote until
+			// its snapshot; the leader adds it back.
+			n.log.Warn("replica removed from its group but placed here: restarting it empty", "db", d.Name, "partition", p)
+			if err := n.rebuildReplica(ctx, keys.PartitionPrefix(d.Name, p)); err != nil {
+				n.log.Error("restart removed replica", "db", d.Name, "partition", p, "err", err)
+			}
+		}
 		return
 	}
 	// Not placed here and not leading: once the group no longer counts
@@ -370,6 +386,9 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 	}
 
 	for _, t := range target {
+		if g.Rebuilding(t) {
+			continue // a consistency repair re-adds and promotes it
+		}
 		if !slices.Contains(members, t) {
 			if _, alive := n.view.NodeByRaft(t); alive {
 				step("add learner", t, func(c context.Context) error { return g.AddLearner(c, t) })
@@ -378,7 +397,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 		}
 	}
 	for _, l := range st.Learners {
-		if slices.Contains(target, l) && caught(l) {
+		if slices.Contains(target, l) && caught(l) && !g.Rebuilding(l) {
 			step("promote", l, func(c context.Context) error { return g.Promote(c, l) })
 			return
 		}
@@ -401,7 +420,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 			// Hand leadership to a placed voter first; the new leader
 			// removes this replica.
 			for _, t := range preferFirst(target, membership.RaftID(pp.Leader)) {
-				if nd, alive := n.view.NodeByRaft(t); alive && !nd.Leaving && slices.Contains(st.Voters, t) && caught(t) {
+				if nd, alive := n.view.NodeByRaft(t); alive && !nd.Leaving && slices.Contains(st.Voters, t) && caught(t) && !g.Rebuilding(t) {
 					step("transfer leadership", t, func(c context.Context) error { return g.TransferLeadership(c, t) })
 					return
 				}
@@ -414,7 +433,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 	if pp.Leader != "" && pp.Leader != n.cfg.ID {
 		want := membership.RaftID(pp.Leader)
 		// Not to a node shutting down (it hands its leaderships over).
-		if nd, alive := n.view.Node(pp.Leader); alive && !nd.Leaving && slices.Contains(st.Voters, want) && caught(want) {
+		if nd, alive := n.view.Node(pp.Leader); alive && !nd.Leaving && slices.Contains(st.Voters, want) && caught(want) && !g.Rebuilding(want) {
 			step("transfer leadership", want, func(c context.Context) error { return g.TransferLeadership(c, want) })
 		}
 	}

@@ -27,6 +27,8 @@ type cluster struct {
 	addrs   map[uint64]string
 	hosts   map[uint64]*Host
 	engines map[uint64]*storage.Engine
+	// configure, if set, adjusts each host's configuration.
+	configure func(*Config)
 }
 
 func newCluster(t testing.TB, ids ...uint64) *cluster {
@@ -77,6 +79,9 @@ func (c *cluster) start(id uint64) *Host {
 	addr := lis.Addr().String()
 	lis.Close()
 	cfg := Config{NodeID: id, Engine: e, Resolve: c.resolve, Listen: addr}
+	if c.configure != nil {
+		c.configure(&cfg)
+	}
 	if os.Getenv("DOPPIO_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

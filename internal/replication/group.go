@@ -59,6 +59,9 @@ type Group struct {
 	// campaignUntil: this replica was chosen to replace a leader seen dead
 	// and campaigns on every tick until then while no leader is known.
 	campaignUntil uint64
+	// noVote: restarted empty by a rebuild (Host.StartRebuilt); grants no
+	// vote until it applies a configuration listing it (see mayVote).
+	noVote bool
 }
 
 // groupInfo is a consistent view of a group for readers outside the loop.
@@ -89,8 +92,9 @@ type proposal struct {
 }
 
 type proposalResult struct {
-	scn partition.SCN
-	err error
+	scn   partition.SCN
+	index uint64
+	err   error
 }
 
 func (p *proposal) finish(r proposalResult) {
@@ -247,6 +251,9 @@ func (g *Group) step(m inbound, now time.Time) {
 	h := g.host
 	if m.msg.GetFrom() == g.lead && g.lead != 0 {
 		g.leaderContact = now
+	}
+	if isVote(m.msg) && !g.mayVote() {
+		return
 	}
 	if err := g.rn.Step(m.msg); err != nil {
 		return
@@ -422,7 +429,13 @@ func (g *Group) noteProposals(ents []*raftpb.Entry) {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			pid, _, _, err := decodeEntry(e.GetData())
-			if err != nil || pid.node != self {
+			if err != nil {
+				var ok bool
+				if pid, ok = decodeCheckEntry(e.GetData()); !ok {
+					continue
+				}
+			}
+			if pid.node != self {
 				continue
 			}
 			id = pid
@@ -446,11 +459,15 @@ func (g *Group) noteProposals(ents []*raftpb.Entry) {
 	}
 }
 
-// apply writes the effects of committed entries to b. Entries at or below
-// the applied index are skipped, so re-delivery after a restart is
-// harmless. The returned functions answer proposers once b is durable.
-func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]func(), bool) {
+// apply writes the effects of committed entries to batches: one, or one
+// more after each check marker (its segment's capture names the state the
+// marker checks). Entries at or below the applied index are skipped, so
+// re-delivery after a restart is harmless. The answers to proposers run
+// once their segment is committed; when nothing was written (wrote false)
+// they are returned in fns instead.
+func (g *Group) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns []func(), wrote bool) {
 	a := g.st.applied
+	b := g.host.engine.NewBatch()
 	var after []func()
 	changed := false
 	for _, e := range ents {
@@ -460,9 +477,15 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 		}
 		var id proposalID
 		var scn partition.SCN
+		var marker *capture
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			if len(e.GetData()) == 0 {
+				break
+			}
+			if cid, ok := decodeCheckEntry(e.GetData()); ok {
+				id, scn = cid, a.SCN
+				marker = &capture{key: checkKey{string(g.prefix), cid}, index: idx, scn: a.SCN}
 				break
 			}
 			pid, format, wsb, err := decodeEntry(e.GetData())
@@ -517,7 +540,7 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 		for _, p := range g.byIndex[idx] {
 			delete(g.proposals, p.id)
 			if p.id == id {
-				res := proposalResult{scn: scn}
+				res := proposalResult{scn: scn, index: idx}
 				after = append(after, func() { p.finish(res) })
 			} else {
 				// Another entry is committed at the index this proposal had:
@@ -527,12 +550,20 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 			}
 		}
 		delete(g.byIndex, idx)
+		if marker != nil {
+			// The state to check is the one with everything up to the
+			// marker applied, and nothing after.
+			g.st.setApplied(b, a)
+			segs = append(segs, applySeg{b: b, after: after, capture: marker})
+			b, after = g.host.engine.NewBatch(), nil
+		}
 	}
 	if !changed {
-		return after, false
+		return nil, after, false
 	}
 	after = g.supersedeBeyond(a.Index, a.Term, after)
 	g.st.setApplied(b, a)
+	segs = append(segs, applySeg{b: b, after: after})
 	g.appliedAt = now
 	if !slices.Contains(g.members(), g.host.cfg.NodeID) && !g.removed {
 		// This replica applied its own removal: it stops taking part; the
@@ -540,7 +571,7 @@ func (g *Group) apply(b *storage.Batch, ents []*raftpb.Entry, now time.Time) ([]
 		g.removed = true
 		delete(g.host.active, g)
 	}
-	return after, true
+	return segs, nil, true
 }
 
 // supersedeBeyond settles the proposals appended past index (the last

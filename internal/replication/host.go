@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,14 @@ type Config struct {
 	// block) whenever a group's known leader or term changes.
 	OnLeadership func(p keys.Partition, leader, term uint64)
 
+	// CheckBytesPerSecond throttles the reads of consistency checks on
+	// this node (default DefaultCheckBytesPerSecond).
+	CheckBytesPerSecond int64
+	// OnRebuild, if set, replaces the default restart of a replica its
+	// leader rebuilds (StartRebuilt): the node uses it to reopen the
+	// replica for requests too. It must call StartRebuilt.
+	OnRebuild func(ctx context.Context, p keys.Partition) error
+
 	Logger *slog.Logger
 }
 
@@ -107,6 +116,10 @@ type Host struct {
 
 	propSeq atomic.Uint64
 
+	checker   *checker
+	rebuildMu sync.Mutex
+	rebuilds  map[rebuildKey]time.Time // replicas rebuilt here as leader (zero: until done) or about to be
+
 	// Owned by the loop.
 	dirty        map[*Group]struct{}
 	active       map[*Group]struct{} // not quiesced: ticked
@@ -147,7 +160,9 @@ func NewHost(cfg Config) (*Host, error) {
 		active:     map[*Group]struct{}{},
 		readGroups: map[*Group]struct{}{},
 		snapshots:  map[*Group]struct{}{},
+		rebuilds:   map[rebuildKey]time.Time{},
 	}
+	h.checker = newChecker(h)
 	h.raftLog = raftLogger{h.log}
 	// Snapshots a crash interrupted are discarded: raft asks again.
 	staging, err := cfg.Engine.StagingDir("snapshots")
@@ -169,6 +184,7 @@ func NewHost(cfg Config) (*Host, error) {
 		h.transport.serve(lis)
 	}
 	go h.run()
+	go h.checker.run(h.stop)
 	return h, nil
 }
 
@@ -199,6 +215,7 @@ func (h *Host) Close() error {
 	h.mu.Unlock()
 	close(h.stop)
 	<-h.done
+	h.checker.close() // no iterator outlives the host (the engine may close next)
 	h.transport.close()
 	for _, g := range h.groups {
 		g.failAll(unavailable("replica of %s closed", g.name()))
@@ -269,8 +286,15 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
+	// A replica restarted empty by a rebuild waits for its snapshot: it
+	// never bootstraps, and votes for no one (Group.mayVote).
+	_, err = h.engine.Get(p.RaftRebuilt())
+	rebuilt := err == nil
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
 	campaign := false
-	if st.empty() && len(voters) > 0 {
+	if st.empty() && len(voters) > 0 && !rebuilt {
 		b := h.engine.NewBatch()
 		st.bootstrap(b, voters)
 		if err := h.engine.Commit(b); err != nil {
@@ -309,6 +333,7 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
 	g := newGroup(h, append(keys.Partition(nil), p...), rn, st)
+	g.noVote = rebuilt
 	var out *Group
 	err = h.call(func() {
 		if existing := h.groups[string(p)]; existing != nil {
@@ -360,6 +385,25 @@ func (h *Host) Remove(p keys.Partition) error {
 	b := h.engine.NewBatch()
 	b.DeleteRange(p, p.End())
 	return h.engine.Commit(b)
+}
+
+// StartRebuilt deletes this node's replica of p (Remove) and starts it
+// again empty, marked on disk so that it never bootstraps and grants no
+// vote until a snapshot from its leader replaces the mark: it was a voter,
+// and a candidate whose configuration still counts it must not win with
+// the vote of a replica that forgot its log. A leader's rebuild asks for
+// it (Config.OnRebuild must call it).
+func (h *Host) StartRebuilt(p keys.Partition) (*Group, error) {
+	if err := h.Remove(p); err != nil {
+		return nil, err
+	}
+	b := h.engine.NewBatch()
+	b.DeleteRange(p, p.End())
+	b.Set(p.RaftRebuilt(), nil)
+	if err := h.engine.Commit(b); err != nil {
+		return nil, err
+	}
+	return h.Start(p, nil)
 }
 
 // run is the loop: the only goroutine that touches RawNodes and their
@@ -486,10 +530,9 @@ func (h *Host) processReady() {
 			// entries are durable in the logs of a quorum, and a crash
 			// that loses the batch re-applies them on restart,
 			// deterministically, from the applied index stored with it.
-			ab := h.engine.NewBatch()
-			fns, wrote := r.g.apply(ab, r.rd.CommittedEntries, now)
+			segs, fns, wrote := r.g.apply(r.rd.CommittedEntries, now)
 			if wrote {
-				applies = append(applies, applied{ab, fns})
+				applies = append(applies, applied{segs})
 			} else {
 				after = append(after, fns...)
 			}
@@ -526,11 +569,17 @@ func (h *Host) processReady() {
 	clear(h.snapshots)
 }
 
-// applied is one group's application of committed entries: its batch and
-// the answers to give once the batch is committed.
-type applied struct {
-	b     *storage.Batch
-	after []func()
+// applied is one group's application of committed entries: its batches,
+// in order, and the answers to give once each is committed.
+type applied struct{ segs []applySeg }
+
+// applySeg is a run of committed entries applied in one batch. A segment
+// ends at a check marker: once its batch is committed, the state the
+// marker checks is captured before any later entry is written.
+type applySeg struct {
+	b       *storage.Batch
+	after   []func()
+	capture *capture
 }
 
 // commitApplies commits the groups' application batches, concurrently when
@@ -540,11 +589,16 @@ type applied struct {
 // soon as its batch is in.
 func (h *Host) commitApplies(applies []applied) {
 	commit := func(a applied) {
-		if err := h.engine.CommitNoSync(a.b); err != nil {
-			panic(fmt.Sprintf("replication: node %d: applying committed entries: %v", h.cfg.NodeID, err))
-		}
-		for _, fn := range a.after {
-			fn()
+		for _, s := range a.segs {
+			if err := h.engine.CommitNoSync(s.b); err != nil {
+				panic(fmt.Sprintf("replication: node %d: applying committed entries: %v", h.cfg.NodeID, err))
+			}
+			if s.capture != nil {
+				h.checker.captured(*s.capture)
+			}
+			for _, fn := range s.after {
+				fn()
+			}
 		}
 	}
 	switch len(applies) {

@@ -30,6 +30,20 @@ const serviceName = "doppio.replication.Raft"
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: serviceName,
 	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{
+		{MethodName: "Checksum", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(*transport).serveChecksum(ctx, dec)
+		}},
+		{MethodName: "Rebuild", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(*transport).serveRebuild(ctx, dec)
+		}},
+		{MethodName: "Suspect", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(*transport).serveSuspect(ctx, dec)
+		}},
+		{MethodName: "RebuildPeer", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(*transport).serveRebuildPeer(ctx, dec)
+		}},
+	},
 	Streams: []grpc.StreamDesc{
 		{StreamName: "Messages", ClientStreams: true, Handler: func(srv any, s grpc.ServerStream) error {
 			return srv.(*transport).serveMessages(s)

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/doppio-db/doppio/internal/node"
+	"github.com/spf13/cobra"
+)
+
+// checkCommand is `doppio check {db}`: a consistency check of every
+// partition, one at a time, with progress.
+func checkCommand(f *clientFlags) *cobra.Command {
+	var noRepair bool
+	var only int
+	cmd := &cobra.Command{
+		Use:   "check DB",
+		Short: "Check that every replica of each partition of DB holds the same data (and rebuild those that differ)",
+		Long: `Runs a consistency check of each partition of DB at its leader: every
+replica sums its data at the same log position and the leader compares them.
+A follower that differs from the majority is rebuilt from a snapshot unless
+--no-repair. Exits 1 if a partition is left inconsistent or could not be
+checked.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db := args[0]
+			base := strings.TrimSuffix(f.server, "/")
+			out := cmd.OutOrStdout()
+			partitions := []int{only}
+			if only < 0 {
+				n, err := partitionCount(base, db)
+				if err != nil {
+					return err
+				}
+				partitions = partitions[:0]
+				for p := range n {
+					partitions = append(partitions, p)
+				}
+			}
+			bad := 0
+			counts := map[string]int{}
+			for i, p := range partitions {
+				pc, err := checkPartition(base, db, p, !noRepair)
+				if err != nil {
+					pc = node.PartitionCheck{Database: db, Partition: p, Result: "failed", Error: err.Error()}
+				}
+				counts[pc.Result]++
+				printPartitionCheck(out, i+1, len(partitions), pc)
+				if pc.Result == "inconsistent" || pc.Result == "failed" {
+					bad++
+				}
+			}
+			var parts []string
+			for _, r := range []string{"consistent", "repaired", "incomplete", "inconsistent", "failed"} {
+				if counts[r] > 0 {
+					parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+				}
+			}
+			fmt.Fprintf(out, "%s: %d partitions checked: %s\n", db, len(partitions), strings.Join(parts, ", "))
+			if bad > 0 {
+				return fmt.Errorf("%d of %d partitions of %s are inconsistent or could not be checked", bad, len(partitions), db)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noRepair, "no-repair", false, "only report replicas that differ; do not rebuild them")
+	cmd.Flags().IntVar(&only, "partition", -1, "check only this partition")
+	return cmd
+}
+
+func printPartitionCheck(out io.Writer, i, n int, pc node.PartitionCheck) {
+	fmt.Fprintf(out, "[%d/%d] partition %d: %s", i, n, pc.Partition, pc.Result)
+	if pc.Error != "" {
+		fmt.Fprintf(out, ": %s\n", pc.Error)
+		return
+	}
+	fmt.Fprintf(out, " at scn %s (leader %s, %d keys, %d bytes)\n", pc.SCN, pc.Leader, pc.Keys, pc.Bytes)
+	if pc.HandedTo != "" {
+		fmt.Fprintf(out, "  leader %s differed from the majority: leadership handed to %s\n", pc.Leader, pc.HandedTo)
+	}
+	for _, rc := range pc.Replicas {
+		switch rc.Status {
+		case "leader", "ok":
+			continue
+		case "mismatch":
+			fmt.Fprintf(out, "  replica %s differs in %s", rc.Node, strings.Join(rc.Ranges, ", "))
+			if rc.Repaired {
+				fmt.Fprint(out, ": rebuilt from a snapshot")
+			} else if rc.RepairError != "" {
+				fmt.Fprintf(out, ": not repaired: %s", rc.RepairError)
+			}
+			fmt.Fprintln(out)
+		default:
+			fmt.Fprintf(out, "  replica %s %s: %s\n", rc.Node, rc.Status, rc.Error)
+		}
+	}
+}
+
+// partitionCount reads how many partitions db has.
+func partitionCount(base, db string) (int, error) {
+	var d struct {
+		Partitions int `json:"partitions"`
+	}
+	if err := callJSON(http.MethodGet, base+"/_schemas/"+url.PathEscape(db), &d); err != nil {
+		return 0, err
+	}
+	return d.Partitions, nil
+}
+
+func checkPartition(base, db string, p int, repair bool) (node.PartitionCheck, error) {
+	var pc node.PartitionCheck
+	u := fmt.Sprintf("%s/_cluster/check/%s/%d?repair=%t", base, url.PathEscape(db), p, repair)
+	return pc, callJSON(http.MethodPost, u, &pc)
+}
+
+// callJSON makes a request without a deadline (a check reads whole
+// partitions, throttled) and decodes the answer, or the problem's detail.
+func callJSON(method, u string, v any) error {
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var pb struct {
+			Detail string `json:"detail"`
+		}
+		if json.Unmarshal(b, &pb) == nil && pb.Detail != "" {
+			return fmt.Errorf("%s", pb.Detail)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return json.Unmarshal(b, v)
+}

@@ -84,8 +84,8 @@ func runNode(t *testing.T, args []string) *devNode {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &devNode{t: t, cmd: cmd, logs: &bytes.Buffer{}, eof: make(chan struct{})}
-	var mu sync.Mutex
+	n := &devNode{t: t, cmd: cmd, logs: &bytes.Buffer{}, eof: make(chan struct{}), logMu: &sync.Mutex{}}
+	mu := n.logMu
 	found := make(chan string, 1)
 	go func() {
 		defer close(n.eof)

@@ -124,6 +124,13 @@ func startElasticCluster(t *testing.T, ids []string, standby map[string]bool, ex
 		}()
 	}
 	wg.Wait()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s log (tail):\n%s", n.id, n.tail(80))
+			}
+		}
+	})
 	return nodes, ep
 }
 

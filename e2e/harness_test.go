@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,19 @@ type devNode struct {
 	// eof is closed once the process's stderr reached its end (nodes
 	// started by runNode): logs is then complete and safe to read.
 	eof chan struct{}
+	// logMu guards logs while the process runs (nodes started by runNode).
+	logMu *sync.Mutex
+}
+
+// tail returns the last k lines of the node's log so far (runNode's nodes).
+func (n *devNode) tail(k int) string {
+	if n.logMu == nil {
+		return ""
+	}
+	n.logMu.Lock()
+	defer n.logMu.Unlock()
+	lines := strings.Split(strings.TrimRight(n.logs.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-k):], "\n")
 }
 
 var readyLine = regexp.MustCompile(`doppio node ready.* http=(\S+)`)

@@ -18,6 +18,10 @@ import (
 	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
 
+// warmUp is the load before the measured "before" window: connections,
+// routing tables and caches settle.
+const warmUp = 3 * time.Second
+
 const (
 	dbName    = "ex"
 	tableName = "Doc"
@@ -165,6 +169,14 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 	if err := load(ctx, cfg, cl); err != nil {
 		return res, err
 	}
+	// The load leaves compactions behind; measured before them, "before"
+	// would be slower than "during".
+	if err := waitUntil(ctx, 2*time.Minute, "compactions after the load", func() (bool, string, error) {
+		busy := metricSum(ctx, c, "doppio_storage_compactions_in_progress")
+		return busy == 0, fmt.Sprintf("%v compactions running", busy), nil
+	}); err != nil {
+		return res, err
+	}
 
 	// The measured load.
 	payload := strings.Repeat("x", cfg.DocBytes)
@@ -178,7 +190,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 	lctx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	start := time.Now()
-	t0 = start.Add(cfg.Before)
+	t0 = start.Add(warmUp + cfg.Before)
 	for w := range cfg.Clients {
 		wc := client.New(c.Nodes[w%initial].Addr, client.WithSmartRouting(time.Second))
 		wg.Add(1)
@@ -248,7 +260,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 			}
 		}
 	}
-	res.Before = summarize(ops, -cfg.Before, 0)
+	res.Before = summarize(ops, -cfg.Before, 0) // after the warm-up
 	res.During = summarize(ops, 0, done.Sub(t0))
 	end := time.Since(t0)
 	for s := -cfg.Before; s+time.Second <= end; s += time.Second { // whole seconds only
@@ -360,6 +372,11 @@ func waitUntil(ctx context.Context, d time.Duration, what string, cond func() (b
 
 // snapshotBytes sums doppio_snapshot_sent_bytes_total over the nodes.
 func snapshotBytes(ctx context.Context, c *localcluster.Cluster) float64 {
+	return metricSum(ctx, c, "doppio_snapshot_sent_bytes_total")
+}
+
+// metricSum sums an unlabelled metric over the nodes' /metrics.
+func metricSum(ctx context.Context, c *localcluster.Cluster, name string) float64 {
 	var sum float64
 	for _, n := range c.Nodes {
 		st, b, err := localcluster.Do(ctx, n.Addr, "GET", "/metrics", nil)
@@ -367,7 +384,7 @@ func snapshotBytes(ctx context.Context, c *localcluster.Cluster) float64 {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "doppio_snapshot_sent_bytes_total "); ok {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
 				sum += f
 			}

@@ -328,22 +328,16 @@ func (c *Cluster) Close() error {
 }
 
 func (c *Cluster) get(ctx context.Context, n *Node, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return c.send(ctx, http.MethodGet, n, path)
 }
 
 // post sends a POST without a body to node n.
 func (c *Cluster) post(ctx context.Context, n *Node, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL()+path, nil)
+	return c.send(ctx, http.MethodPost, n, path)
+}
+
+func (c *Cluster) send(ctx context.Context, method string, n *Node, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, n.URL()+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -19,16 +19,15 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/doppio-db/doppio/bench/internal/benchutil"
+	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
 
 // config is everything a run depends on.
@@ -121,18 +120,13 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) error {
-	bin, err := os.MkdirTemp(cfg.WorkDir, "doppio-failover-bin-")
+	cfg.Progress("building doppio")
+	bin, cleanup, err := localcluster.Build(ctx, cfg.WorkDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(bin)
-	cfg.Binary = filepath.Join(bin, "doppio")
-	cfg.Progress("building doppio")
-	build := exec.CommandContext(ctx, "go", "build", "-o", cfg.Binary, "github.com/doppio-db/doppio/cmd/doppio")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build doppio: %w", err)
-	}
+	defer cleanup()
+	cfg.Binary = bin
 	rep := &report{Command: cfg.Command, Machine: benchutil.DescribeMachine(), Started: time.Now(), Cfg: cfg}
 	for _, mode := range cfg.Modes {
 		for _, n := range cfg.Sizes {

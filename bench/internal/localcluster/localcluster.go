@@ -237,3 +237,21 @@ func Info(ctx context.Context, base string) (node.ClusterInfo, error) {
 	}
 	return info, json.Unmarshal(b, &info)
 }
+
+// Build compiles cmd/doppio into a new temporary directory under workDir
+// (the system's when empty) and returns the binary and a function that
+// removes it.
+func Build(ctx context.Context, workDir string) (binary string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp(workDir, "doppio-bench-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	binary = filepath.Join(dir, "doppio")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/doppio-db/doppio/cmd/doppio")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build doppio: %w", err)
+	}
+	return binary, func() { os.RemoveAll(dir) }, nil
+}

@@ -235,6 +235,8 @@ func runAll(ctx context.Context, c config, args string) error {
 		}
 		running = append(running, sr)
 	}
+	// Starting a store may have installed it: read the versions now.
+	res.Machine.Postgres, res.Machine.MariaDB = postgresVersion(), mariadbVersion()
 	if err := writeReport(res, c.Out); err != nil {
 		return err
 	}

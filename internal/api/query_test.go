@@ -209,6 +209,21 @@ func TestAddingAnIndexBackfillsOnline(t *testing.T) {
 	if view.Version != 2 || len(view.Indexes) != 1 || view.Indexes[0].State != "building" {
 		t.Fatalf("table after adding the index: %s", a.body)
 	}
+	// A backup refuses a partition whose index is still being built: its
+	// entries are partial and would restore as a complete index.
+	refused := 0
+	for p := range 4 {
+		b := send(t, "GET", fmt.Sprintf("/_internal/backup/%s/%d", db, p), nil)
+		if b.status == 409 {
+			if pr := decode(t, b.body); pr["field"] != "color" || !strings.Contains(fmt.Sprint(pr["detail"]), "is being built") {
+				t.Fatalf("backup during the build: %s", b.body)
+			}
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("no partition's backup was refused while its index was being built")
+	}
 	q := send(t, "GET", "/"+db+"/Note/b0?query=color:c1", nil)
 	expect(t, q, 409, "query during the build")
 	if p := decode(t, q.body); p["field"] != "color" || !strings.Contains(fmt.Sprint(p["detail"]), "%") {
@@ -225,6 +240,9 @@ func TestAddingAnIndexBackfillsOnline(t *testing.T) {
 			t.Fatalf("index not built: %s", a.body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	for p := range 4 {
+		expect(t, send(t, "GET", fmt.Sprintf("/_internal/backup/%s/%d", db, p), nil), 200, "backup once the index is built")
 	}
 	got, _ := queryKeys(t, "/"+db+"/Note/b0?query=color:c1&limit=1000")
 	var want []int64

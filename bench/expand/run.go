@@ -91,7 +91,7 @@ type runResult struct {
 	// SnapshotBytes is what the moves streamed: the sstable bytes of
 	// every snapshot sent during the expansion (doppio_snapshot_sent_bytes_total).
 	SnapshotBytes float64
-	LoadAvg   [2]float64 // 1-minute load average before and after
+	LoadAvg       [2]float64 // 1-minute load average before and after
 }
 
 // Ideal is the replicas a minimal expansion moves: the new nodes' share

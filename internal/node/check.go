@@ -277,24 +277,18 @@ func (n *Node) checkLoop() {
 			return
 		case <-t.C:
 		}
-		for db, ps := range n.router.All() {
-			for _, rep := range ps {
-				_, g, ok := n.router.Hosted(db, rep.ID)
-				if !ok {
-					continue
-				}
-				if _, leading := g.Leader(); !leading {
-					continue
-				}
-				pc, err := n.runCheck(ctx, partRef{db, rep.ID}, g, true)
-				if err == nil && pc.HandedTo != "" && pc.Result != "repaired" {
-					// This replica was the odd one out and is not rebuilt
-					// yet: the new leader's check tries again.
-					_, err = n.checkPartition(ctx, db, rep.ID, true, false)
-				}
-				if err != nil && ctx.Err() == nil {
-					n.log.Warn("consistency check failed to run", "db", db, "partition", rep.ID, "err", err)
-				}
+		for ref, g := range n.hosted() {
+			if _, leading := g.Leader(); !leading {
+				continue
+			}
+			pc, err := n.runCheck(ctx, ref, g, true)
+			if err == nil && pc.HandedTo != "" && pc.Result != "repaired" {
+				// This replica was the odd one out and is not rebuilt
+				// yet: the new leader's check tries again.
+				_, err = n.checkPartition(ctx, ref.db, ref.p, true, false)
+			}
+			if err != nil && ctx.Err() == nil {
+				n.log.Warn("consistency check failed to run", "db", ref.db, "partition", ref.p, "err", err)
 			}
 		}
 	}

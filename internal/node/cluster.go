@@ -144,43 +144,37 @@ func (n *Node) local() LocalInfo {
 	if n.router == nil {
 		return out
 	}
-	for db, ps := range n.router.All() {
-		for _, rep := range ps {
-			_, g, ok := n.router.Hosted(db, rep.ID)
-			if !ok {
-				continue
-			}
-			st, err := g.Status()
-			if err != nil {
-				continue
-			}
-			lr := LocalReplica{
-				Database: db, Partition: rep.ID, Role: st.Role, Term: st.Term,
-				SCN: st.Applied.String(), Applied: st.AppliedIndex,
-			}
-			if st.Leader != 0 {
-				lr.Leader = n.nodeName(st.Leader)
-			}
-			for _, v := range st.Voters {
-				lr.Voters = append(lr.Voters, n.nodeName(v))
-			}
-			for _, l := range st.Learners {
-				lr.Learners = append(lr.Learners, n.nodeName(l))
-			}
-			if st.Role == "leader" {
-				lr.Check = n.checks.get(partRef{db, rep.ID})
-				if summing, b := g.CheckProgress(); summing && lr.Check != nil {
-					lr.Check.SummedBytes = b
-				}
-			}
-			if len(st.Followers) > 0 {
-				lr.Followers = map[string]FollowerReport{}
-				for id, f := range st.Followers {
-					lr.Followers[n.nodeName(id)] = FollowerReport{Match: f.Match, Lag: f.Lag, State: f.State, Active: f.Active}
-				}
-			}
-			out.Replicas = append(out.Replicas, lr)
+	for ref, g := range n.hosted() {
+		st, err := g.Status()
+		if err != nil {
+			continue
 		}
+		lr := LocalReplica{
+			Database: ref.db, Partition: ref.p, Role: st.Role, Term: st.Term,
+			SCN: st.Applied.String(), Applied: st.AppliedIndex,
+		}
+		if st.Leader != 0 {
+			lr.Leader = n.nodeName(st.Leader)
+		}
+		for _, v := range st.Voters {
+			lr.Voters = append(lr.Voters, n.nodeName(v))
+		}
+		for _, l := range st.Learners {
+			lr.Learners = append(lr.Learners, n.nodeName(l))
+		}
+		if st.Role == "leader" {
+			lr.Check = n.checks.get(ref)
+			if summing, b := g.CheckProgress(); summing && lr.Check != nil {
+				lr.Check.SummedBytes = b
+			}
+		}
+		if len(st.Followers) > 0 {
+			lr.Followers = map[string]FollowerReport{}
+			for id, f := range st.Followers {
+				lr.Followers[n.nodeName(id)] = FollowerReport{Match: f.Match, Lag: f.Lag, State: f.State, Active: f.Active}
+			}
+		}
+		out.Replicas = append(out.Replicas, lr)
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -439,6 +440,19 @@ func (n *Node) followCatalog() {
 		for db := range n.router.All() {
 			if err := n.router.SyncIndexes(db); err != nil {
 				n.log.Error("sync indexes", "db", db, "err", err)
+			}
+		}
+	}
+}
+
+// hosted yields every partition hosted here with its Raft group.
+func (n *Node) hosted() iter.Seq2[partRef, *replication.Group] {
+	return func(yield func(partRef, *replication.Group) bool) {
+		for db, ps := range n.router.All() {
+			for _, rep := range ps {
+				if _, g, ok := n.router.Hosted(db, rep.ID); ok && !yield(partRef{db, rep.ID}, g) {
+					return
+				}
 			}
 		}
 	}

@@ -180,31 +180,25 @@ func (n *Node) handOff(timeout time.Duration) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	var handed, tried atomic.Int64
-	for db, ps := range n.router.All() {
-		for _, rep := range ps {
-			_, g, ok := n.router.Hosted(db, rep.ID)
-			if !ok {
-				continue
-			}
-			st, err := g.Status()
-			if err != nil || st.Role != "leader" {
-				continue
-			}
-			to, ok := n.successor(st, rep.ID)
-			if !ok {
-				continue
-			}
-			wg.Add(1)
-			tried.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				if err := g.TransferLeadership(ctx, to); err == nil {
-					handed.Add(1)
-				}
-			}()
+	for ref, g := range n.hosted() {
+		st, err := g.Status()
+		if err != nil || st.Role != "leader" {
+			continue
 		}
+		to, ok := n.successor(st, ref.p)
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		tried.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := g.TransferLeadership(ctx, to); err == nil {
+				handed.Add(1)
+			}
+		}()
 	}
 	wg.Wait()
 	if handed.Load() > 0 || tried.Load() > 0 {

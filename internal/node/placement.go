@@ -56,22 +56,16 @@ func (n *Node) reportGroups(names map[uint64]string) {
 		slices.Sort(out)
 		return out
 	}
-	for db, ps := range n.router.All() {
-		for _, rep := range ps {
-			_, g, ok := n.router.Hosted(db, rep.ID)
-			if !ok {
-				continue
-			}
-			if _, leading := g.Leader(); !leading {
-				n.reg.SetGroup(db, rep.ID, nil)
-				continue
-			}
-			st, err := g.Status()
-			if err != nil || st.Role != "leader" {
-				n.reg.SetGroup(db, rep.ID, nil)
-				continue
-			}
-			n.reg.SetGroup(db, rep.ID, &membership.GroupReport{Term: st.Term, Voters: name(st.Voters), Learners: name(st.Learners)})
+	for ref, g := range n.hosted() {
+		if _, leading := g.Leader(); !leading {
+			n.reg.SetGroup(ref.db, ref.p, nil)
+			continue
 		}
+		st, err := g.Status()
+		if err != nil || st.Role != "leader" {
+			n.reg.SetGroup(ref.db, ref.p, nil)
+			continue
+		}
+		n.reg.SetGroup(ref.db, ref.p, &membership.GroupReport{Term: st.Term, Voters: name(st.Voters), Learners: name(st.Learners)})
 	}
 }

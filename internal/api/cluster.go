@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/router"
 )
@@ -99,7 +100,7 @@ func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFun
 		}
 		d = min(d, t)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d)
+	ctx, cancel := lazyctx.WithTimeout(r.Context(), d)
 	return r.WithContext(ctx), cancel, nil
 }
 

@@ -537,18 +537,35 @@ func (h *Host) processReady() {
 				after = append(after, fns...)
 			}
 		}
+		// The log batch goes into the WAL first and its sync runs while the
+		// committed entries are applied: they were committed by a quorum's
+		// durable logs already, so their proposers need not wait for this
+		// Ready's sync, only for their apply. The WAL keeps order, so an
+		// apply batch that survives a crash has the log batch before it.
+		var syncing *storage.Batch
 		if write {
-			commit := h.engine.CommitNoSync
+			var err error
 			if sync {
-				commit = h.engine.Commit
+				if err = h.engine.Enqueue(b); err == nil {
+					syncing = b
+				}
+			} else {
+				err = h.engine.CommitNoSync(b)
 			}
-			if err := commit(b); err != nil {
+			if err != nil {
 				// The log and the state machine can no longer be trusted to
 				// match what Raft believes; stop rather than diverge.
 				panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))
 			}
 		}
 		h.commitApplies(applies)
+		if syncing != nil {
+			// Messages (appends, acknowledgements, votes) rely on the log
+			// being durable: they go out only after the sync.
+			if err := syncing.Wait(); err != nil {
+				panic(fmt.Sprintf("replication: node %d: syncing raft state: %v", h.cfg.NodeID, err))
+			}
+		}
 		for _, r := range rds {
 			r.g.send(r.rd.Messages)
 		}

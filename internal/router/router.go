@@ -15,6 +15,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replication"
@@ -197,7 +198,8 @@ func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access)
 	if p < 0 || p >= db.Partitions {
 		return nil, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
 	}
-	wait, cancel := context.WithTimeout(ctx, r.cfg.LeadWait)
+	// The wait's timer starts only if a leader must be waited for.
+	wait, cancel := lazyctx.WithTimeout(ctx, r.cfg.LeadWait)
 	defer cancel()
 	for {
 		rep, g, ok := r.Hosted(db.Name, p)

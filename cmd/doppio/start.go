@@ -36,6 +36,7 @@ type nodeFlags struct {
 	pprofAddr                             string
 	checkInterval                         time.Duration
 	checkRate                             int64
+	rowCache                              int64
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -55,6 +56,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off when empty)")
 	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how often the node checks the consistency of the partitions it leads (0 = only on demand: doppio check)")
 	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
+	fl.Int64Var(&f.rowCache, "row-cache-bytes", node.DefaultRowCacheBytes, "memory for recently read documents, answered without reading Pebble (0 = no row cache)")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -79,7 +81,7 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		BackfillRate: f.backfillRate,
 		Logger:       logger,
 
-		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate,
+		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate, RowCacheBytes: f.rowCacheBytes(),
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {
@@ -151,4 +153,12 @@ etcd serves once a majority is up.`,
 	}
 	f.register(cmd, false)
 	return cmd
+}
+
+// rowCacheBytes maps the flag's 0 (no cache) to node.Config's negative.
+func (f *nodeFlags) rowCacheBytes() int64 {
+	if f.rowCache <= 0 {
+		return -1
+	}
+	return f.rowCache
 }

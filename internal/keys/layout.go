@@ -121,3 +121,24 @@ func (p Partition) DataSpans() [][2][]byte {
 	rp := p.Raft()
 	return [][2][]byte{{p, rp}, {PrefixEnd(rp), p.End()}}
 }
+
+// IsDocument reports whether key is a document key of some partition
+// (what a node's row cache keeps).
+func IsDocument(key []byte) bool {
+	if len(key) < 2 || key[0] != spacePartition || key[1] != tagString {
+		return false
+	}
+	for i := 2; i+1 < len(key); i++ {
+		if key[i] != 0 {
+			continue
+		}
+		if key[i+1] == 0xFF {
+			i++
+			continue
+		}
+		// End of the database name: then the partition number and the section.
+		n := i + 2
+		return len(key) > n+9 && key[n] == tagInt && key[n+9] == sectionDocument
+	}
+	return false
+}

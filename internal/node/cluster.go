@@ -344,6 +344,9 @@ type collector struct {
 	debt       *prometheus.Desc
 	snapshots  *prometheus.Desc
 	snapBytes  *prometheus.Desc
+	rowHits    *prometheus.Desc
+	rowMisses  *prometheus.Desc
+	rowBytes   *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -357,6 +360,9 @@ func newCollector(n *Node) *collector {
 		debt:       prometheus.NewDesc("doppio_storage_compaction_debt_bytes", "Bytes the storage engine estimates it must compact to reach a settled LSM shape.", nil, nil),
 		snapshots:  prometheus.NewDesc("doppio_snapshots_sent_total", "Snapshots this node streamed in full to replicas being added (replica moves, lagging followers).", nil, nil),
 		snapBytes:  prometheus.NewDesc("doppio_snapshot_sent_bytes_total", "Sstable bytes this node streamed in snapshots.", nil, nil),
+		rowHits:    prometheus.NewDesc("doppio_row_cache_hits_total", "Document reads answered by the row cache.", nil, nil),
+		rowMisses:  prometheus.NewDesc("doppio_row_cache_misses_total", "Document reads the row cache could not answer (read from Pebble).", nil, nil),
+		rowBytes:   prometheus.NewDesc("doppio_row_cache_bytes", "Bytes held by the row cache.", nil, nil),
 	}
 }
 
@@ -369,6 +375,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.debt
 	ch <- c.snapshots
 	ch <- c.snapBytes
+	ch <- c.rowHits
+	ch <- c.rowMisses
+	ch <- c.rowBytes
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -386,6 +395,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	sent, bytes := c.n.host.SnapshotsSent()
 	ch <- prometheus.MustNewConstMetric(c.snapshots, prometheus.CounterValue, float64(sent))
 	ch <- prometheus.MustNewConstMetric(c.snapBytes, prometheus.CounterValue, float64(bytes))
+	rows := c.n.engine.RowCacheStats()
+	ch <- prometheus.MustNewConstMetric(c.rowHits, prometheus.CounterValue, float64(rows.Hits))
+	ch <- prometheus.MustNewConstMetric(c.rowMisses, prometheus.CounterValue, float64(rows.Misses))
+	ch <- prometheus.MustNewConstMetric(c.rowBytes, prometheus.GaugeValue, float64(rows.Bytes))
 }
 
 func quietZap() *zap.Logger {

@@ -61,6 +61,9 @@ type Config struct {
 	API api.Config
 	// Retention of each partition's change log.
 	Retention partition.Retention
+	// RowCacheBytes bounds the cache of recently read documents (default
+	// DefaultRowCacheBytes; negative: none).
+	RowCacheBytes int64
 	// BackfillRate bounds the documents per second an index backfill
 	// indexes in one partition (default partition.DefaultBackfillRate).
 	BackfillRate int
@@ -224,7 +227,9 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if n.catalog, err = catalog.Open(ctx, cli, etcdPrefix); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
-	if n.engine, err = storage.Open(filepath.Join(n.cfg.DataDir, "pebble"), storage.Options{Logger: n.log}); err != nil {
+	if n.engine, err = storage.Open(filepath.Join(n.cfg.DataDir, "pebble"), storage.Options{
+		RowCacheBytes: n.cfg.rowCacheBytes(), RowCacheKeys: keys.IsDocument, Logger: n.log,
+	}); err != nil {
 		return err
 	}
 	if n.view, err = membership.Open(ctx, cli, etcdPrefix, n.log); err != nil {
@@ -456,4 +461,17 @@ func (n *Node) hosted() iter.Seq2[partRef, *replication.Group] {
 			}
 		}
 	}
+}
+
+// DefaultRowCacheBytes is the default size of a node's row cache.
+const DefaultRowCacheBytes = 128 << 20
+
+func (c Config) rowCacheBytes() int64 {
+	switch {
+	case c.RowCacheBytes < 0:
+		return 0
+	case c.RowCacheBytes == 0:
+		return DefaultRowCacheBytes
+	}
+	return c.RowCacheBytes
 }

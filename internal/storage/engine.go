@@ -23,6 +23,7 @@ type Engine struct {
 	db   *pebble.DB
 	opts *pebble.Options
 	dir  string
+	rows *rowCache // nil without a row cache
 
 	// waiters maps a topic to the channel closed by the next committed
 	// batch that names it (see Batch.Notify and Engine.Changed).
@@ -35,7 +36,11 @@ type Options struct {
 	// CacheBytes is the block cache size; 0 means 512 MiB. Pebble charges
 	// memtables to it, so it must be well above MemTableSize.
 	CacheBytes int64
-	Logger     *slog.Logger
+	// RowCacheBytes bounds the row cache: values of keys for which
+	// RowCacheKeys is true, kept in memory once read with Get. 0 means none.
+	RowCacheBytes int64
+	RowCacheKeys  func(key []byte) bool
+	Logger        *slog.Logger
 }
 
 // Open opens (creating if needed) the store in dir.
@@ -63,7 +68,11 @@ func Open(dir string, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
-	return &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}, nil
+	e := &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}
+	if o.RowCacheBytes > 0 && o.RowCacheKeys != nil {
+		e.rows = newRowCache(o.RowCacheBytes, o.RowCacheKeys)
+	}
+	return e, nil
 }
 
 // Close flushes nothing extra (the WAL is already synced) and closes.
@@ -72,8 +81,23 @@ func (e *Engine) Close() error { return e.db.Close() }
 // ErrNotFound is returned by Get for an absent key.
 var ErrNotFound = errors.New("not found")
 
-// Get returns a copy of the value of key, or ErrNotFound.
-func (e *Engine) Get(key []byte) ([]byte, error) { return get(e.db, key) }
+// Get returns a copy of the value of key, or ErrNotFound. Keys of the row
+// cache's kind are answered from it when they are there.
+func (e *Engine) Get(key []byte) ([]byte, error) {
+	c := e.rows
+	if c == nil || !c.cached(key) {
+		return get(e.db, key)
+	}
+	v, hit, version, cacheable := c.get(key)
+	if hit {
+		return v, nil
+	}
+	v, err := get(e.db, key)
+	if err == nil && cacheable {
+		c.put(key, v, version)
+	}
+	return v, err
+}
 
 func get(r pebble.Reader, key []byte) ([]byte, error) {
 	v, closer, err := r.Get(key)
@@ -100,6 +124,11 @@ type Batch struct {
 	b      *pebble.Batch
 	e      *Engine
 	topics []string
+
+	// The row cache's keys the batch writes, or all of them (a range
+	// deletion): marked before the batch is applied and once it is visible.
+	rows    [][]byte
+	allRows bool
 }
 
 // NewBatch starts an empty batch.
@@ -144,13 +173,37 @@ func (b *Batch) committed() {
 }
 
 // Set records key = value.
-func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
+func (b *Batch) Set(key, value []byte) {
+	_ = b.b.Set(key, value, nil)
+	b.wrote(key)
+}
+
+func (b *Batch) wrote(key []byte) {
+	if c := b.e.rows; c != nil && !b.allRows && c.cached(key) {
+		b.rows = append(b.rows, append([]byte(nil), key...))
+	}
+}
+
+// markRows tells the row cache that the batch's writes begin (+1) or are
+// visible (-1).
+func (b *Batch) markRows(delta int) {
+	if c := b.e.rows; c != nil && (b.allRows || len(b.rows) > 0) {
+		c.mark(b.rows, b.allRows, delta)
+	}
+}
 
 // Delete records the deletion of key.
-func (b *Batch) Delete(key []byte) { _ = b.b.Delete(key, nil) }
+func (b *Batch) Delete(key []byte) {
+	_ = b.b.Delete(key, nil)
+	b.wrote(key)
+}
 
 // DeleteRange records the deletion of [start, end).
-func (b *Batch) DeleteRange(start, end []byte) { _ = b.b.DeleteRange(start, end, nil) }
+func (b *Batch) DeleteRange(start, end []byte) {
+	_ = b.b.DeleteRange(start, end, nil)
+	b.allRows = b.e.rows != nil
+	b.rows = nil
+}
 
 // Len is the batch's encoded size.
 func (b *Batch) Len() int { return b.b.Len() }
@@ -158,7 +211,10 @@ func (b *Batch) Len() int { return b.b.Len() }
 // Commit applies the batch and returns once it is durable.
 func (e *Engine) Commit(b *Batch) error {
 	defer b.b.Close()
-	if err := b.b.Commit(pebble.Sync); err != nil {
+	b.markRows(+1)
+	err := b.b.Commit(pebble.Sync)
+	b.markRows(-1)
+	if err != nil {
 		return err
 	}
 	b.committed()
@@ -171,7 +227,10 @@ func (e *Engine) Commit(b *Batch) error {
 // entries that are already durable in its log).
 func (e *Engine) CommitNoSync(b *Batch) error {
 	defer b.b.Close()
-	if err := b.b.Commit(pebble.NoSync); err != nil {
+	b.markRows(+1)
+	err := b.b.Commit(pebble.NoSync)
+	b.markRows(-1)
+	if err != nil {
 		return err
 	}
 	b.committed()
@@ -182,7 +241,10 @@ func (e *Engine) CommitNoSync(b *Batch) error {
 // waiting for the sync; the caller must call Wait. Batches enqueued in order
 // become durable in that order.
 func (e *Engine) Enqueue(b *Batch) error {
-	if err := e.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+	b.markRows(+1)
+	err := e.db.ApplyNoSyncWait(b.b, pebble.Sync)
+	b.markRows(-1) // visible now, durable at Wait
+	if err != nil {
 		b.b.Close()
 		return err
 	}

@@ -50,7 +50,14 @@ func FileWritable(path string) (objstorage.Writable, error) {
 // An ingestion can replace whatever was tailed (a snapshot replaces a
 // partition's change log), so every waiter on Changed wakes.
 func (e *Engine) Ingest(ctx context.Context, paths []string) error {
-	if err := e.db.Ingest(ctx, paths); err != nil {
+	if e.rows != nil {
+		e.rows.mark(nil, true, +1)
+	}
+	err := e.db.Ingest(ctx, paths)
+	if e.rows != nil {
+		e.rows.mark(nil, true, -1)
+	}
+	if err != nil {
 		return err
 	}
 	e.mu.Lock()

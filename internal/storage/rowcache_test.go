@@ -1,0 +1,222 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// The tests cache keys starting with "doc/".
+func docKeys(key []byte) bool { return bytes.HasPrefix(key, []byte("doc/")) }
+
+func openRowCached(t *testing.T, rowBytes int64) *Engine {
+	t.Helper()
+	e, err := Open(t.TempDir(), Options{CacheBytes: 8 << 20, RowCacheBytes: rowBytes, RowCacheKeys: docKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func mustGet(t *testing.T, e *Engine, key string) string {
+	t.Helper()
+	v, err := e.Get([]byte(key))
+	if errors.Is(err, ErrNotFound) {
+		return "<absent>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(v)
+}
+
+// TestRowCacheAnswersRepeatedReadsAndForgetsEveryWrite: a second read of a
+// document is a hit; every way of writing (synced and unsynced commits,
+// enqueued batches, deletes, range deletions, ingestion) is seen by the next
+// read; keys of other kinds are never cached.
+func TestRowCacheAnswersRepeatedReadsAndForgetsEveryWrite(t *testing.T) {
+	e := openRowCached(t, 1<<20)
+	set := func(commit func(*Batch) error, kv ...string) {
+		t.Helper()
+		b := e.NewBatch()
+		for i := 0; i < len(kv); i += 2 {
+			b.Set([]byte(kv[i]), []byte(kv[i+1]))
+		}
+		if err := commit(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue := func(b *Batch) error {
+		if err := e.Enqueue(b); err != nil {
+			return err
+		}
+		return b.Wait()
+	}
+	set(e.Commit, "doc/a", "1", "meta/x", "m1")
+	for range 3 {
+		if got := mustGet(t, e, "doc/a"); got != "1" {
+			t.Fatalf("doc/a = %q, want 1", got)
+		}
+		mustGet(t, e, "meta/x")
+	}
+	if st := e.RowCacheStats(); st.Hits != 2 || st.Misses != 1 || st.Bytes == 0 {
+		t.Fatalf("after 3 reads of one document: %+v, want 2 hits, 1 miss", st)
+	}
+
+	for i, commit := range []func(*Batch) error{e.Commit, e.CommitNoSync, enqueue} {
+		v := strconv.Itoa(i + 2)
+		set(commit, "doc/a", v)
+		if got := mustGet(t, e, "doc/a"); got != v {
+			t.Fatalf("commit %d: doc/a = %q after writing %s", i, got, v)
+		}
+		mustGet(t, e, "doc/a") // cached again
+	}
+
+	b := e.NewBatch()
+	b.Delete([]byte("doc/a"))
+	if err := e.CommitNoSync(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, e, "doc/a"); got != "<absent>" {
+		t.Fatalf("doc/a = %q after its delete", got)
+	}
+
+	set(e.Commit, "doc/b", "b1", "doc/c", "c1")
+	mustGet(t, e, "doc/b")
+	mustGet(t, e, "doc/c")
+	b = e.NewBatch()
+	b.DeleteRange([]byte("doc/"), []byte("doc0"))
+	b.Set([]byte("doc/c"), []byte("c2")) // after the range deletion: survives it
+	if err := e.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if got, got2 := mustGet(t, e, "doc/b"), mustGet(t, e, "doc/c"); got != "<absent>" || got2 != "c2" {
+		t.Fatalf("after a range deletion: doc/b = %q, doc/c = %q; want absent, c2", got, got2)
+	}
+
+	// An ingested table replaces doc/c.
+	path := filepath.Join(t.TempDir(), "t.sst")
+	f, err := FileWritable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.NewSSTWriter(f)
+	if err := w.Set([]byte("doc/c"), []byte("c3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ingest(context.Background(), []string{path}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, e, "doc/c"); got != "c3" {
+		t.Fatalf("doc/c = %q after ingesting c3", got)
+	}
+}
+
+// TestRowCacheStaysWithinItsBytes: reading far more than the cache holds
+// keeps it under its bound, and every read still answers right.
+func TestRowCacheStaysWithinItsBytes(t *testing.T) {
+	const limit, n = 1 << 20, 10000
+	e := openRowCached(t, limit)
+	b := e.NewBatch()
+	for i := range n {
+		b.Set(fmt.Appendf(nil, "doc/%04d", i), bytes.Repeat([]byte{byte(i)}, 200))
+	}
+	if err := e.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		for i := range n {
+			v, err := e.Get(fmt.Appendf(nil, "doc/%04d", i))
+			if err != nil || len(v) != 200 || v[0] != byte(i) {
+				t.Fatalf("doc/%04d = %x, %v", i, v, err)
+			}
+		}
+	}
+	if st := e.RowCacheStats(); st.Bytes > limit || st.Bytes < limit/2 {
+		t.Fatalf("cache holds %d bytes, bound %d", st.Bytes, limit)
+	}
+}
+
+// TestRowCacheNeverServesAStaleValue: writers move counters forward while
+// readers read them; a read that starts after a write returned must see
+// that write or a later one, through every commit path. With the cache
+// filled by reads that overlap writes, an insert that ignored the writes in
+// flight shows up here as a value older than one already acknowledged.
+func TestRowCacheNeverServesAStaleValue(t *testing.T) {
+	e := openRowCached(t, 1<<20)
+	const keys, writes, readers = 4, 3000, 4
+	var acked [keys]atomic.Int64
+	commits := []func(*Batch) error{e.Commit, e.CommitNoSync, func(b *Batch) error {
+		if err := e.Enqueue(b); err != nil {
+			return err
+		}
+		return b.Wait()
+	}}
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	for k := range keys {
+		wg.Go(func() {
+			key := fmt.Appendf(nil, "doc/%d", k)
+			for i := 1; i <= writes; i++ {
+				b := e.NewBatch()
+				b.Set(key, []byte(strconv.Itoa(i)))
+				if err := commits[i%len(commits)](b); err != nil {
+					t.Error(err)
+					return
+				}
+				acked[k].Store(int64(i))
+			}
+		})
+	}
+	var stale atomic.Int64
+	var rg sync.WaitGroup
+	for r := range readers {
+		rg.Go(func() {
+			for n := 0; !done.Load(); n++ {
+				k := (n + r) % keys
+				floor := acked[k].Load()
+				v, err := e.Get(fmt.Appendf(nil, "doc/%d", k))
+				if errors.Is(err, ErrNotFound) {
+					if floor > 0 {
+						stale.Add(1)
+					}
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got, _ := strconv.ParseInt(string(v), 10, 64); got < floor {
+					stale.Add(1)
+					t.Errorf("doc/%d read %d after write %d was acknowledged", k, got, floor)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	done.Store(true)
+	rg.Wait()
+	if stale.Load() > 0 {
+		t.Fatalf("%d stale reads", stale.Load())
+	}
+	st := e.RowCacheStats()
+	if st.Hits == 0 {
+		t.Fatalf("no read was answered by the cache (%+v): the test did not exercise it", st)
+	}
+	for k := range keys {
+		if got := mustGet(t, e, fmt.Sprintf("doc/%d", k)); got != strconv.Itoa(writes) {
+			t.Fatalf("doc/%d = %s at the end, want %d", k, got, writes)
+		}
+	}
+}

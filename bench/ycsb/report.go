@@ -302,7 +302,7 @@ func report(r *results) string {
 		w("| %s: 3 nodes ≥ PostgreSQL | %.2f× | %s |\n", wl, t, yes(t >= 1))
 	}
 	w("\n[ANALYSIS.md](ANALYSIS.md): where Doppio's time goes and what would change these numbers.\n")
-	w("\n## Profiles\n\nCPU profiles of the single Doppio node during the workloads named by `-profile`, and its allocations since start after the last workload, in `profiles/` (`go tool pprof -top profiles/<file>`; the `.txt` next to each is its top 60 functions by cumulative share, from the node's binary).\n\n")
+	w("\n## Profiles\n\nCPU profiles of the single Doppio node (`doppio-1-…`) and of the 3-node cluster's first node n1 (`doppio-3-…`, which leads about a third of the partitions and follows the rest) during the workloads named by `-profile`, and their allocations since start after the last workload, in `profiles/` (`go tool pprof -top profiles/<file>`; the `.txt` next to each is its top 60 functions by cumulative share, from the node's binary).\n\n")
 	return b.String()
 }
 

@@ -27,7 +27,7 @@ type store interface {
 	Binding() (class string, props map[string]string)
 	// Settings describes the exact durability and sizing settings, for the report.
 	Settings() string
-	// PprofAddr is the store's pprof listener, or "" (only Doppio's single node).
+	// PprofAddr is the store's pprof listener (Doppio's first node), or "".
 	PprofAddr() string
 	Close() error
 }
@@ -51,6 +51,29 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePorts finds n consecutive free ports and returns the first.
+func freePorts(n int) (int, error) {
+	for range 100 {
+		base, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		free := true
+		for i := 1; i < n && free; i++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("no %d consecutive free ports", n)
 }
 
 func run(cmd *exec.Cmd) error {
@@ -156,15 +179,15 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	}
 	s := &doppioStore{nodes: nodes, partitions: partitions, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
 	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port)}
+	// Node i of a cluster serves pprof on the port plus i-1; n1's is profiled.
+	pp, err := freePorts(nodes)
+	if err != nil {
+		return nil, err
+	}
+	s.pprof = fmt.Sprintf("127.0.0.1:%d", pp)
+	args = append(args, "--pprof", s.pprof)
 	if nodes > 1 {
 		args = append(args, "--nodes", strconv.Itoa(nodes))
-	} else {
-		pp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s.pprof = fmt.Sprintf("127.0.0.1:%d", pp)
-		args = append(args, "--pprof", s.pprof)
 	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {

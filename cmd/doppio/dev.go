@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,7 +74,17 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
 			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints,
 			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--backfill-rate", fmt.Sprint(f.backfillRate), "--raft-tick", f.tick.String(),
-			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves), "--max-moves-per-node", fmt.Sprint(f.maxMovesPerNode)}
+			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves), "--max-moves-per-node", fmt.Sprint(f.maxMovesPerNode),
+			"--changelog-max-entries", fmt.Sprint(f.logEntries), "--changelog-max-age", f.logAge.String(),
+			"--check-interval", f.checkInterval.String(), "--check-rate", fmt.Sprint(f.checkRate),
+			"--row-cache-bytes", fmt.Sprint(f.rowCache)}
+		if f.pprofAddr != "" {
+			addr, err := nthPort(f.pprofAddr, i-1)
+			if err != nil {
+				return fmt.Errorf("--pprof: %w", err)
+			}
+			args = append(args, "--pprof", addr)
+		}
 		c := exec.Command(self, args...)
 		stdout, _ := c.StdoutPipe()
 		stderr, _ := c.StderrPipe()
@@ -144,4 +155,18 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// nthPort is addr with its port moved up by k: node i of a dev cluster
+// serves pprof on the --pprof port plus i-1.
+func nthPort(addr string, k int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n == 0 {
+		return "", fmt.Errorf("%q: a dev cluster needs a fixed port (node i listens on port+i-1)", addr)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+k)), nil
 }

@@ -225,6 +225,7 @@ func report(r *results) string {
 			w("PostgreSQL's plans on set %s (mailbox 0, after load):\n\n```\n%s```\n\n", x.Set, n)
 		}
 	}
+	w("Where Doppio's time goes, what changed between runs and how these figures stand against the goals of issue 3: [mailbox-analysis.md](mailbox-analysis.md), written by hand.\n")
 	return b.String()
 }
 

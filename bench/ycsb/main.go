@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 type config struct {
@@ -243,6 +245,13 @@ func runAll(ctx context.Context, c config, args string) error {
 	for _, name := range c.Workloads {
 		w, _ := workloadByName(name)
 		for _, sr := range running {
+			// No run starts while the previous one's writes are still
+			// being flushed, checkpointed or compacted by its store.
+			if waited, idle, err := benchutil.Settle(ctx, settleIdle, settleLimit); err != nil {
+				return err
+			} else if waited > 2*time.Second {
+				logf("settled for %s (CPUs %.0f%% idle)", waited.Round(time.Second), 100*idle)
+			}
 			if err := sr.run(ctx, c, res, jar, w); err != nil {
 				return fmt.Errorf("%s: workload %s: %w", sr.id, w.Name, err)
 			}
@@ -470,3 +479,10 @@ func summarizeProfiles(dir, bin string) {
 		}
 	}
 }
+
+// Before each run the CPUs must be settleIdle idle for two seconds in a
+// row, waited for at most settleLimit.
+const (
+	settleIdle  = 0.85
+	settleLimit = 45 * time.Second
+)

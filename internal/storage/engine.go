@@ -127,7 +127,7 @@ type Batch struct {
 
 	// The row cache's keys the batch writes, or all of them (a range
 	// deletion): marked before the batch is applied and once it is visible.
-	rows    [][]byte
+	rows    []rowWrite
 	allRows bool
 }
 
@@ -175,27 +175,43 @@ func (b *Batch) committed() {
 // Set records key = value.
 func (b *Batch) Set(key, value []byte) {
 	_ = b.b.Set(key, value, nil)
-	b.wrote(key)
+	b.wrote(key, value, true)
 }
 
-func (b *Batch) wrote(key []byte) {
+func (b *Batch) wrote(key, value []byte, set bool) {
 	if c := b.e.rows; c != nil && !b.allRows && c.cached(key) {
-		b.rows = append(b.rows, append([]byte(nil), key...))
+		w := rowWrite{key: append([]byte(nil), key...)}
+		if set {
+			w.value = append(make([]byte, 0, len(value)), value...)
+		}
+		b.rows = append(b.rows, w)
 	}
 }
 
-// markRows tells the row cache that the batch's writes begin (+1) or are
-// visible (-1).
-func (b *Batch) markRows(delta int) {
-	if c := b.e.rows; c != nil && (b.allRows || len(b.rows) > 0) {
-		c.mark(b.rows, b.allRows, delta)
+// writeRows brackets commit with the row cache's marks: before the batch
+// can be visible and once it is.
+func (b *Batch) writeRows(commit func() error) error {
+	c := b.e.rows
+	if c == nil || (!b.allRows && len(b.rows) == 0) {
+		return commit()
 	}
+	epoch, through := c.begin(b.rows, b.allRows)
+	err := commit()
+	var seq uint64
+	if err == nil {
+		seq = uint64(b.b.SeqNum())
+	}
+	if c.beforeEnd != nil {
+		c.beforeEnd(b.rows)
+	}
+	c.end(b.rows, b.allRows, seq, epoch, through)
+	return err
 }
 
 // Delete records the deletion of key.
 func (b *Batch) Delete(key []byte) {
 	_ = b.b.Delete(key, nil)
-	b.wrote(key)
+	b.wrote(key, nil, false)
 }
 
 // DeleteRange records the deletion of [start, end).
@@ -211,10 +227,7 @@ func (b *Batch) Len() int { return b.b.Len() }
 // Commit applies the batch and returns once it is durable.
 func (e *Engine) Commit(b *Batch) error {
 	defer b.b.Close()
-	b.markRows(+1)
-	err := b.b.Commit(pebble.Sync)
-	b.markRows(-1)
-	if err != nil {
+	if err := b.writeRows(func() error { return b.b.Commit(pebble.Sync) }); err != nil {
 		return err
 	}
 	b.committed()
@@ -227,10 +240,7 @@ func (e *Engine) Commit(b *Batch) error {
 // entries that are already durable in its log).
 func (e *Engine) CommitNoSync(b *Batch) error {
 	defer b.b.Close()
-	b.markRows(+1)
-	err := b.b.Commit(pebble.NoSync)
-	b.markRows(-1)
-	if err != nil {
+	if err := b.writeRows(func() error { return b.b.Commit(pebble.NoSync) }); err != nil {
 		return err
 	}
 	b.committed()
@@ -241,10 +251,8 @@ func (e *Engine) CommitNoSync(b *Batch) error {
 // waiting for the sync; the caller must call Wait. Batches enqueued in order
 // become durable in that order.
 func (e *Engine) Enqueue(b *Batch) error {
-	b.markRows(+1)
-	err := e.db.ApplyNoSyncWait(b.b, pebble.Sync)
-	b.markRows(-1) // visible now, durable at Wait
-	if err != nil {
+	// Visible once applied, durable at Wait.
+	if err := b.writeRows(func() error { return e.db.ApplyNoSyncWait(b.b, pebble.Sync) }); err != nil {
 		b.b.Close()
 		return err
 	}

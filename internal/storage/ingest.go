@@ -51,11 +51,11 @@ func FileWritable(path string) (objstorage.Writable, error) {
 // partition's change log), so every waiter on Changed wakes.
 func (e *Engine) Ingest(ctx context.Context, paths []string) error {
 	if e.rows != nil {
-		e.rows.mark(nil, true, +1)
+		e.rows.begin(nil, true)
 	}
 	err := e.db.Ingest(ctx, paths)
 	if e.rows != nil {
-		e.rows.mark(nil, true, -1)
+		e.rows.end(nil, true, 0, 0, false)
 	}
 	if err != nil {
 		return err

@@ -22,14 +22,33 @@ import (
 // enters the cache after that write began, and a read that starts once the
 // write is visible finds the key absent or inserted by a read that saw the
 // write. A range deletion or an ingest marks every shard.
+//
+// Write-through. At its end a batch leaves the values it wrote in the cache
+// (a document read after its update is a hit), but only when that cannot be
+// older than what Pebble holds: no other write is in flight in the shard,
+// no batch with a higher sequence number has ended in it (Pebble makes
+// batches visible in sequence order, but their ends may run in any order),
+// and no range deletion or ingest was in flight at any point of the
+// batch's life (an ingest's sequence number is not known here).
 type rowCache struct {
 	cached     func(key []byte) bool
 	shardBytes int64
 	seed       maphash.Seed
 	shards     [rowShards]rowShard
 
+	// Marks of every shard (range deletions, ingests) begun and ended.
+	allBegun, allEnded atomic.Uint64
+
 	hits, misses atomic.Uint64
+
+	// beforeEnd, when set (tests), runs between a batch's commit and its
+	// end mark: it can hold a batch there to force an order of ends.
+	beforeEnd func(ws []rowWrite)
 }
+
+// rowWrite is a cached-kind key a batch writes, with its value (nil: a
+// deletion).
+type rowWrite struct{ key, value []byte }
 
 const rowShards = 64
 
@@ -43,6 +62,7 @@ type rowShard struct {
 	bytes   int64
 	version uint64 // moves at every begin and end of a write touching the shard
 	writing int    // writes between their begin and their end
+	lastEnd uint64 // highest sequence number of a batch that ended here
 }
 
 func newRowCache(bytes int64, cached func([]byte) bool) *rowCache {
@@ -74,10 +94,6 @@ func (c *rowCache) get(key []byte) (v []byte, hit bool, version uint64, cacheabl
 // put caches value as key's, read from Pebble after get returned version,
 // unless a write touched the shard since.
 func (c *rowCache) put(key, value []byte, version uint64) {
-	size := int64(len(key)+len(value)) + rowOverhead
-	if size > c.shardBytes/16 {
-		return // one large value would flush a shard
-	}
 	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,10 +103,89 @@ func (c *rowCache) put(key, value []byte, version uint64) {
 	if _, ok := s.rows[string(key)]; ok {
 		return
 	}
+	s.add(key, value, c.shardBytes)
+}
+
+// begin marks the shards of a batch's writes (or every shard) before the
+// batch can be visible. It returns what end needs to decide whether the
+// batch may leave its values in the cache.
+func (c *rowCache) begin(ws []rowWrite, all bool) (epoch uint64, through bool) {
+	if all {
+		c.allBegun.Add(1)
+		c.markAll(+1)
+		return 0, false
+	}
+	epoch = c.allBegun.Load()
+	through = c.allEnded.Load() == epoch
+	for _, w := range ws {
+		s := c.shard(w.key)
+		s.mu.Lock()
+		s.version++
+		s.writing++
+		s.drop(w.key)
+		s.mu.Unlock()
+	}
+	return epoch, through
+}
+
+// end marks the shards again once the batch (sequence number seq) is
+// visible, and caches the values it wrote where write-through is safe.
+func (c *rowCache) end(ws []rowWrite, all bool, seq, epoch uint64, through bool) {
+	if all {
+		c.markAll(-1)
+		c.allEnded.Add(1)
+		return
+	}
+	through = through && seq != 0 && c.allBegun.Load() == epoch && c.allEnded.Load() == epoch
+	for _, w := range ws {
+		s := c.shard(w.key)
+		s.mu.Lock()
+		s.version++
+		s.writing--
+		s.drop(w.key)
+		newest := seq >= s.lastEnd
+		if newest {
+			s.lastEnd = seq
+		}
+		if through && newest && s.writing == 0 && w.value != nil {
+			s.add(w.key, w.value, c.shardBytes)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (c *rowCache) markAll(delta int) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.version++
+		s.writing += delta
+		clear(s.rows)
+		s.bytes = 0
+		s.mu.Unlock()
+	}
+}
+
+// drop removes key's row. The shard is locked.
+func (s *rowShard) drop(key []byte) {
+	if v, ok := s.rows[string(key)]; ok {
+		delete(s.rows, string(key))
+		s.bytes -= int64(len(key)+len(v)) + rowOverhead
+	}
+}
+
+// add caches a copy of value as key's, evicting rows to stay within limit.
+// The shard is locked.
+func (s *rowShard) add(key, value []byte, limit int64) {
+	size := int64(len(key)+len(value)) + rowOverhead
+	if size > limit/16 {
+		return // one large value would flush a shard
+	}
+	s.drop(key)
 	// Map iteration starts at a random entry: random eviction, which for
 	// skewed access keeps the hot rows about as well as LRU without a list.
 	for k, v := range s.rows {
-		if s.bytes+size <= c.shardBytes {
+		if s.bytes+size <= limit {
 			break
 		}
 		delete(s.rows, k)
@@ -98,33 +193,6 @@ func (c *rowCache) put(key, value []byte, version uint64) {
 	}
 	s.rows[string(key)] = append([]byte(nil), value...)
 	s.bytes += size
-}
-
-// mark is begin (+1) or end (-1) of a write of keys, or of every key.
-func (c *rowCache) mark(keys [][]byte, all bool, delta int) {
-	if all {
-		for i := range c.shards {
-			s := &c.shards[i]
-			s.mu.Lock()
-			s.version++
-			s.writing += delta
-			clear(s.rows)
-			s.bytes = 0
-			s.mu.Unlock()
-		}
-		return
-	}
-	for _, k := range keys {
-		s := c.shard(k)
-		s.mu.Lock()
-		s.version++
-		s.writing += delta
-		if v, ok := s.rows[string(k)]; ok {
-			delete(s.rows, string(k))
-			s.bytes -= int64(len(k)+len(v)) + rowOverhead
-		}
-		s.mu.Unlock()
-	}
 }
 
 // RowCacheStats are the row cache's counters since the engine opened.

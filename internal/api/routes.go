@@ -117,7 +117,7 @@ func (s *Server) match(method, escaped string) (*route, params, error) {
 	}
 	raw := strings.Split(escaped[1:], "/")
 	pathKnown := false
-	for _, rt := range s.routes {
+	for _, rt := range s.routes.candidates(segs[0]) {
 		p, ok := rt.bind(segs, raw)
 		if !ok {
 			continue
@@ -131,6 +131,45 @@ func (s *Server) match(method, escaped string) (*route, params, error) {
 		return nil, params{}, problem.New(problem.NotAllowed, "%s is not allowed on %s", method, escaped)
 	}
 	return nil, params{}, problem.New(problem.NotFound, "no resource at %s", escaped)
+}
+
+// routeTable is the routes in their order of precedence, with the subset
+// that can match a path indexed by the path's first segment: the routes
+// whose pattern starts with that literal, and those that start with a
+// parameter, still in order. A document request (the last patterns of the
+// table) no longer tries to bind every route before it.
+type routeTable struct {
+	all     []*route
+	byFirst map[string][]*route // literal first segment → candidates
+	params  []*route            // candidates for any other first segment
+}
+
+func newRouteTable(rs []*route) routeTable {
+	t := routeTable{all: rs, byFirst: map[string][]*route{}}
+	for _, r := range rs {
+		if first := r.segs[0]; !strings.HasPrefix(first, "{") {
+			t.byFirst[first] = nil
+		}
+	}
+	for _, r := range rs {
+		first := r.segs[0]
+		if strings.HasPrefix(first, "{") {
+			t.params = append(t.params, r)
+			for lit := range t.byFirst {
+				t.byFirst[lit] = append(t.byFirst[lit], r)
+			}
+			continue
+		}
+		t.byFirst[first] = append(t.byFirst[first], r)
+	}
+	return t
+}
+
+func (t routeTable) candidates(first string) []*route {
+	if rs, ok := t.byFirst[first]; ok {
+		return rs
+	}
+	return t.params
 }
 
 func (rt *route) bind(segs, raw []string) (params, bool) {

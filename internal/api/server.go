@@ -74,7 +74,7 @@ type Server struct {
 	router  *router.Router
 	streams *datastream.Manager
 	log     *slog.Logger
-	routes  []*route
+	routes  routeTable
 	ready   atomic.Bool
 	// draining: the node is stopping; every answer closes its connection.
 	draining atomic.Bool
@@ -99,7 +99,7 @@ type Server struct {
 // answers /_cluster.
 func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *prometheus.Registry, log *slog.Logger, cluster Cluster) *Server {
 	s := &Server{
-		cfg: cfg.withDefaults(), catalog: cat, router: rt, log: log, routes: routes(),
+		cfg: cfg.withDefaults(), catalog: cat, router: rt, log: log, routes: newRouteTable(routes()),
 		clusterInfo: cluster,
 		peers: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
@@ -260,7 +260,7 @@ func (s *Server) allowed(r *http.Request) string {
 	}
 	raw := strings.Split(escaped[1:], "/")
 	var out []string
-	for _, rt := range s.routes {
+	for _, rt := range s.routes.all {
 		if _, ok := rt.bind(segs, raw); ok && rt.method != r.Method && !slices.Contains(out, rt.method) {
 			out = append(out, rt.method)
 		}

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/doppio-db/doppio/internal/problem"
+)
+
+// TestRouteTableMatchesAsTheFullScanDid: for every route's pattern filled
+// with sample values, and for paths where a literal route and a database
+// named like it meet, every method resolves to the same route (or the same
+// refusal) through the first-segment index as through trying every route
+// in order.
+func TestRouteTableMatchesAsTheFullScanDid(t *testing.T) {
+	rs := routes()
+	s := &Server{routes: newRouteTable(rs)}
+	fill := strings.NewReplacer("{db}", "mail", "{table}", "Message", "{key}", "box1/7", "{version}", "2",
+		"{partition}", "3", "{name}", "ds1")
+	paths := []string{"/healthz", "/healthz/Message/k", "/metrics/t", "/readyz/t/k/2", "/_cluster/x",
+		"/_unknown", "/_unknown/t/k", "/mail/_txn", "/mail/_batch", "/mail/_txn/x", "/mail", "/mail/Message",
+		"/_schemas/mail/Message/versions", "/_datastreams/ds1/other", "/x/y/z/w/v"}
+	for _, r := range rs {
+		paths = append(paths, fill.Replace(r.pattern))
+	}
+	for _, path := range paths {
+		for _, method := range []string{"GET", "PUT", "POST", "PATCH", "DELETE"} {
+			got, gotP, gotErr := s.match(method, path)
+			want, wantP, wantErr := fullScan(rs, method, path)
+			if got != want || gotP.db != wantP.db || gotP.table != wantP.table || len(gotP.key) != len(wantP.key) {
+				t.Errorf("%s %s: route %v %+v, the full scan gives %v %+v", method, path, pattern(got), gotP, pattern(want), wantP)
+			}
+			var ge, we *problem.Error
+			if errors.As(gotErr, &ge) != errors.As(wantErr, &we) || (ge != nil && (ge.Kind != we.Kind || ge.Detail != we.Detail)) {
+				t.Errorf("%s %s: error %v, the full scan gives %v", method, path, gotErr, wantErr)
+			}
+		}
+	}
+	if _, _, err := s.match("GET", "/mail/Message/box1/7"); err != nil {
+		t.Fatalf("a document path does not match: %v", err)
+	}
+}
+
+func pattern(r *route) string {
+	if r == nil {
+		return "<none>"
+	}
+	return r.method + " " + r.pattern
+}
+
+// fullScan is match as it was before the route table: every route in order.
+func fullScan(rs []*route, method, escaped string) (*route, params, error) {
+	if escaped == "/" {
+		return nil, params{}, problem.New(problem.NotFound, "no resource at /")
+	}
+	segs, err := splitPath(escaped)
+	if err != nil {
+		return nil, params{}, err
+	}
+	raw := strings.Split(escaped[1:], "/")
+	pathKnown := false
+	for _, rt := range rs {
+		p, ok := rt.bind(segs, raw)
+		if !ok {
+			continue
+		}
+		if rt.method == method {
+			return rt, p, nil
+		}
+		pathKnown = true
+	}
+	if pathKnown {
+		return nil, params{}, problem.New(problem.NotAllowed, "%s is not allowed on %s", method, escaped)
+	}
+	return nil, params{}, problem.New(problem.NotFound, "no resource at %s", escaped)
+}

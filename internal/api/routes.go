@@ -108,6 +108,12 @@ func splitPath(escaped string) ([]string, error) {
 // match finds the route for method and the escaped path; a known path with
 // another method is NotAllowed, an unknown one NotFound.
 func (s *Server) match(method, escaped string) (*route, params, error) {
+	return matchAmong(s.routes.candidates, method, escaped)
+}
+
+// matchAmong is match over the routes candidates gives for the path's
+// first segment.
+func matchAmong(candidates func(first string) []*route, method, escaped string) (*route, params, error) {
 	if escaped == "/" {
 		return nil, params{}, problem.New(problem.NotFound, "no resource at /")
 	}
@@ -117,7 +123,7 @@ func (s *Server) match(method, escaped string) (*route, params, error) {
 	}
 	raw := strings.Split(escaped[1:], "/")
 	pathKnown := false
-	for _, rt := range s.routes.candidates(segs[0]) {
+	for _, rt := range candidates(segs[0]) {
 		p, ok := rt.bind(segs, raw)
 		if !ok {
 			continue

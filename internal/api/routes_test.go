@@ -51,27 +51,5 @@ func pattern(r *route) string {
 
 // fullScan is match as it was before the route table: every route in order.
 func fullScan(rs []*route, method, escaped string) (*route, params, error) {
-	if escaped == "/" {
-		return nil, params{}, problem.New(problem.NotFound, "no resource at /")
-	}
-	segs, err := splitPath(escaped)
-	if err != nil {
-		return nil, params{}, err
-	}
-	raw := strings.Split(escaped[1:], "/")
-	pathKnown := false
-	for _, rt := range rs {
-		p, ok := rt.bind(segs, raw)
-		if !ok {
-			continue
-		}
-		if rt.method == method {
-			return rt, p, nil
-		}
-		pathKnown = true
-	}
-	if pathKnown {
-		return nil, params{}, problem.New(problem.NotAllowed, "%s is not allowed on %s", method, escaped)
-	}
-	return nil, params{}, problem.New(problem.NotFound, "no resource at %s", escaped)
+	return matchAmong(func(string) []*route { return rs }, method, escaped)
 }

@@ -103,19 +103,7 @@ func TestRowCacheAnswersRepeatedReadsAndForgetsEveryWrite(t *testing.T) {
 	}
 
 	// An ingested table replaces doc/c.
-	path := filepath.Join(t.TempDir(), "t.sst")
-	f, err := FileWritable(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := e.NewSSTWriter(f)
-	if err := w.Set([]byte("doc/c"), []byte("c3")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Ingest(context.Background(), []string{path}); err != nil {
+	if err := ingestOne(e, t.TempDir(), "doc/c", "c3"); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustGet(t, e, "doc/c"); got != "c3" {
@@ -222,79 +210,6 @@ func TestRowCacheNeverServesAStaleValue(t *testing.T) {
 	}
 }
 
-// TestRowCacheEndsWhereStoreEnds: writers race on the same documents
-// through every commit path, with range deletions and ingestions among
-// them; once they are done, every document reads (through the cache) what
-// the store holds. Leaving a batch's value in the cache when a later batch
-// has already ended, or when an ingestion overlapped it, leaves a stale
-// row behind here.
-func TestRowCacheEndsWhereStoreEnds(t *testing.T) {
-	e := openRowCached(t, 1<<20)
-	const keys, writers, writes = 3, 6, 1500
-	commits := []func(*Batch) error{e.Commit, e.CommitNoSync, func(b *Batch) error {
-		if err := e.Enqueue(b); err != nil {
-			return err
-		}
-		return b.Wait()
-	}}
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := range writes {
-				b := e.NewBatch()
-				key := fmt.Appendf(nil, "doc/%d", (i+w)%keys)
-				switch {
-				case i%97 == 0 && w == 0:
-					b.DeleteRange([]byte("doc/"), []byte("doc0"))
-				case i%89 == 0 && w == 1:
-					path := filepath.Join(t.TempDir(), "t.sst")
-					f, err := FileWritable(path)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					sw := e.NewSSTWriter(f)
-					if err := sw.Set(key, fmt.Appendf(nil, "ingest %d-%d", w, i)); err != nil {
-						t.Error(err)
-						return
-					}
-					if err := sw.Close(); err != nil {
-						t.Error(err)
-						return
-					}
-					if err := e.Ingest(context.Background(), []string{path}); err != nil {
-						t.Error(err)
-						return
-					}
-					continue
-				case i%7 == 0:
-					b.Delete(key)
-				default:
-					b.Set(key, fmt.Appendf(nil, "%d-%d", w, i))
-				}
-				if err := commits[(i+w)%len(commits)](b); err != nil {
-					t.Error(err)
-					return
-				}
-				if i%3 == 0 {
-					_, _ = e.Get(key) // fill the cache from reads too
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for k := range keys {
-		key := fmt.Appendf(nil, "doc/%d", k)
-		want, werr := get(e.db, key)
-		for range 2 { // the second read is from the cache
-			got, err := e.Get(key)
-			if !bytes.Equal(got, want) || (err == nil) != (werr == nil) {
-				t.Fatalf("%s: cache answers %q (%v), the store holds %q (%v)", key, got, err, want, werr)
-			}
-		}
-	}
-}
-
 // holdEnd makes the batch that writes value wait between its commit and its
 // end mark until release is closed; held is closed once it waits.
 func holdEnd(e *Engine, value string) (held, release chan struct{}) {
@@ -310,70 +225,66 @@ func holdEnd(e *Engine, value string) (held, release chan struct{}) {
 	return held, release
 }
 
-// TestRowCacheWriteThroughKeepsSequenceOrder: batch 1 commits first but
-// reaches its end mark after batch 2 has ended; the cache must then hold
-// batch 2's value, not batch 1's.
-func TestRowCacheWriteThroughKeepsSequenceOrder(t *testing.T) {
-	e := openRowCached(t, 1<<20)
-	held, release := holdEnd(e, "v1")
-	done := make(chan error)
-	go func() {
-		b := e.NewBatch()
-		b.Set([]byte("doc/k"), []byte("v1"))
-		done <- e.CommitNoSync(b)
-	}()
-	<-held
-	b := e.NewBatch()
-	b.Set([]byte("doc/k"), []byte("v2"))
-	if err := e.CommitNoSync(b); err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if got := mustGet(t, e, "doc/k"); got != "v2" {
-			t.Fatalf("doc/k = %q, want v2 (the later batch)", got)
-		}
+// TestRowCacheWriteThroughNeverLeavesAnOlderValue holds a batch writing
+// doc/k = v1 between its commit and its end mark while something newer
+// replaces doc/k, then lets it end: the cache must keep the newer value.
+// Two orders are forced: a later batch that ends first (the cache must
+// follow sequence order, not the order of end marks), and an ingestion
+// (whose sequence number the cache does not know).
+func TestRowCacheWriteThroughNeverLeavesAnOlderValue(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		meanwhile func(t *testing.T, e *Engine) error
+		want      string
+	}{
+		{"a later batch ends first", func(t *testing.T, e *Engine) error {
+			b := e.NewBatch()
+			b.Set([]byte("doc/k"), []byte("v2"))
+			return e.CommitNoSync(b)
+		}, "v2"},
+		{"an ingestion overlaps", func(t *testing.T, e *Engine) error {
+			return ingestOne(e, t.TempDir(), "doc/k", "ingested")
+		}, "ingested"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openRowCached(t, 1<<20)
+			held, release := holdEnd(e, "v1")
+			done := make(chan error)
+			go func() {
+				b := e.NewBatch()
+				b.Set([]byte("doc/k"), []byte("v1"))
+				done <- e.CommitNoSync(b)
+			}()
+			<-held
+			if err := tc.meanwhile(t, e); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second read is from the cache
+				if got := mustGet(t, e, "doc/k"); got != tc.want {
+					t.Fatalf("doc/k = %q, want %q", got, tc.want)
+				}
+			}
+		})
 	}
 }
 
-// TestRowCacheWriteThroughYieldsToAnOverlappingIngest: a batch commits, an
-// ingestion replaces its key, then the batch reaches its end mark; the
-// cache must not take the batch's value.
-func TestRowCacheWriteThroughYieldsToAnOverlappingIngest(t *testing.T) {
-	e := openRowCached(t, 1<<20)
-	held, release := holdEnd(e, "v1")
-	done := make(chan error)
-	go func() {
-		b := e.NewBatch()
-		b.Set([]byte("doc/k"), []byte("v1"))
-		done <- e.CommitNoSync(b)
-	}()
-	<-held
-	path := filepath.Join(t.TempDir(), "t.sst")
+// ingestOne ingests a table of one key, written in dir.
+func ingestOne(e *Engine, dir, key, value string) error {
+	path := filepath.Join(dir, "t.sst")
 	f, err := FileWritable(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	w := e.NewSSTWriter(f)
-	if err := w.Set([]byte("doc/k"), []byte("ingested")); err != nil {
-		t.Fatal(err)
+	if err := w.Set([]byte(key), []byte(value)); err != nil {
+		return err
 	}
 	if err := w.Close(); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := e.Ingest(context.Background(), []string{path}); err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if got := mustGet(t, e, "doc/k"); got != "ingested" {
-			t.Fatalf("doc/k = %q, want the ingested value", got)
-		}
-	}
+	return e.Ingest(context.Background(), []string{path})
 }

@@ -458,7 +458,8 @@ func metricSum(t *testing.T, name, labels string, nodes ...*devNode) float64 {
 	var sum float64
 	for _, n := range nodes {
 		for _, line := range strings.Split(string(n.must(200, "GET", "/metrics", nil)), "\n") {
-			if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, labels) {
+			labelled := strings.HasPrefix(line, name+"{") && strings.Contains(line, labels)
+			if !labelled && !(labels == "" && strings.HasPrefix(line, name+" ")) {
 				continue
 			}
 			var v float64

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,11 +124,11 @@ func TestReadsSeeEveryAcknowledgedWriteThroughTheRowCache(t *testing.T) {
 	for d := range docs {
 		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/rc/%d", d), map[string]any{"n": 0})
 	}
-	hits0 := plainMetric(t, n, "doppio_row_cache_hits_total")
+	hits0 := metricSum(t, "doppio_row_cache_hits_total", "", n)
 	for range 3 {
 		n.must(200, "GET", "/e2e/Counter/rc/0", nil)
 	}
-	if got := plainMetric(t, n, "doppio_row_cache_hits_total") - hits0; got < 2 {
+	if got := metricSum(t, "doppio_row_cache_hits_total", "", n) - hits0; got < 2 {
 		t.Fatalf("3 reads of one document: %v row cache hits, want at least 2", got)
 	}
 
@@ -181,20 +179,4 @@ func TestReadsSeeEveryAcknowledgedWriteThroughTheRowCache(t *testing.T) {
 			t.Fatalf("rc/%d: n = %d, want %d", d, doc.N, incs)
 		}
 	}
-}
-
-// plainMetric reads an unlabelled metric of n.
-func plainMetric(t *testing.T, n *devNode, name string) float64 {
-	t.Helper()
-	for _, line := range strings.Split(string(n.must(200, "GET", "/metrics", nil)), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func devCommand() *cobra.Command {
@@ -71,13 +72,8 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		if i > 1 || strings.HasSuffix(httpAddr, ":0") {
 			httpAddr = freeAddr()
 		}
-		args := []string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
-			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints,
-			"--max-document-bytes", fmt.Sprint(f.maxDoc), "--backfill-rate", fmt.Sprint(f.backfillRate), "--raft-tick", f.tick.String(),
-			"--dead-node-delay", f.deadNodeDelay.String(), "--placement-mode", f.placementMode, "--max-moves", fmt.Sprint(f.maxMoves), "--max-moves-per-node", fmt.Sprint(f.maxMovesPerNode),
-			"--changelog-max-entries", fmt.Sprint(f.logEntries), "--changelog-max-age", f.logAge.String(),
-			"--check-interval", f.checkInterval.String(), "--check-rate", fmt.Sprint(f.checkRate),
-			"--row-cache-bytes", fmt.Sprint(f.rowCache)}
+		args := append([]string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
+			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints}, sharedNodeArgs(cmd)...)
 		if f.pprofAddr != "" {
 			addr, err := nthPort(f.pprofAddr, i-1)
 			if err != nil {
@@ -169,4 +165,22 @@ func nthPort(addr string, k int) (string, error) {
 		return "", fmt.Errorf("%q: a dev cluster needs a fixed port (node i listens on port+i-1)", addr)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(n+k)), nil
+}
+
+// perNodeFlags are the dev flags each node of a dev cluster gets its own
+// value of (or that are dev's alone); every other node flag reaches every
+// node as given.
+var perNodeFlags = map[string]bool{"data": true, "http": true, "grpc": true, "etcd": true, "pprof": true, "nodes": true, "help": true}
+
+// sharedNodeArgs passes dev's node flags (nodeFlags.register, shared with
+// start) on to each `doppio start` child, so a flag added there reaches a
+// dev cluster without being listed here.
+func sharedNodeArgs(cmd *cobra.Command) []string {
+	var args []string
+	cmd.LocalNonPersistentFlags().VisitAll(func(fl *pflag.Flag) {
+		if !perNodeFlags[fl.Name] {
+			args = append(args, "--"+fl.Name, fl.Value.String())
+		}
+	})
+	return args
 }

@@ -543,20 +543,17 @@ func (h *Host) processReady() {
 		// Ready's sync, only for their apply. The WAL keeps order, so an
 		// apply batch that survives a crash has the log batch before it.
 		var syncing *storage.Batch
-		if write {
-			var err error
-			if sync {
-				if err = h.engine.Enqueue(b); err == nil {
-					syncing = b
-				}
-			} else {
-				err = h.engine.CommitNoSync(b)
-			}
-			if err != nil {
-				// The log and the state machine can no longer be trusted to
-				// match what Raft believes; stop rather than diverge.
-				panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))
-			}
+		var err error
+		switch {
+		case write && sync:
+			err, syncing = h.engine.Enqueue(b), b
+		case write:
+			err = h.engine.CommitNoSync(b)
+		}
+		if err != nil {
+			// The log and the state machine can no longer be trusted to
+			// match what Raft believes; stop rather than diverge.
+			panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))
 		}
 		h.commitApplies(applies)
 		if syncing != nil {

@@ -178,6 +178,9 @@ func (b *Batch) Set(key, value []byte) {
 	b.wrote(key, value, true)
 }
 
+// wrote keeps copies of a cached-kind key and value the batch writes: the
+// caller may reuse its buffers, and a write-through hands the value copy
+// to the cache.
 func (b *Batch) wrote(key, value []byte, set bool) {
 	if c := b.e.rows; c != nil && !b.allRows && c.cached(key) {
 		w := rowWrite{key: append([]byte(nil), key...)}

@@ -103,7 +103,8 @@ func (c *rowCache) put(key, value []byte, version uint64) {
 	if _, ok := s.rows[string(key)]; ok {
 		return
 	}
-	s.add(key, value, c.shardBytes)
+	// value is also the caller's answer, which it may change: keep a copy.
+	s.add(key, append([]byte(nil), value...), c.shardBytes)
 }
 
 // begin marks the shards of a batch's writes (or every shard) before the
@@ -140,15 +141,16 @@ func (c *rowCache) end(ws []rowWrite, all bool, seq, epoch uint64, through bool)
 	for _, w := range ws {
 		s := c.shard(w.key)
 		s.mu.Lock()
+		// No row of the key can have entered since begin: every insert
+		// waits for the shard to have no write in flight.
 		s.version++
 		s.writing--
-		s.drop(w.key)
 		newest := seq >= s.lastEnd
 		if newest {
 			s.lastEnd = seq
 		}
 		if through && newest && s.writing == 0 && w.value != nil {
-			s.add(w.key, w.value, c.shardBytes)
+			s.add(w.key, w.value, c.shardBytes) // the batch's own copy
 		}
 		s.mu.Unlock()
 	}
@@ -174,8 +176,8 @@ func (s *rowShard) drop(key []byte) {
 	}
 }
 
-// add caches a copy of value as key's, evicting rows to stay within limit.
-// The shard is locked.
+// add caches value (which it keeps: no one else may hold it) as key's,
+// evicting rows to stay within limit. The shard is locked.
 func (s *rowShard) add(key, value []byte, limit int64) {
 	size := int64(len(key)+len(value)) + rowOverhead
 	if size > limit/16 {
@@ -191,7 +193,7 @@ func (s *rowShard) add(key, value []byte, limit int64) {
 		delete(s.rows, k)
 		s.bytes -= int64(len(k)+len(v)) + rowOverhead
 	}
-	s.rows[string(key)] = append([]byte(nil), value...)
+	s.rows[string(key)] = value
 	s.bytes += size
 }
 

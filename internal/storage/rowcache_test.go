@@ -71,6 +71,36 @@ func TestRowCacheAnswersRepeatedReadsAndForgetsEveryWrite(t *testing.T) {
 		t.Fatalf("after 3 reads of a document just written: %+v, want 3 hits, no miss", st)
 	}
 
+	// Neither the writer's buffer nor a reader's answer is the cached row.
+	buf := []byte("w1")
+	wb := e.NewBatch()
+	wb.Set([]byte("doc/w"), buf)
+	if err := e.Commit(wb); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "xx")
+	got, err := e.Get([]byte("doc/w"))
+	if err != nil || string(got) != "w1" {
+		t.Fatalf("doc/w = %q, %v after the writer reused its buffer; want w1", got, err)
+	}
+	copy(got, "yy")
+	if again := mustGet(t, e, "doc/w"); again != "w1" {
+		t.Fatalf("doc/w = %q after a reader changed its answer; want w1", again)
+	}
+	// The same for a row a read inserted: an ingestion empties the cache,
+	// the next read misses and caches what it read.
+	if err := ingestOne(e, t.TempDir(), "doc/other", "o"); err != nil {
+		t.Fatal(err)
+	}
+	missed := e.RowCacheStats().Misses
+	if got, err = e.Get([]byte("doc/w")); err != nil || e.RowCacheStats().Misses != missed+1 {
+		t.Fatalf("read after the ingestion: %v, misses %d → %d", err, missed, e.RowCacheStats().Misses)
+	}
+	copy(got, "zz")
+	if again := mustGet(t, e, "doc/w"); again != "w1" {
+		t.Fatalf("doc/w = %q after a reader changed the answer a miss cached; want w1", again)
+	}
+
 	for i, commit := range []func(*Batch) error{e.Commit, e.CommitNoSync, enqueue} {
 		v := strconv.Itoa(i + 2)
 		set(commit, "doc/a", v)

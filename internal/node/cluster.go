@@ -347,6 +347,7 @@ type collector struct {
 	rowHits    *prometheus.Desc
 	rowMisses  *prometheus.Desc
 	rowBytes   *prometheus.Desc
+	reads      *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -363,6 +364,7 @@ func newCollector(n *Node) *collector {
 		rowHits:    prometheus.NewDesc("doppio_row_cache_hits_total", "Document reads answered by the row cache.", nil, nil),
 		rowMisses:  prometheus.NewDesc("doppio_row_cache_misses_total", "Document reads the row cache could not answer (read from Pebble).", nil, nil),
 		rowBytes:   prometheus.NewDesc("doppio_row_cache_bytes", "Bytes held by the row cache.", nil, nil),
+		reads:      prometheus.NewDesc("doppio_linearizable_reads_total", "Linearizable read confirmations by how they were confirmed: under the leader's lease, by a quorum round (ReadIndex), or as the partition's only voter.", []string{"confirmed"}, nil),
 	}
 }
 
@@ -378,6 +380,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rowHits
 	ch <- c.rowMisses
 	ch <- c.rowBytes
+	ch <- c.reads
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -399,6 +402,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.rowHits, prometheus.CounterValue, float64(rows.Hits))
 	ch <- prometheus.MustNewConstMetric(c.rowMisses, prometheus.CounterValue, float64(rows.Misses))
 	ch <- prometheus.MustNewConstMetric(c.rowBytes, prometheus.GaugeValue, float64(rows.Bytes))
+	lease, round, sole := c.n.host.Reads()
+	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(lease), "lease")
+	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(round), "quorum")
+	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(sole), "sole-voter")
 }
 
 func quietZap() *zap.Logger {

@@ -32,7 +32,13 @@ type cluster struct {
 }
 
 func newCluster(t testing.TB, ids ...uint64) *cluster {
-	c := &cluster{t: t, root: t.TempDir(), addrs: map[uint64]string{}, hosts: map[uint64]*Host{}, engines: map[uint64]*storage.Engine{}}
+	return newConfiguredCluster(t, nil, ids...)
+}
+
+// newConfiguredCluster is newCluster with each host's configuration
+// adjusted by configure (if not nil).
+func newConfiguredCluster(t testing.TB, configure func(*Config), ids ...uint64) *cluster {
+	c := &cluster{t: t, root: t.TempDir(), addrs: map[uint64]string{}, hosts: map[uint64]*Host{}, engines: map[uint64]*storage.Engine{}, configure: configure}
 	for _, id := range ids {
 		c.start(id)
 	}

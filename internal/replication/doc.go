@@ -39,6 +39,8 @@
 //
 // Reads: ReadIndex makes a read linearizable (Raft ReadIndex, one quorum
 // round shared by the concurrent readers of a group; none at all for the
-// ready leader that is its group's only voter); FreshAt bounds the
-// staleness of a follower read.
+// ready leader that is its group's only voter, or that holds a leader
+// lease, which a new leader pays for by committing nothing until every
+// earlier lease has run out: see lease.go); FreshAt bounds the staleness
+// of a follower read.
 package replication

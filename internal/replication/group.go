@@ -54,6 +54,18 @@ type Group struct {
 	readsInflight map[uint64]*readBatch
 	readsWaiting  []*readWaiter
 
+	// Leader lease (lease.go): reads need no round before leaseUntil, earned
+	// in leaseTerm (0: not leading). A new leader holds its appends (held)
+	// until holdUntil. renew asks issueReads for a round without readers;
+	// renewing, set by readers, is true from that request until the round
+	// ends.
+	leaseUntil time.Time
+	leaseTerm  uint64
+	holdUntil  time.Time
+	held       []*raftpb.Message
+	renew      bool
+	renewing   atomic.Bool
+
 	incoming *incomingSnapshot
 	notified [2]uint64 // leader and term last reported to OnLeadership
 	// campaignUntil: this replica was chosen to replace a leader seen dead
@@ -79,6 +91,7 @@ type groupInfo struct {
 	appliedIndex uint64
 	appliedAt    time.Time
 	freshAt      time.Time
+	leaseUntil   time.Time
 	// changed is closed when lead, term, leader, ready, transferring or
 	// removed change.
 	changed chan struct{}
@@ -118,7 +131,10 @@ func (r *readWaiter) finish(err error) {
 
 type readBatch struct {
 	waiters []*readWaiter
-	issued  uint64 // host tick
+	issued  uint64    // host tick
+	at      time.Time // when it was issued, for the lease it earns
+	term    uint64    // the term it was issued in
+	renew   bool      // asked for by a lease renewal
 }
 
 // proposalID names a proposal: the proposing node and a sequence of it.
@@ -211,7 +227,7 @@ func (g *Group) publish() {
 		transferring: g.transferring, quiesced: g.quiesced, removed: g.removed,
 		soleVoter: g.soleVoter(),
 		applied:   g.st.applied.SCN, appliedIndex: g.st.applied.Index,
-		appliedAt: g.appliedAt, freshAt: g.freshAt,
+		appliedAt: g.appliedAt, freshAt: g.freshAt, leaseUntil: g.leaseUntil,
 	}
 	if old != nil && old.lead == inf.lead && old.term == inf.term && old.leader == inf.leader &&
 		old.ready == inf.ready && old.removed == inf.removed && old.transferring == inf.transferring {
@@ -609,10 +625,13 @@ func (g *Group) supersedeBeyond(index, term uint64, after []func()) []func() {
 }
 
 // send hands a Ready's messages to the transport.
-func (g *Group) send(msgs []*raftpb.Message) {
+func (g *Group) send(msgs []*raftpb.Message, now time.Time) {
 	for _, m := range msgs {
 		if m.GetType() == raftpb.MsgSnap {
 			g.host.transport.sendSnapshot(g, m)
+			continue
+		}
+		if g.holdBack(m, now) {
 			continue
 		}
 		g.host.transport.send(m.GetTo(), g.name(), false, m)
@@ -645,6 +664,9 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 		}
 		if leadChanged {
 			for seq, rb := range g.readsInflight {
+				if rb.renew {
+					g.renewing.Store(false)
+				}
 				g.readsNew = append(g.readsNew, rb.waiters...)
 				delete(g.readsInflight, seq)
 			}
@@ -663,6 +685,7 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 			continue
 		}
 		delete(g.readsInflight, seq)
+		g.extendLease(rb)
 		for _, w := range rb.waiters {
 			w.index = rs.Index
 			g.readsWaiting = append(g.readsWaiting, w)
@@ -696,13 +719,13 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 // issueReads starts one ReadIndex round for every read queued since the
 // last one.
 func (g *Group) issueReads() {
-	if len(g.readsNew) == 0 {
+	if len(g.readsNew) == 0 && !g.renew {
 		return
 	}
 	h := g.host
 	h.readSeq++
-	g.readsInflight[h.readSeq] = &readBatch{waiters: g.readsNew, issued: h.ticks}
-	g.readsNew = nil
+	g.readsInflight[h.readSeq] = &readBatch{waiters: g.readsNew, issued: h.ticks, at: time.Now(), term: g.term, renew: g.renew}
+	g.readsNew, g.renew = nil, false
 	g.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, h.readSeq))
 	g.wakeUp()
 	h.dirty[g] = struct{}{}
@@ -715,6 +738,9 @@ func (g *Group) retryReads() {
 	for seq, rb := range g.readsInflight {
 		if h.ticks-rb.issued >= uint64(h.cfg.ElectionTicks) {
 			delete(g.readsInflight, seq)
+			if rb.renew {
+				g.renewing.Store(false)
+			}
 			g.readsNew = append(g.readsNew, rb.waiters...)
 			h.readGroups[g] = struct{}{}
 		}
@@ -760,4 +786,5 @@ func (g *Group) failAll(err error) {
 	}
 	g.readsNew, g.readsWaiting = nil, nil
 	clear(g.readsInflight)
+	g.renewing.Store(false)
 }

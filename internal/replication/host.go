@@ -45,6 +45,14 @@ type Config struct {
 	// declare each other dead while they were busy electing.
 	DeadAfter time.Duration
 
+	// LeaseTicks is how long a quorum's confirmation of leadership lets a
+	// leader serve linearizable reads without another round (default 4
+	// ticks; negative: no leases, every read takes a round). A new leader
+	// holds its appends, so commits nothing, for this long plus a drift
+	// margin after winning (see lease.go). It must be the same on every
+	// node, as TickInterval must.
+	LeaseTicks int
+
 	// LogRetain is how many applied entries each replica keeps in its Raft
 	// log for followers that lag (default 10,000); older entries are
 	// truncated every CompactInterval (default 10s) and a follower that
@@ -77,6 +85,9 @@ func (c Config) withDefaults() Config {
 	if c.HeartbeatTicks <= 0 {
 		c.HeartbeatTicks = 2
 	}
+	if c.LeaseTicks == 0 {
+		c.LeaseTicks = 4
+	}
 	if c.DeadAfter <= 0 {
 		c.DeadAfter = time.Duration(c.ElectionTicks) * c.TickInterval
 	}
@@ -100,6 +111,12 @@ type Host struct {
 	engine    *storage.Engine
 	transport *transport
 	raftLog   raft.Logger
+
+	// lease is how long a leadership confirmation lets reads skip a round
+	// (0: never); hold how long a new leader holds its appends.
+	lease, hold time.Duration
+	// How linearizable reads were confirmed (see Reads).
+	leaseReads, roundReads, soleReads atomic.Uint64
 
 	// Snapshots this node sent in full, and the sstable bytes it streamed
 	// (failed attempts included): what replica moves cost.
@@ -128,6 +145,7 @@ type Host struct {
 	readSeq      uint64
 	compactTicks uint64
 	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
+	holding      map[*Group]struct{} // new leaders holding their appends
 	staging      string              // where received snapshots are staged
 	later        []func()            // run once the current Readies are handled
 }
@@ -160,7 +178,12 @@ func NewHost(cfg Config) (*Host, error) {
 		active:     map[*Group]struct{}{},
 		readGroups: map[*Group]struct{}{},
 		snapshots:  map[*Group]struct{}{},
+		holding:    map[*Group]struct{}{},
 		rebuilds:   map[rebuildKey]time.Time{},
+	}
+	if cfg.LeaseTicks > 0 {
+		h.lease = time.Duration(cfg.LeaseTicks) * cfg.TickInterval
+		h.hold = h.lease + h.lease/leaseDriftDivisor
 	}
 	h.checker = newChecker(h)
 	h.raftLog = raftLogger{h.log}
@@ -467,6 +490,10 @@ func (h *Host) tick() {
 			g.maybeQuiesce()
 		}
 	}
+	now := time.Now()
+	for g := range h.holding {
+		g.releaseHeld(now)
+	}
 	if h.ticks%h.compactTicks == 0 {
 		h.compact(h.cfg.LogRetain)
 	}
@@ -564,7 +591,12 @@ func (h *Host) processReady() {
 			}
 		}
 		for _, r := range rds {
-			r.g.send(r.rd.Messages)
+			leader := r.g.isLeader
+			if r.rd.SoftState != nil {
+				leader = r.rd.SoftState.RaftState == raft.StateLeader
+			}
+			r.g.leadership(leader, now)
+			r.g.send(r.rd.Messages, now)
 		}
 		for _, fn := range after {
 			fn()

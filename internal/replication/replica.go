@@ -200,12 +200,23 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 // adds a voter takes effect on the loop, which publishes it before it
 // steps any message of the new voter, so a vote for another leader is
 // never cast while this view still reads "sole voter". No clock is
-// involved, unlike a leader lease.
+// involved.
+//
+// The ready leader within its lease (lease.go) answers at once too: no
+// other leader can have committed anything yet, and everything this one
+// acknowledged it applied first.
 func (g *Group) ReadIndex(ctx context.Context) error {
-	if inf := g.info.Load(); inf.leader && inf.ready && inf.soleVoter && !inf.removed {
+	h := g.host
+	inf := g.info.Load()
+	if inf.leader && inf.ready && inf.soleVoter && !inf.removed {
+		h.soleReads.Add(1)
 		return nil
 	}
-	h := g.host
+	if g.leased(inf) {
+		h.leaseReads.Add(1)
+		return nil
+	}
+	h.roundReads.Add(1)
 	w := &readWaiter{done: make(chan error, 1)}
 	ok := h.enqueue(func() {
 		if g.removed {

@@ -1,0 +1,150 @@
+package replication
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+)
+
+// freeze stops node id's loop until the returned function is called: the
+// node neither ticks nor steps a message, as if its process were paused.
+func (c *cluster) freeze(id uint64) (unfreeze func()) {
+	frozen, release := make(chan struct{}), make(chan struct{})
+	go c.host(id).call(func() { close(frozen); <-release })
+	<-frozen
+	done := false
+	return func() {
+		if !done {
+			done = true
+			close(release)
+		}
+	}
+}
+
+// leasedLeader starts p on nodes 1–3 and returns its leader once a read
+// there has earned it a lease.
+func leasedLeader(t *testing.T, c *cluster, p keys.Partition) uint64 {
+	t.Helper()
+	c.startGroup(p, []uint64{1, 2, 3})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.host(lead).Group(p).ReadIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(c.host(lead).Group(p).info.Load().leaseUntil) <= 0 {
+		t.Fatal("a quorum round earned the leader no lease")
+	}
+	return lead
+}
+
+// TestLeaderUnderLeaseReadsWithoutARound: within its lease the leader
+// confirms a read without its loop (frozen here, so a round could not
+// run); once the lease has run out, a read needs the loop again.
+func TestLeaderUnderLeaseReadsWithoutARound(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	lead := leasedLeader(t, c, p)
+	h := c.host(lead)
+	g := h.Group(p)
+	unfreeze := c.freeze(lead)
+	defer unfreeze()
+
+	leaseBefore, roundBefore, _ := h.Reads()
+	until := g.info.Load().leaseUntil
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	err := g.ReadIndex(ctx)
+	cancel()
+	if time.Now().Before(until) {
+		if err != nil {
+			t.Fatalf("read within the lease, loop frozen: %v", err)
+		}
+		if lease, _, _ := h.Reads(); lease != leaseBefore+1 {
+			t.Fatalf("lease reads %d -> %d, want one more", leaseBefore, lease)
+		}
+	}
+
+	time.Sleep(time.Until(until))
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	err = g.ReadIndex(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a read after the lease ran out was confirmed without the loop")
+	}
+	if _, round, _ := h.Reads(); round != roundBefore+1 {
+		t.Fatalf("quorum-round reads %d -> %d, want one more", roundBefore, round)
+	}
+}
+
+// TestNewLeaderAcknowledgesNothingWithinAnOldLease: the leader holding a
+// lease is paused and cut off; the others elect at once (as they do when
+// its stream breaks) and take a write. That write must not be
+// acknowledged before the old lease has run out, or the paused leader,
+// resumed a moment later, could serve a read that misses it.
+func TestNewLeaderAcknowledgesNothingWithinAnOldLease(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	old := leasedLeader(t, c, p)
+	unfreeze := c.freeze(old)
+	defer unfreeze()
+	oldLease := c.host(old).Group(p).info.Load().leaseUntil
+	c.isolate(old)
+	defer c.heal()
+	var rest []uint64
+	for _, id := range []uint64{1, 2, 3} {
+		if id != old {
+			rest = append(rest, id)
+			c.host(id).peerDown(old)
+		}
+	}
+	lead := c.electedAmong(p, rest, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.write(ctx, lead, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Now()
+	if !acked.After(oldLease) {
+		t.Fatalf("the new leader acknowledged a write %v before the old leader's lease ran out", oldLease.Sub(acked))
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := c.host(old).Group(p).ReadIndex(short); err == nil {
+		t.Fatal("the deposed leader confirmed a read after a write it has not seen was acknowledged")
+	}
+}
+
+// TestLeaseRenewsUnderSteadyReads: a group read continuously keeps its
+// lease: after the first round, reads are confirmed by renewals issued in
+// the background, never by waiting for a round of their own. (A lease of
+// a second, so that a renewal has half a second to come back even on a
+// loaded machine.)
+func TestLeaseRenewsUnderSteadyReads(t *testing.T) {
+	c := newConfiguredCluster(t, func(cfg *Config) { cfg.LeaseTicks = 20 }, 1, 2, 3)
+	p := testPartition(0)
+	lead := leasedLeader(t, c, p)
+	h := c.host(lead)
+	g := h.Group(p)
+	_, roundBefore, _ := h.Reads()
+	leaseBefore, _, _ := h.Reads()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	end := time.Now().Add(3 * h.lease)
+	n := 0
+	for time.Now().Before(end) {
+		if err := g.ReadIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		time.Sleep(2 * time.Millisecond)
+	}
+	lease, round, _ := h.Reads()
+	if round != roundBefore {
+		t.Fatalf("%d of %d reads waited for a quorum round; the lease was not renewed ahead", round-roundBefore, n)
+	}
+	if lease-leaseBefore != uint64(n) {
+		t.Fatalf("lease reads %d, want %d", lease-leaseBefore, n)
+	}
+}

@@ -37,6 +37,7 @@ type config struct {
 	Profile     []string
 	DoppioHTTP  string
 	Routing     string
+	RowCache    int64
 	Out         string
 	Dir         string
 	Quick       bool
@@ -55,6 +56,7 @@ func main() {
 	flag.StringVar(&prof, "profile", "A,C", "workloads during which Doppio's single node is profiled (CPU; allocations after the last)")
 	flag.StringVar(&c.DoppioHTTP, "doppio-http", "socket", "Doppio binding's HTTP client: socket (a blocking keep-alive connection per thread, like JDBC's) or jdk (one shared java.net.http.HttpClient)")
 	flag.StringVar(&c.Routing, "doppio-routing", "smart", "Doppio binding's routing: smart (each request to its partition's leader, from GET /_cluster, as the Go client's smart routing) or node (thread i to node i mod n, which forwards)")
+	flag.Int64Var(&c.RowCache, "doppio-row-cache", 512<<20, "each Doppio node's --row-cache-bytes; with Pebble's 512 MiB block cache, 1 GiB of caches, as PostgreSQL's shared_buffers and MariaDB's buffer pool")
 	flag.StringVar(&c.Out, "out", "docs/benchmarks/ycsb", "report directory")
 	flag.StringVar(&c.Dir, "dir", "", "working directory for the stores' data (default a new temporary directory, removed after)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke run: 5,000 records, 3 s per workload, 8 threads; report under -out/quick")
@@ -293,9 +295,9 @@ func startStore(ctx context.Context, c config, res *results, jar, bin, work, id 
 	var err error
 	switch id {
 	case "doppio-1":
-		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, c.DoppioHTTP, c.Routing, logf)
+		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, c.RowCache, c.DoppioHTTP, c.Routing, logf)
 	case "doppio-3":
-		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, c.DoppioHTTP, c.Routing, logf)
+		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, c.RowCache, c.DoppioHTTP, c.Routing, logf)
 	case "postgres":
 		s, err = startPostgres(ctx, dir, c.Threads*4, logf)
 	case "mariadb":

@@ -144,6 +144,7 @@ type doppioStore struct {
 	nodes      int
 	partitions int
 	pprof      string
+	rowCache   int64  // --row-cache-bytes
 	httpClient string // the binding's doppio.http
 	routing    string // the binding's doppio.routing
 	logPath    string
@@ -169,7 +170,7 @@ func tableSchema(fields int) string {
 
 var nodeLine = regexp.MustCompile(`^node (n\d+): (http://\S+)`)
 
-func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, httpClient, routing string, logf func(string, ...any)) (*doppioStore, error) {
+func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, rowCache int64, httpClient, routing string, logf func(string, ...any)) (*doppioStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -177,8 +178,8 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	if err != nil {
 		return nil, err
 	}
-	s := &doppioStore{nodes: nodes, partitions: partitions, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
-	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port)}
+	s := &doppioStore{nodes: nodes, partitions: partitions, rowCache: rowCache, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
+	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port), "--row-cache-bytes", strconv.FormatInt(rowCache, 10)}
 	// Node i of a cluster serves pprof on the port plus i-1; n1's is profiled.
 	pp, err := freePorts(nodes)
 	if err != nil {
@@ -334,7 +335,8 @@ func (s *doppioStore) Settings() string {
 	}
 	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first %d characters of the YCSB key (about 900 document groups), k = the key; "+
 		"documents: Avro record of field0..field9 strings; every write acknowledged after its Raft commit and a synced Pebble batch (defaults). "+
-		"%s HTTP client: %s.", mode, s.partitions, s.nodes, groupPrefix, routingDesc[s.routing], httpClientDesc[s.httpClient])
+		"Caches per node: `--row-cache-bytes %d` (%d MiB of documents) and Pebble's default 512 MiB block cache. "+
+		"%s HTTP client: %s.", mode, s.partitions, s.nodes, groupPrefix, s.rowCache, s.rowCache>>20, routingDesc[s.routing], httpClientDesc[s.httpClient])
 }
 
 var routingDesc = map[string]string{

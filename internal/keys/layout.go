@@ -1,6 +1,9 @@
 package keys
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Storage layout. Every byte of a partition lives under its prefix, so a
 // snapshot is a range scan, a drop is a range delete and a bulk load is an
@@ -125,8 +128,27 @@ func (p Partition) DataSpans() [][2][]byte {
 // IsDocument reports whether key is a document key of some partition
 // (what a node's row cache keeps).
 func IsDocument(key []byte) bool {
+	i := sectionAt(key)
+	return i >= 0 && key[i] == sectionDocument
+}
+
+// MayHoldDocuments reports whether the span [start, end) may hold a
+// document key: false only when both ends lie in one partition section
+// other than the documents' (a span of the Raft log, of the change log),
+// which then holds every key between them.
+func MayHoldDocuments(start, end []byte) bool {
+	i := sectionAt(start)
+	if i < 0 || len(end) <= i || !bytes.Equal(start[:i+1], end[:i+1]) {
+		return true
+	}
+	return start[i] == sectionDocument
+}
+
+// sectionAt returns the position of the section byte of a key under a
+// partition prefix, or -1 when key has none.
+func sectionAt(key []byte) int {
 	if len(key) < 2 || key[0] != spacePartition || key[1] != tagString {
-		return false
+		return -1
 	}
 	for i := 2; i+1 < len(key); i++ {
 		if key[i] != 0 {
@@ -138,7 +160,10 @@ func IsDocument(key []byte) bool {
 		}
 		// End of the database name: then the partition number and the section.
 		n := i + 2
-		return len(key) > n+9 && key[n] == tagInt && key[n+9] == sectionDocument
+		if len(key) > n+9 && key[n] == tagInt {
+			return n + 9
+		}
+		return -1
 	}
-	return false
+	return -1
 }

@@ -30,3 +30,31 @@ func TestIsDocumentTellsDocumentKeysFromEveryOtherKey(t *testing.T) {
 		t.Error("short keys taken for documents")
 	}
 }
+
+func TestMayHoldDocumentsIsFalseOnlyForSpansOfAnotherSection(t *testing.T) {
+	for _, db := range []string{"mail", "", "a\x00b"} {
+		p := PartitionPrefix(db, 3)
+		q := PartitionPrefix(db, 4)
+		for _, tc := range []struct {
+			name       string
+			start, end []byte
+			want       bool
+		}{
+			{"raft log truncation", p.RaftLogPrefix(), p.RaftLog(100), false},
+			{"raft log tail", p.RaftLog(7), p.RaftLog(9), false},
+			{"change-log trim", p.LogPrefix(), append(p.Log(2, 9), 0), false},
+			{"index entries", p.Index("Message", AppendString(nil, "box1"), "body"), PrefixEnd(p.Index("Message", AppendString(nil, "box1"), "body")), false},
+			{"documents of a table", p.Table("Message"), PrefixEnd(p.Table("Message")), true},
+			{"every document", p.DocumentPrefix(), PrefixEnd(p.DocumentPrefix()), true},
+			{"auto-increment to log, across documents", p.AutoIncrementPrefix(), p.LogPrefix(), true},
+			{"whole partition", p, p.End(), true},
+			{"data spans", p.DataSpans()[0][0], p.DataSpans()[0][1], true},
+			{"two partitions' logs", p.LogPrefix(), q.LogPrefix(), true},
+			{"node keys", Node("a"), Node("b"), true},
+		} {
+			if got := MayHoldDocuments(tc.start, tc.end); got != tc.want {
+				t.Errorf("db %q: %s [%x, %x): %v, want %v", db, tc.name, tc.start, tc.end, got, tc.want)
+			}
+		}
+	}
+}

@@ -228,7 +228,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	if n.engine, err = storage.Open(filepath.Join(n.cfg.DataDir, "pebble"), storage.Options{
-		RowCacheBytes: n.cfg.rowCacheBytes(), RowCacheKeys: keys.IsDocument, Logger: n.log,
+		RowCacheBytes: n.cfg.rowCacheBytes(), RowCacheKeys: keys.IsDocument, RowCacheSpans: keys.MayHoldDocuments, Logger: n.log,
 	}); err != nil {
 		return err
 	}

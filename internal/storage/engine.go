@@ -40,6 +40,10 @@ type Options struct {
 	// RowCacheKeys is true, kept in memory once read with Get. 0 means none.
 	RowCacheBytes int64
 	RowCacheKeys  func(key []byte) bool
+	// RowCacheSpans, if set, reports whether a range deletion of [start,
+	// end) may delete a cached key; one that may not (a log truncation)
+	// leaves the row cache alone. Unset: every range deletion empties it.
+	RowCacheSpans func(start, end []byte) bool
 	Logger        *slog.Logger
 }
 
@@ -71,6 +75,7 @@ func Open(dir string, o Options) (*Engine, error) {
 	e := &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}
 	if o.RowCacheBytes > 0 && o.RowCacheKeys != nil {
 		e.rows = newRowCache(o.RowCacheBytes, o.RowCacheKeys)
+		e.rows.spans = o.RowCacheSpans
 	}
 	return e, nil
 }
@@ -220,8 +225,10 @@ func (b *Batch) Delete(key []byte) {
 // DeleteRange records the deletion of [start, end).
 func (b *Batch) DeleteRange(start, end []byte) {
 	_ = b.b.DeleteRange(start, end, nil)
-	b.allRows = b.e.rows != nil
-	b.rows = nil
+	if c := b.e.rows; c != nil && (c.spans == nil || c.spans(start, end)) {
+		b.allRows = true
+		b.rows = nil
+	}
 }
 
 // Len is the batch's encoded size.

@@ -302,6 +302,47 @@ func TestRowCacheWriteThroughNeverLeavesAnOlderValue(t *testing.T) {
 	}
 }
 
+// TestRowCacheWritesThroughBesideOtherKeysWrites: batches writing other
+// keys of the same shard at the same time do not stop a write-through (a
+// shard-wide condition left the cache mostly empty after a bulk load that
+// applied several partitions at once).
+func TestRowCacheWritesThroughBesideOtherKeysWrites(t *testing.T) {
+	e := openRowCached(t, 1<<20)
+	other := ""
+	for i := 0; other == ""; i++ {
+		if k := fmt.Sprintf("doc/o%d", i); e.rows.shard([]byte(k)) == e.rows.shard([]byte("doc/k")) {
+			other = k
+		}
+	}
+	held, release := holdEnd(e, "v1")
+	done := make(chan error)
+	go func() {
+		b := e.NewBatch()
+		b.Set([]byte("doc/k"), []byte("v1"))
+		done <- e.CommitNoSync(b)
+	}()
+	<-held
+	b := e.NewBatch()
+	b.Set([]byte(other), []byte("o1"))
+	if err := e.CommitNoSync(b); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := e.RowCacheStats()
+	if got := mustGet(t, e, "doc/k"); got != "v1" {
+		t.Fatalf("doc/k = %q", got)
+	}
+	if got := mustGet(t, e, other); got != "o1" {
+		t.Fatalf("%s = %q", other, got)
+	}
+	if after := e.RowCacheStats(); after.Hits != before.Hits+2 || after.Misses != before.Misses {
+		t.Fatalf("row cache %+v -> %+v: want both writes answered from the cache", before, after)
+	}
+}
+
 // ingestOne ingests a table of one key, written in dir.
 func ingestOne(e *Engine, dir, key, value string) error {
 	path := filepath.Join(dir, "t.sst")
@@ -317,4 +358,43 @@ func ingestOne(e *Engine, dir, key, value string) error {
 		return err
 	}
 	return e.Ingest(context.Background(), []string{path})
+}
+
+// TestRowCacheOutlivesRangeDeletionsOfOtherSpans: a range deletion that
+// RowCacheSpans says holds no cached key (a log truncation) leaves the
+// cache as it is; one that may still empties it.
+func TestRowCacheOutlivesRangeDeletionsOfOtherSpans(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CacheBytes: 8 << 20, RowCacheBytes: 1 << 20, RowCacheKeys: docKeys,
+		RowCacheSpans: func(start, end []byte) bool {
+			return !bytes.HasPrefix(start, []byte("log/")) || !bytes.HasPrefix(end, []byte("log/"))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	b := e.NewBatch()
+	b.Set([]byte("doc/a"), []byte("1"))
+	b.Set([]byte("log/1"), []byte("x"))
+	if err := e.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	deleteRange := func(start, end string) {
+		b := e.NewBatch()
+		b.DeleteRange([]byte(start), []byte(end))
+		if err := e.Commit(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteRange("log/0", "log/9")
+	before := e.RowCacheStats()
+	if got := mustGet(t, e, "doc/a"); got != "1" {
+		t.Fatalf("doc/a = %q", got)
+	}
+	if after := e.RowCacheStats(); after.Hits != before.Hits+1 {
+		t.Fatalf("row cache %+v -> %+v after a log range deletion: want a hit", before, after)
+	}
+	deleteRange("doc/", "doc0")
+	if got := mustGet(t, e, "doc/a"); got != "<absent>" {
+		t.Fatalf("doc/a = %q after its range was deleted", got)
+	}
 }

@@ -9,10 +9,12 @@
 //     log appends and hard states of all groups that are ready at the same
 //     time go to Pebble in one synced batch, followed by the application of
 //     their committed entries in the same batch, so many groups share one
-//     fsync. Messages are sent only after that batch is durable. A batch
-//     that only applies committed entries is not synced (Ready.MustSync):
-//     they are durable in the log already, and are applied again after a
-//     crash that loses the batch, so a write costs one fsync, not two.
+//     fsync. A leader's appends go out at once (its own append counts
+//     towards a commit only once synced); other messages only after that
+//     batch is durable. A batch that only applies committed entries is not
+//     synced (Ready.MustSync): they are durable in the log already, and are
+//     applied again after a crash that loses the batch, so a write costs
+//     one fsync, not two.
 //   - Raft state lives in the node's Pebble store under each partition's
 //     prefix (keys.Partition.Raft...). Applying a committed write set writes,
 //     in one batch, the partition's documents, counters, change-log entry and

@@ -522,13 +522,14 @@ func (h *Host) compact(keep uint64) {
 func (h *Host) processReady() {
 	for len(h.dirty) > 0 {
 		type ready struct {
-			g  *Group
-			rd raft.Ready
+			g    *Group
+			rd   raft.Ready
+			sent bool // its messages went out before the sync
 		}
 		var rds []ready
 		for g := range h.dirty {
 			if g.rn.HasReady() {
-				rds = append(rds, ready{g, g.rn.Ready()})
+				rds = append(rds, ready{g: g, rd: g.rn.Ready()})
 			}
 		}
 		clear(h.dirty)
@@ -582,21 +583,38 @@ func (h *Host) processReady() {
 			// match what Raft believes; stop rather than diverge.
 			panic(fmt.Sprintf("replication: node %d: persisting raft state: %v", h.cfg.NodeID, err))
 		}
-		h.commitApplies(applies)
-		if syncing != nil {
-			// Messages (appends, acknowledgements, votes) rely on the log
-			// being durable: they go out only after the sync.
-			if err := syncing.Wait(); err != nil {
-				panic(fmt.Sprintf("replication: node %d: syncing raft state: %v", h.cfg.NodeID, err))
-			}
-		}
-		for _, r := range rds {
+		// A leader's messages (appends, heartbeats) go out now, so that the
+		// followers' syncs run alongside the leader's own (Raft thesis
+		// 10.2.1): raft counts the leader's append towards a commit only
+		// once it is persisted (its self-acknowledgement is stepped at
+		// Advance, after the sync), so an entry commits only when durable
+		// on a quorum either way. Every other message (acknowledgements,
+		// votes) vouches for this node's log, term or vote, and waits.
+		sent := 0
+		for i, r := range rds {
 			leader := r.g.isLeader
 			if r.rd.SoftState != nil {
 				leader = r.rd.SoftState.RaftState == raft.StateLeader
 			}
 			r.g.leadership(leader, now)
-			r.g.send(r.rd.Messages, now)
+			if leader || syncing == nil {
+				r.g.send(r.rd.Messages, now)
+				rds[i].sent = true
+				sent++
+			}
+		}
+		h.commitApplies(applies)
+		if syncing != nil {
+			if err := syncing.Wait(); err != nil {
+				panic(fmt.Sprintf("replication: node %d: syncing raft state: %v", h.cfg.NodeID, err))
+			}
+		}
+		if sent < len(rds) {
+			for _, r := range rds {
+				if !r.sent {
+					r.g.send(r.rd.Messages, now)
+				}
+			}
 		}
 		for _, fn := range after {
 			fn()

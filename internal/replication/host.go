@@ -46,7 +46,7 @@ type Config struct {
 	DeadAfter time.Duration
 
 	// LeaseTicks is how long a quorum's confirmation of leadership lets a
-	// leader serve linearizable reads without another round (default 4
+	// leader serve linearizable reads without another round (default 3
 	// ticks; negative: no leases, every read takes a round). A new leader
 	// holds its appends, so commits nothing, for this long plus a drift
 	// margin after winning (see lease.go). It must be the same on every
@@ -86,7 +86,7 @@ func (c Config) withDefaults() Config {
 		c.HeartbeatTicks = 2
 	}
 	if c.LeaseTicks == 0 {
-		c.LeaseTicks = 4
+		c.LeaseTicks = 3
 	}
 	if c.DeadAfter <= 0 {
 		c.DeadAfter = time.Duration(c.ElectionTicks) * c.TickInterval

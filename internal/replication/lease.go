@@ -99,9 +99,17 @@ func (g *Group) leadership(leader bool, now time.Time) {
 	}
 	if leader && g.leaseTerm == 0 {
 		g.leaseTerm = g.term
-		if g.host.hold > 0 && !g.soleVoter() {
-			g.holdUntil = now.Add(g.host.hold)
-			g.host.holding[g] = struct{}{}
+		if h := g.host; h.hold > 0 && !g.soleVoter() {
+			g.holdUntil = now.Add(h.hold)
+			h.holding[g] = struct{}{}
+			// Released at once when it ends, not at the next tick.
+			time.AfterFunc(time.Until(g.holdUntil), func() {
+				h.enqueue(func() {
+					if _, ok := h.holding[g]; ok {
+						g.releaseHeld(time.Now())
+					}
+				})
+			})
 		}
 	}
 }

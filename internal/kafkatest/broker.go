@@ -395,10 +395,18 @@ func freePorts(n int) ([]int, error) {
 
 // newClusterID returns a random cluster ID in the form Kafka's Uuid prints:
 // 16 bytes in unpadded URL-safe base64.
+// newClusterID returns a random cluster id (16 bytes, URL-safe base64, as
+// Kafka's Uuid). Like Kafka's own, it never starts with '-': kafka-storage
+// would take it for an option ("argument --cluster-id: expected one
+// argument", one broker start in 64 failed that way).
 func newClusterID() string {
-	var id [16]byte
-	rand.Read(id[:])
-	return base64.RawURLEncoding.EncodeToString(id[:])
+	for {
+		var id [16]byte
+		rand.Read(id[:])
+		if s := base64.RawURLEncoding.EncodeToString(id[:]); s[0] != '-' {
+			return s
+		}
+	}
 }
 
 // logTail returns the last lines of the broker's log, for error messages.

@@ -2,9 +2,11 @@ package kafkatest
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +161,21 @@ func TestRunOnStoppedBrokersDirRestartsItWithItsRecordsAndAddress(t *testing.T) 
 	}
 	if err := again.Stop(); err != nil {
 		t.Errorf("Stop after the restart: %v", err)
+	}
+}
+
+// TestClusterIDsNeverLookLikeAnOption: kafka-storage reads an id starting
+// with '-' as an option; one in 64 random ids did, and the broker did not
+// start.
+func TestClusterIDsNeverLookLikeAnOption(t *testing.T) {
+	for range 10_000 {
+		id := newClusterID()
+		raw, err := base64.RawURLEncoding.DecodeString(id)
+		if err != nil || len(raw) != 16 {
+			t.Fatalf("cluster id %q: %d bytes, %v", id, len(raw), err)
+		}
+		if strings.HasPrefix(id, "-") {
+			t.Fatalf("cluster id %q starts with '-'", id)
+		}
 	}
 }

@@ -23,6 +23,17 @@ func (c *cluster) freeze(id uint64) (unfreeze func()) {
 	}
 }
 
+// othersThan returns the nodes 1–3 other than id.
+func othersThan(id uint64) []uint64 {
+	var out []uint64
+	for _, o := range []uint64{1, 2, 3} {
+		if o != id {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // leasedLeader starts p on nodes 1–3 and returns its leader once a read
 // there has earned it a lease.
 func leasedLeader(t *testing.T, c *cluster, p keys.Partition) uint64 {
@@ -92,12 +103,9 @@ func TestNewLeaderAcknowledgesNothingWithinAnOldLease(t *testing.T) {
 	oldLease := c.host(old).Group(p).info.Load().leaseUntil
 	c.isolate(old)
 	defer c.heal()
-	var rest []uint64
-	for _, id := range []uint64{1, 2, 3} {
-		if id != old {
-			rest = append(rest, id)
-			c.host(id).peerDown(old)
-		}
+	rest := othersThan(old)
+	for _, id := range rest {
+		c.host(id).peerDown(old)
 	}
 	lead := c.electedAmong(p, rest, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

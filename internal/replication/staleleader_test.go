@@ -62,12 +62,7 @@ func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
 	// quiesced (a frozen loop alone leaves its connections up).
 	c.isolate(old)
 	defer c.heal()
-	var rest []uint64
-	for _, id := range []uint64{1, 2, 3} {
-		if id != old {
-			rest = append(rest, id)
-		}
-	}
+	rest := othersThan(old)
 	var lead uint64
 	for deadline := time.Now().Add(10 * time.Second); lead == 0; {
 		for _, id := range rest {

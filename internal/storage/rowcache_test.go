@@ -240,6 +240,21 @@ func TestRowCacheNeverServesAStaleValue(t *testing.T) {
 	}
 }
 
+// commitHeldAtEnd commits doc/k = v1 and returns once that batch waits
+// between its commit and its end mark; closing release lets it end, and
+// done then gives its commit's error.
+func commitHeldAtEnd(e *Engine) (release chan struct{}, done chan error) {
+	held, release := holdEnd(e, "v1")
+	done = make(chan error)
+	go func() {
+		b := e.NewBatch()
+		b.Set([]byte("doc/k"), []byte("v1"))
+		done <- e.CommitNoSync(b)
+	}()
+	<-held
+	return release, done
+}
+
 // holdEnd makes the batch that writes value wait between its commit and its
 // end mark until release is closed; held is closed once it waits.
 func holdEnd(e *Engine, value string) (held, release chan struct{}) {
@@ -278,14 +293,7 @@ func TestRowCacheWriteThroughNeverLeavesAnOlderValue(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := openRowCached(t, 1<<20)
-			held, release := holdEnd(e, "v1")
-			done := make(chan error)
-			go func() {
-				b := e.NewBatch()
-				b.Set([]byte("doc/k"), []byte("v1"))
-				done <- e.CommitNoSync(b)
-			}()
-			<-held
+			release, done := commitHeldAtEnd(e)
 			if err := tc.meanwhile(t, e); err != nil {
 				t.Fatal(err)
 			}
@@ -314,14 +322,7 @@ func TestRowCacheWritesThroughBesideOtherKeysWrites(t *testing.T) {
 			other = k
 		}
 	}
-	held, release := holdEnd(e, "v1")
-	done := make(chan error)
-	go func() {
-		b := e.NewBatch()
-		b.Set([]byte("doc/k"), []byte("v1"))
-		done <- e.CommitNoSync(b)
-	}()
-	<-held
+	release, done := commitHeldAtEnd(e)
 	b := e.NewBatch()
 	b.Set([]byte(other), []byte("o1"))
 	if err := e.CommitNoSync(b); err != nil {

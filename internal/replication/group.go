@@ -56,11 +56,12 @@ type Group struct {
 
 	// Leader lease (lease.go): reads need no round before leaseUntil, earned
 	// in leaseTerm (0: not leading). A new leader holds its appends (held)
-	// until holdUntil. renew asks issueReads for a round without readers;
-	// renewing, set by readers, is true from that request until the round
-	// ends.
+	// while holding, until holdUntil. renew asks issueReads for a round
+	// without readers; renewing, set by readers, is true from that request
+	// until the round ends.
 	leaseUntil time.Time
 	leaseTerm  uint64
+	holding    bool
 	holdUntil  time.Time
 	held       []*raftpb.Message
 	renew      bool
@@ -664,11 +665,7 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 		}
 		if leadChanged {
 			for seq, rb := range g.readsInflight {
-				if rb.renew {
-					g.renewing.Store(false)
-				}
-				g.readsNew = append(g.readsNew, rb.waiters...)
-				delete(g.readsInflight, seq)
+				g.requeue(seq, rb)
 			}
 			if len(g.readsNew) > 0 {
 				h.readGroups[g] = struct{}{}
@@ -737,14 +734,20 @@ func (g *Group) retryReads() {
 	h := g.host
 	for seq, rb := range g.readsInflight {
 		if h.ticks-rb.issued >= uint64(h.cfg.ElectionTicks) {
-			delete(g.readsInflight, seq)
-			if rb.renew {
-				g.renewing.Store(false)
-			}
-			g.readsNew = append(g.readsNew, rb.waiters...)
+			g.requeue(seq, rb)
 			h.readGroups[g] = struct{}{}
 		}
 	}
+}
+
+// requeue gives up round seq: its readers wait for the next one, and a
+// renewal may be asked for again.
+func (g *Group) requeue(seq uint64, rb *readBatch) {
+	delete(g.readsInflight, seq)
+	if rb.renew {
+		g.renewing.Store(false)
+	}
+	g.readsNew = append(g.readsNew, rb.waiters...)
 }
 
 // truncate removes log entries older than keep entries below the applied

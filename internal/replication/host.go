@@ -145,7 +145,6 @@ type Host struct {
 	readSeq      uint64
 	compactTicks uint64
 	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
-	holding      map[*Group]struct{} // new leaders holding their appends
 	staging      string              // where received snapshots are staged
 	later        []func()            // run once the current Readies are handled
 }
@@ -178,7 +177,6 @@ func NewHost(cfg Config) (*Host, error) {
 		active:     map[*Group]struct{}{},
 		readGroups: map[*Group]struct{}{},
 		snapshots:  map[*Group]struct{}{},
-		holding:    map[*Group]struct{}{},
 		rebuilds:   map[rebuildKey]time.Time{},
 	}
 	if cfg.LeaseTicks > 0 {
@@ -490,10 +488,6 @@ func (h *Host) tick() {
 			g.maybeQuiesce()
 		}
 	}
-	now := time.Now()
-	for g := range h.holding {
-		g.releaseHeld(now)
-	}
 	if h.ticks%h.compactTicks == 0 {
 		h.compact(h.cfg.LogRetain)
 	}
@@ -590,7 +584,6 @@ func (h *Host) processReady() {
 		// Advance, after the sync), so an entry commits only when durable
 		// on a quorum either way. Every other message (acknowledgements,
 		// votes) vouches for this node's log, term or vote, and waits.
-		sent := 0
 		for i, r := range rds {
 			leader := r.g.isLeader
 			if r.rd.SoftState != nil {
@@ -600,7 +593,6 @@ func (h *Host) processReady() {
 			if leader || syncing == nil {
 				r.g.send(r.rd.Messages, now)
 				rds[i].sent = true
-				sent++
 			}
 		}
 		h.commitApplies(applies)
@@ -609,11 +601,9 @@ func (h *Host) processReady() {
 				panic(fmt.Sprintf("replication: node %d: syncing raft state: %v", h.cfg.NodeID, err))
 			}
 		}
-		if sent < len(rds) {
-			for _, r := range rds {
-				if !r.sent {
-					r.g.send(r.rd.Messages, now)
-				}
+		for _, r := range rds {
+			if !r.sent {
+				r.g.send(r.rd.Messages, now)
 			}
 		}
 		for _, fn := range after {

@@ -94,18 +94,16 @@ func (g *Group) leadership(leader bool, now time.Time) {
 	if !leader || g.term != g.leaseTerm {
 		g.leaseUntil = time.Time{}
 		g.leaseTerm = 0
-		g.held = nil
-		delete(g.host.holding, g)
+		g.held, g.holding = nil, false
 	}
 	if leader && g.leaseTerm == 0 {
 		g.leaseTerm = g.term
 		if h := g.host; h.hold > 0 && !g.soleVoter() {
-			g.holdUntil = now.Add(h.hold)
-			h.holding[g] = struct{}{}
-			// Released at once when it ends, not at the next tick.
+			g.holdUntil, g.holding = now.Add(h.hold), true
+			// Released as soon as it ends, by the loop.
 			time.AfterFunc(time.Until(g.holdUntil), func() {
 				h.enqueue(func() {
-					if _, ok := h.holding[g]; ok {
+					if g.holding {
 						g.releaseHeld(time.Now())
 					}
 				})
@@ -116,7 +114,7 @@ func (g *Group) leadership(leader bool, now time.Time) {
 
 // holdBack keeps m back if it is an append of a leader still holding them.
 func (g *Group) holdBack(m *raftpb.Message, now time.Time) bool {
-	if _, ok := g.host.holding[g]; !ok {
+	if !g.holding {
 		return false
 	}
 	if !now.Before(g.holdUntil) {
@@ -136,8 +134,7 @@ func (g *Group) releaseHeld(now time.Time) {
 		return
 	}
 	held := g.held
-	g.held = nil
-	delete(g.host.holding, g)
+	g.held, g.holding = nil, false
 	for _, m := range held {
 		g.host.transport.send(m.GetTo(), g.name(), false, m)
 	}

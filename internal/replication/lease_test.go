@@ -54,8 +54,10 @@ func leasedLeader(t *testing.T, c *cluster, p keys.Partition) uint64 {
 // TestLeaderUnderLeaseReadsWithoutARound: within its lease the leader
 // confirms a read without its loop (frozen here, so a round could not
 // run); once the lease has run out, a read needs the loop again.
+// (A lease of a second, so that the first read falls within it even on a
+// loaded machine.)
 func TestLeaderUnderLeaseReadsWithoutARound(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
+	c := newConfiguredCluster(t, func(cfg *Config) { cfg.LeaseTicks = 20 }, 1, 2, 3)
 	p := testPartition(0)
 	lead := leasedLeader(t, c, p)
 	h := c.host(lead)
@@ -68,13 +70,11 @@ func TestLeaderUnderLeaseReadsWithoutARound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	err := g.ReadIndex(ctx)
 	cancel()
-	if time.Now().Before(until) {
-		if err != nil {
-			t.Fatalf("read within the lease, loop frozen: %v", err)
-		}
-		if lease, _, _ := h.Reads(); lease != leaseBefore+1 {
-			t.Fatalf("lease reads %d -> %d, want one more", leaseBefore, lease)
-		}
+	if err != nil {
+		t.Fatalf("read within the lease (%v left), loop frozen: %v", time.Until(until), err)
+	}
+	if lease, _, _ := h.Reads(); lease != leaseBefore+1 {
+		t.Fatalf("lease reads %d -> %d, want one more", leaseBefore, lease)
 	}
 
 	time.Sleep(time.Until(until))

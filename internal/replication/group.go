@@ -754,14 +754,47 @@ func (g *Group) requeue(seq uint64, rb *readBatch) {
 // index.
 func (g *Group) truncate(b *storage.Batch, keep uint64) bool {
 	a := g.st.applied.Index
-	if a <= keep || a-keep <= g.st.trunc.Index {
+	if a <= keep {
 		return false
 	}
-	if err := g.st.truncate(b, a-keep); err != nil {
+	return g.truncateTo(b, a-keep)
+}
+
+// truncateTo removes the log entries up to index, if any remain.
+func (g *Group) truncateTo(b *storage.Batch, index uint64) bool {
+	if index <= g.st.trunc.Index {
+		return false
+	}
+	if err := g.st.truncate(b, index); err != nil {
 		g.host.log.Error("log truncation failed", "partition", g.name(), "err", err)
 		return false
 	}
 	return true
+}
+
+// unneeded returns the index up to which no replica needs this replica's
+// log: the applied index, held back on a leader to the oldest entry a
+// follower on a live node still lacks, but never more than keep entries
+// below the applied index (a follower further behind gets a snapshot). A
+// follower keeps keep entries: it does not know what its peers lack, and
+// it may lead them after a failover.
+func (g *Group) unneeded(keep uint64) uint64 {
+	a := g.st.applied.Index
+	floor := uint64(0)
+	if a > keep {
+		floor = a - keep
+	}
+	if !g.isLeader {
+		return floor
+	}
+	need := a
+	self := g.host.cfg.NodeID
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id != self && pr.Match < need && g.host.transport.alive(id) {
+			need = pr.Match
+		}
+	})
+	return max(need, floor)
 }
 
 // failAll fails every waiter; only once the loop no longer runs the group.

@@ -53,10 +53,12 @@ type Config struct {
 	// node, as TickInterval must.
 	LeaseTicks int
 
-	// LogRetain is how many applied entries each replica keeps in its Raft
-	// log for followers that lag (default 10,000); older entries are
-	// truncated every CompactInterval (default 10s) and a follower that
-	// needs them gets a snapshot.
+	// LogRetain is how many applied entries a replica keeps in its Raft
+	// log at most for followers that lag (default 10,000): a follower that
+	// needs older entries gets a snapshot. Every CompactInterval (default
+	// 1s) each log is truncated to what no replica needs (Group.unneeded):
+	// on a leader, the oldest entry a follower on a live node lacks; on a
+	// follower, LogRetain entries below its applied index.
 	LogRetain       uint64
 	CompactInterval time.Duration
 
@@ -95,7 +97,7 @@ func (c Config) withDefaults() Config {
 		c.LogRetain = 10000
 	}
 	if c.CompactInterval <= 0 {
-		c.CompactInterval = 10 * time.Second
+		c.CompactInterval = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -493,13 +495,17 @@ func (h *Host) tick() {
 	}
 }
 
-// compact truncates every group's log to keep entries applied within the
-// last keep entries.
+// compact truncates every group's log to what no replica needs (see
+// Group.unneeded; keep bounds what is kept for lagging followers), once at
+// least truncateMin entries can go. Run every second, so that on a leader
+// whose followers keep up (and on a single voter) an entry is deleted while
+// still in the memtable, and its flush drops it: the log is written to the
+// WAL and the memtable, never to an sstable that compactions rewrite.
 func (h *Host) compact(keep uint64) {
 	b := h.engine.NewBatch()
 	n := 0
 	for _, g := range h.groups {
-		if g.truncate(b, keep) {
+		if idx := g.unneeded(keep); idx >= g.st.trunc.Index+truncateMin && g.truncateTo(b, idx) {
 			n++
 		}
 	}
@@ -510,6 +516,11 @@ func (h *Host) compact(keep uint64) {
 		h.log.Error("log truncation failed", "err", err)
 	}
 }
+
+// truncateMin is the fewest entries compact truncates from a group's log:
+// each truncation is a range deletion, and the memtable's range deletions
+// are fragmented again by every read after one is added.
+const truncateMin = 256
 
 // processReady handles the Ready of every dirty group, all groups' writes
 // in one synced batch, until no group has more.

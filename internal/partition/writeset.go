@@ -104,7 +104,13 @@ func (ws *WriteSet) Size() int {
 	return n
 }
 
-const writeSetFormat = 1
+// writeSetFormat 2 stores a pre-image as its difference from the
+// post-image (see appendImage); format 1 stored both whole, and is still
+// read.
+const (
+	writeSetFormat   = 2
+	writeSetFormatV1 = 1
+)
 
 // Encode returns the binary form of ws. Its first LogLen bytes, alone, are
 // the change-log entry: a valid encoding of ws without Index.
@@ -117,10 +123,10 @@ func (ws *WriteSet) Encode() []byte {
 		b = appendBytes(b, []byte(w.Table))
 		b = appendBytes(b, w.Key)
 		b = append(b, byte(w.Op))
-		b = binary.AppendUvarint(b, uint64(w.BeforeVersion))
-		b = appendBytes(b, w.Before)
 		b = binary.AppendUvarint(b, uint64(w.AfterVersion))
 		b = appendBytes(b, w.After)
+		b = binary.AppendUvarint(b, uint64(w.BeforeVersion))
+		b = appendImage(b, w.Before, w.After)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ws.Counters)))
 	for _, c := range ws.Counters {
@@ -158,7 +164,8 @@ var errCorrupt = errors.New("corrupt write set")
 // DecodeWriteSet parses the output of Encode.
 func DecodeWriteSet(b []byte) (*WriteSet, error) {
 	d := decoder{b: b}
-	if d.byte() != writeSetFormat {
+	format := d.byte()
+	if format != writeSetFormat && format != writeSetFormatV1 {
 		return nil, errCorrupt
 	}
 	ws := &WriteSet{Mtime: d.varint()}
@@ -172,10 +179,17 @@ func DecodeWriteSet(b []byte) (*WriteSet, error) {
 		w.Table = string(d.bytes())
 		w.Key = d.bytes()
 		w.Op = Op(d.byte())
-		w.BeforeVersion = uint32(d.uvarint())
-		w.Before = d.bytes()
+		if format == writeSetFormatV1 {
+			w.BeforeVersion = uint32(d.uvarint())
+			w.Before = d.bytes()
+			w.AfterVersion = uint32(d.uvarint())
+			w.After = d.bytes()
+			continue
+		}
 		w.AfterVersion = uint32(d.uvarint())
 		w.After = d.bytes()
+		w.BeforeVersion = uint32(d.uvarint())
+		w.Before = d.image(w.After)
 	}
 	n = d.uvarint()
 	if n > uint64(len(b)) {
@@ -230,6 +244,30 @@ func MtimeOf(b []byte) int64 {
 	return d.varint()
 }
 
+// appendImage writes a pre-image as what it does not share with the
+// post-image: the lengths of their common prefix and of their common suffix
+// after it, and the bytes between. An update that changes one field of a
+// document writes about that field, not the document again (a YCSB update:
+// 120 bytes, not 1.1 KB, in the Raft log and again in the change log).
+// nil (no pre-image) is a zero.
+func appendImage(b, before, after []byte) []byte {
+	if before == nil {
+		return append(b, 0)
+	}
+	n := min(len(before), len(after))
+	prefix := 0
+	for prefix < n && before[prefix] == after[prefix] {
+		prefix++
+	}
+	suffix := 0
+	for suffix < n-prefix && before[len(before)-1-suffix] == after[len(after)-1-suffix] {
+		suffix++
+	}
+	b = binary.AppendUvarint(b, uint64(prefix)+1)
+	b = binary.AppendUvarint(b, uint64(suffix))
+	return appendBytes(b, before[prefix:len(before)-suffix])
+}
+
 // appendBytes writes a length-prefixed byte string; nil and empty differ
 // (length+1, 0 = nil) because a nil image means "absent".
 func appendBytes(b, v []byte) []byte {
@@ -280,6 +318,27 @@ func (d *decoder) varint() int64 {
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+// image reads what appendImage wrote against the post-image after.
+func (d *decoder) image(after []byte) []byte {
+	p := d.uvarint()
+	if p == 0 {
+		return nil
+	}
+	prefix, suffix := p-1, d.uvarint()
+	middle := d.bytes()
+	if middle == nil || prefix > uint64(len(after)) || suffix > uint64(len(after))-prefix {
+		d.fail()
+		return nil
+	}
+	if prefix == 0 && suffix == 0 {
+		return middle
+	}
+	v := make([]byte, 0, int(prefix)+len(middle)+int(suffix))
+	v = append(v, after[:prefix]...)
+	v = append(v, middle...)
+	return append(v, after[uint64(len(after))-suffix:]...)
 }
 
 func (d *decoder) bytes() []byte {

@@ -72,6 +72,9 @@ type Group struct {
 	// campaignUntil: this replica was chosen to replace a leader seen dead
 	// and campaigns on every tick until then while no leader is known.
 	campaignUntil uint64
+	// leaderTrunc is the highest log truncation a leader has told this
+	// replica of (see unneeded).
+	leaderTrunc uint64
 	// noVote: restarted empty by a rebuild (Host.StartRebuilt); grants no
 	// vote until it applies a configuration listing it (see mayVote).
 	noVote bool
@@ -276,6 +279,9 @@ func (g *Group) step(m inbound, now time.Time) {
 		return
 	}
 	h.dirty[g] = struct{}{}
+	if m.trunc > g.leaderTrunc {
+		g.leaderTrunc = m.trunc
+	}
 	switch {
 	case m.quiesce:
 		bs := g.rn.BasicStatus()
@@ -335,7 +341,7 @@ func (g *Group) maybeQuiesce() {
 		if !g.host.transport.alive(id) {
 			continue
 		}
-		g.host.transport.send(id, g.name(), true, &raftpb.Message{
+		g.host.transport.send(id, g.name(), true, g.st.trunc.Index, &raftpb.Message{
 			Type: raftpb.MsgHeartbeat.Enum(), To: new(id), From: new(self),
 			Term: new(term), Commit: new(commit),
 		})
@@ -635,8 +641,17 @@ func (g *Group) send(msgs []*raftpb.Message, now time.Time) {
 		if g.holdBack(m, now) {
 			continue
 		}
-		g.host.transport.send(m.GetTo(), g.name(), false, m)
+		g.host.transport.send(m.GetTo(), g.name(), false, g.truncHint(m), m)
 	}
+}
+
+// truncHint is what a leader's append or heartbeat tells the follower of
+// its log truncation (see unneeded); 0 for other messages.
+func (g *Group) truncHint(m *raftpb.Message) uint64 {
+	if t := m.GetType(); g.isLeader && (t == raftpb.MsgApp || t == raftpb.MsgHeartbeat) {
+		return g.st.trunc.Index
+	}
+	return 0
 }
 
 // afterReady updates leadership, reads and the published view once a
@@ -776,8 +791,11 @@ func (g *Group) truncateTo(b *storage.Batch, index uint64) bool {
 // log: the applied index, held back on a leader to the oldest entry a
 // follower on a live node still lacks, but never more than keep entries
 // below the applied index (a follower further behind gets a snapshot). A
-// follower keeps keep entries: it does not know what its peers lack, and
-// it may lead them after a failover.
+// follower does not know what its peers lack, and may lead them after a
+// failover: it truncates as far as a leader did (leaders tell in their
+// appends and heartbeats; every follower on a live node then had those
+// entries, and entries up to a leader's applied index are committed, so
+// nobody loses them), and keeps at most keep entries.
 func (g *Group) unneeded(keep uint64) uint64 {
 	a := g.st.applied.Index
 	floor := uint64(0)
@@ -785,7 +803,7 @@ func (g *Group) unneeded(keep uint64) uint64 {
 		floor = a - keep
 	}
 	if !g.isLeader {
-		return floor
+		return max(floor, min(a, g.leaderTrunc))
 	}
 	need := a
 	self := g.host.cfg.NodeID

@@ -136,7 +136,7 @@ func (g *Group) releaseHeld(now time.Time) {
 	held := g.held
 	g.held, g.holding = nil, false
 	for _, m := range held {
-		g.host.transport.send(m.GetTo(), g.name(), false, m)
+		g.host.transport.send(m.GetTo(), g.name(), false, g.truncHint(m), m)
 	}
 	if len(held) > 0 {
 		g.host.dirty[g] = struct{}{}

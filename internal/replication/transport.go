@@ -77,12 +77,14 @@ var snapshotChunk = 1 << 20
 type inbound struct {
 	group   string
 	quiesce bool
+	trunc   uint64 // the sending leader's log truncation (0: none given)
 	msg     *raftpb.Message
 }
 
 type outbound struct {
 	group   string
 	quiesce bool
+	trunc   uint64
 	data    []byte
 }
 
@@ -200,9 +202,10 @@ func (t *transport) lastHeard(id uint64) time.Time {
 	return time.Unix(0, p.lastHeard.Load())
 }
 
-// send queues m for node to. Called from the loop, which marshals (raft
-// messages must not be marshalled concurrently with appends).
-func (t *transport) send(to uint64, group string, quiesce bool, m *raftpb.Message) {
+// send queues m for node to, with the sending leader's log truncation
+// index (0: none). Called from the loop, which marshals (raft messages must
+// not be marshalled concurrently with appends).
+func (t *transport) send(to uint64, group string, quiesce bool, trunc uint64, m *raftpb.Message) {
 	p := t.peer(to)
 	if p == nil {
 		return
@@ -214,7 +217,7 @@ func (t *transport) send(to uint64, group string, quiesce bool, m *raftpb.Messag
 	}
 	p.mu.Lock()
 	if len(p.queue) < maxQueued {
-		p.queue = append(p.queue, outbound{group: group, quiesce: quiesce, data: data})
+		p.queue = append(p.queue, outbound{group: group, quiesce: quiesce, trunc: trunc, data: data})
 	}
 	p.mu.Unlock()
 	select {
@@ -426,7 +429,9 @@ func (p *peer) unreachable(q []outbound) {
 	p.t.host.reportUnreachable(p.id, groups)
 }
 
-// Batch frame: uvarint(from) uvarint(n) n × (bytes(group) flags bytes(message)).
+// Batch frame: uvarint(from) uvarint(n) n × (bytes(group) flags
+// [uvarint(trunc)] bytes(message)); flags: 1 quiesce, 2 a truncation index
+// follows.
 func encodeBatch(from uint64, msgs []outbound) []byte {
 	size := 20
 	for _, m := range msgs {
@@ -439,15 +444,26 @@ func encodeBatch(from uint64, msgs []outbound) []byte {
 		b = appendBytes(b, []byte(m.group))
 		flags := byte(0)
 		if m.quiesce {
-			flags = 1
+			flags |= flagQuiesce
+		}
+		if m.trunc > 0 {
+			flags |= flagTrunc
 		}
 		b = append(b, flags)
+		if m.trunc > 0 {
+			b = binary.AppendUvarint(b, m.trunc)
+		}
 		b = appendBytes(b, m.data)
 	}
 	return b
 }
 
 var errFrame = errors.New("corrupt replication frame")
+
+const (
+	flagQuiesce = 1 << iota
+	flagTrunc
+)
 
 func decodeBatch(b []byte) (uint64, []inbound, error) {
 	r := reader{b: b}
@@ -460,6 +476,10 @@ func decodeBatch(b []byte) (uint64, []inbound, error) {
 	for i := uint64(0); i < n; i++ {
 		group := string(r.bytes())
 		flags := r.byte()
+		var trunc uint64
+		if flags&flagTrunc != 0 {
+			trunc = r.uvarint()
+		}
 		data := r.bytes()
 		if r.err != nil {
 			return 0, nil, errFrame
@@ -468,7 +488,7 @@ func decodeBatch(b []byte) (uint64, []inbound, error) {
 		if err := proto.Unmarshal(data, m); err != nil {
 			return 0, nil, fmt.Errorf("%w: %v", errFrame, err)
 		}
-		out = append(out, inbound{group: group, quiesce: flags&1 != 0, msg: m})
+		out = append(out, inbound{group: group, quiesce: flags&flagQuiesce != 0, trunc: trunc, msg: m})
 	}
 	if r.err != nil || len(r.b) != 0 {
 		return 0, nil, errFrame

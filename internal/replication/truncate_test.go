@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // truncated returns node id's truncation index and applied index of p, as
@@ -41,7 +43,7 @@ func (c *cluster) writeN(lead uint64, p keys.Partition, from, n int, on ...uint6
 // a live node lacks (so a follower that keeps up leaves nothing behind, and
 // one that lags, its process paused, still catches up from the log), and
 // past a follower whose node is down (which then gets a snapshot). The
-// followers keep their logs: they do not know what their peers lack.
+// followers truncate as far as the leader told them, no further.
 func TestLeaderTruncatesWhatNoLiveFollowerLacks(t *testing.T) {
 	c := newConfiguredCluster(t, func(cfg *Config) {
 		cfg.LogRetain = 1 << 30
@@ -51,10 +53,6 @@ func TestLeaderTruncatesWhatNoLiveFollowerLacks(t *testing.T) {
 	c.startGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	others := othersThan(lead)
-	initial := map[uint64]uint64{}
-	for _, id := range others {
-		initial[id], _ = c.truncated(id, p)
-	}
 
 	c.writeN(lead, p, 0, 2*truncateMin, 1, 2, 3)
 	_, applied := c.truncated(lead, p)
@@ -63,9 +61,11 @@ func TestLeaderTruncatesWhatNoLiveFollowerLacks(t *testing.T) {
 		return trunc+truncateMin > applied // it truncates truncateMin at a time
 	})
 	for _, id := range others {
-		if trunc, _ := c.truncated(id, p); trunc != initial[id] {
-			t.Fatalf("follower %d truncated its log from %d to %d; followers keep theirs", id, initial[id], trunc)
-		}
+		waitFor(t, "a follower truncating as far as its leader", func() bool {
+			trunc, _ := c.truncated(id, p)
+			lt, _ := c.truncated(lead, p)
+			return trunc+truncateMin > lt
+		})
 	}
 
 	// A paused follower lags: the leader keeps what it lacks.
@@ -74,9 +74,11 @@ func TestLeaderTruncatesWhatNoLiveFollowerLacks(t *testing.T) {
 	unfreeze := c.freeze(lagging)
 	c.writeN(lead, p, 2*truncateMin, 2*truncateMin, lead, others[0])
 	time.Sleep(20 * c.host(lead).cfg.TickInterval)
-	if trunc, _ := c.truncated(lead, p); trunc > had {
-		unfreeze()
-		t.Fatalf("the leader truncated its log to %d while a live follower had only %d", trunc, had)
+	for _, id := range []uint64{lead, others[0]} {
+		if trunc, _ := c.truncated(id, p); trunc > had {
+			unfreeze()
+			t.Fatalf("node %d truncated its log to %d while a live follower had only %d", id, trunc, had)
+		}
 	}
 	unfreeze()
 	c.waitApplied(p, c.host(lead).Group(p).Applied().Sequence, 10*time.Second, lagging)
@@ -127,5 +129,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFrameCarriesQuiesceAndTruncation: a frame's flags and truncation
+// index come back with each message, and a cut frame is refused.
+func TestFrameCarriesQuiesceAndTruncation(t *testing.T) {
+	msg := func(i uint64) []byte {
+		b, err := proto.Marshal(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(i), From: new(uint64(9)), Term: new(uint64(3))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	out := []outbound{{group: "a", data: msg(1)}, {group: "b", quiesce: true, data: msg(2)}, {group: "c", trunc: 1 << 40, data: msg(3)}, {group: "d", quiesce: true, trunc: 5, data: msg(4)}}
+	frame := encodeBatch(9, out)
+	from, in, err := decodeBatch(frame)
+	if err != nil || from != 9 || len(in) != len(out) {
+		t.Fatalf("decoded from %d, %d messages, %v", from, len(in), err)
+	}
+	for i, m := range in {
+		if m.group != out[i].group || m.quiesce != out[i].quiesce || m.trunc != out[i].trunc || m.msg.GetTo() != uint64(i+1) {
+			t.Fatalf("message %d came back as %+v", i, m)
+		}
+	}
+	if _, _, err := decodeBatch(frame[:len(frame)-1]); err == nil {
+		t.Fatal("a cut frame decoded")
 	}
 }

@@ -789,12 +789,13 @@ func (g *Group) truncateTo(b *storage.Batch, index uint64) bool {
 
 // unneeded returns the index up to which no replica needs this replica's
 // log: the applied index, held back on a leader to the oldest entry a
-// follower on a live node still lacks, but never more than keep entries
-// below the applied index (a follower further behind gets a snapshot). A
+// follower still lacks, but never more than keep entries below the applied
+// index (a follower further behind gets a snapshot; a node down for a few
+// seconds catches up from the log). A
 // follower does not know what its peers lack, and may lead them after a
 // failover: it truncates as far as a leader did (leaders tell in their
-// appends and heartbeats; every follower on a live node then had those
-// entries, and entries up to a leader's applied index are committed, so
+// appends and heartbeats; every follower then had those entries, or was
+// keep entries behind, and entries up to a leader's applied index are committed, so
 // nobody loses them), and keeps at most keep entries.
 func (g *Group) unneeded(keep uint64) uint64 {
 	a := g.st.applied.Index
@@ -808,7 +809,7 @@ func (g *Group) unneeded(keep uint64) uint64 {
 	need := a
 	self := g.host.cfg.NodeID
 	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id != self && pr.Match < need && g.host.transport.alive(id) {
+		if id != self && pr.Match < need {
 			need = pr.Match
 		}
 	})

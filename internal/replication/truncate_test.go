@@ -38,15 +38,16 @@ func (c *cluster) writeN(lead uint64, p keys.Partition, from, n int, on ...uint6
 	c.waitApplied(p, scn, 10*time.Second, on...)
 }
 
-// TestLeaderTruncatesWhatNoLiveFollowerLacks: with the retention bound out
-// of reach, a leader truncates its log up to the oldest entry a follower on
-// a live node lacks (so a follower that keeps up leaves nothing behind, and
-// one that lags, its process paused, still catches up from the log), and
-// past a follower whose node is down (which then gets a snapshot). The
-// followers truncate as far as the leader told them, no further.
-func TestLeaderTruncatesWhatNoLiveFollowerLacks(t *testing.T) {
+// TestLeaderTruncatesWhatNoFollowerLacks: a leader truncates its log up to
+// the oldest entry a follower lacks (so a follower that keeps up leaves
+// nothing behind, and one that lags, its process paused, catches up from
+// the log), but keeps no more than LogRetain entries for a follower whose
+// node is down (which then gets a snapshot). The followers truncate as far
+// as the leader told them, no further.
+func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
+	const retain = 4 * truncateMin
 	c := newConfiguredCluster(t, func(cfg *Config) {
-		cfg.LogRetain = 1 << 30
+		cfg.LogRetain = retain
 		cfg.CompactInterval = time.Millisecond // every tick
 	}, 1, 2, 3)
 	p := testPartition(0)
@@ -86,14 +87,19 @@ func TestLeaderTruncatesWhatNoLiveFollowerLacks(t *testing.T) {
 		t.Fatalf("the paused follower needed %d snapshot(s); the log had its entries", n)
 	}
 
-	// A follower whose node is down holds nothing back.
+	// A follower whose node is down holds back LogRetain entries at most.
 	_, had = c.truncated(lagging, p)
 	c.stop(lagging)
-	c.writeN(lead, p, 4*truncateMin, 2*truncateMin, lead, others[0])
+	c.writeN(lead, p, 4*truncateMin, retain/2, lead, others[0])
+	time.Sleep(20 * c.host(lead).cfg.TickInterval)
+	if trunc, _ := c.truncated(lead, p); trunc > had {
+		t.Fatalf("the leader truncated its log to %d, %d entries after a down follower's %d", trunc, trunc-had, had)
+	}
+	c.writeN(lead, p, 4*truncateMin+retain/2, retain, lead, others[0])
 	_, applied = c.truncated(lead, p)
-	waitFor(t, "the leader truncating past a down follower", func() bool {
+	waitFor(t, "the leader truncating past a follower down for LogRetain entries", func() bool {
 		trunc, _ := c.truncated(lead, p)
-		return trunc > had && trunc+truncateMin > applied
+		return trunc > had && trunc+truncateMin > applied-retain
 	})
 	c.start(lagging)
 	c.startGroup(p, []uint64{1, 2, 3}, lagging)

@@ -582,6 +582,7 @@ func (g *Group) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns
 		}
 	}
 	if !changed {
+		b.Close()
 		return nil, after, false
 	}
 	after = g.supersedeBeyond(a.Index, a.Term, after)

@@ -510,6 +510,7 @@ func (h *Host) compact(keep uint64) {
 		}
 	}
 	if n == 0 {
+		b.Close()
 		return
 	}
 	if err := h.engine.Commit(b); err != nil {
@@ -582,6 +583,8 @@ func (h *Host) processReady() {
 			err, syncing = h.engine.Enqueue(b), b
 		case write:
 			err = h.engine.CommitNoSync(b)
+		default:
+			b.Close()
 		}
 		if err != nil {
 			// The log and the state machine can no longer be trusted to

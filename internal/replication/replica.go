@@ -467,6 +467,8 @@ func (g *Group) CompactLog(keep uint64) error {
 		b := h.engine.NewBatch()
 		if g.truncate(b, keep) {
 			err = h.engine.Commit(b)
+		} else {
+			b.Close()
 		}
 	})
 	if cerr != nil {

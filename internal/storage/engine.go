@@ -136,8 +136,12 @@ type Batch struct {
 	allRows bool
 }
 
-// NewBatch starts an empty batch.
+// NewBatch starts an empty batch. Commit, CommitNoSync and Enqueue/Wait
+// release it; a batch given up uncommitted is released with Close.
 func (e *Engine) NewBatch() *Batch { return &Batch{b: e.db.NewBatch(), e: e} }
+
+// Close releases a batch that will not be committed.
+func (b *Batch) Close() { _ = b.b.Close() }
 
 // Notify makes the batch wake, once it is committed and durable, whoever
 // waits on topic (Engine.Changed). Readers that tail data (the change

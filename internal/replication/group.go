@@ -75,6 +75,11 @@ type Group struct {
 	// leaderTrunc is the highest log truncation a leader has told this
 	// replica of (see unneeded).
 	leaderTrunc uint64
+	// released is the term in which this replica, leading, gave up its
+	// lease to transfer leadership; skipHold a term this replica may lead
+	// without holding its appends, its predecessor having done so (see
+	// lease.go).
+	released, skipHold uint64
 	// noVote: restarted empty by a rebuild (Host.StartRebuilt); grants no
 	// vote until it applies a configuration listing it (see mayVote).
 	noVote bool
@@ -282,6 +287,9 @@ func (g *Group) step(m inbound, now time.Time) {
 	if m.trunc > g.leaderTrunc {
 		g.leaderTrunc = m.trunc
 	}
+	if m.released && m.msg.GetType() == raftpb.MsgTimeoutNow {
+		g.skipHold = m.msg.GetTerm() + 1
+	}
 	switch {
 	case m.quiesce:
 		bs := g.rn.BasicStatus()
@@ -341,7 +349,7 @@ func (g *Group) maybeQuiesce() {
 		if !g.host.transport.alive(id) {
 			continue
 		}
-		g.host.transport.send(id, g.name(), true, g.st.trunc.Index, &raftpb.Message{
+		g.host.transport.send(id, g.name(), hints{quiesce: true, trunc: g.st.trunc.Index}, &raftpb.Message{
 			Type: raftpb.MsgHeartbeat.Enum(), To: new(id), From: new(self),
 			Term: new(term), Commit: new(commit),
 		})
@@ -642,17 +650,21 @@ func (g *Group) send(msgs []*raftpb.Message, now time.Time) {
 		if g.holdBack(m, now) {
 			continue
 		}
-		g.host.transport.send(m.GetTo(), g.name(), false, g.truncHint(m), m)
+		h := g.hints(m)
+		if m.GetType() == raftpb.MsgTimeoutNow {
+			h.released = g.renounceLease(now)
+		}
+		g.host.transport.send(m.GetTo(), g.name(), h, m)
 	}
 }
 
-// truncHint is what a leader's append or heartbeat tells the follower of
-// its log truncation (see unneeded); 0 for other messages.
-func (g *Group) truncHint(m *raftpb.Message) uint64 {
+// hints are what a leader's append or heartbeat tells the follower of its
+// log truncation (see unneeded).
+func (g *Group) hints(m *raftpb.Message) hints {
 	if t := m.GetType(); g.isLeader && (t == raftpb.MsgApp || t == raftpb.MsgHeartbeat) {
-		return g.st.trunc.Index
+		return hints{trunc: g.st.trunc.Index}
 	}
-	return 0
+	return hints{}
 }
 
 // afterReady updates leadership, reads and the published view once a

@@ -29,11 +29,16 @@ import (
 //
 // The fast failover is kept (a survivor campaigns as soon as the leader's
 // stream breaks: followers make no promise about their votes); a failover
-// or a leadership transfer costs hold, a fraction of a second, before the
-// new leader accepts writes and reads. Both clocks are monotonic; the
+// costs hold, a fraction of a second, before the new leader accepts writes
+// and reads. Both clocks are monotonic; the
 // margin covers their rates differing by up to 1/leaseDriftDivisor.
 // Heartbeats are not held, so the followers learn the new leader at once
 // and do not start another election meanwhile.
+//
+// A leadership transfer skips the hold: the leader gives its lease up
+// before it sends MsgTimeoutNow, and says so once no earlier lease can be
+// left (renounceLease); the transferee that wins the next term commits at
+// once.
 //
 // Under load the lease is renewed before it runs out: a read served under
 // a lease with less than half of it left asks the loop for a round (one at
@@ -80,7 +85,7 @@ func (g *Group) extendLease(rb *readBatch) {
 	if rb.renew {
 		g.renewing.Store(false)
 	}
-	if g.host.lease == 0 || !g.isLeader || rb.term != g.term {
+	if g.host.lease == 0 || !g.isLeader || rb.term != g.term || g.released == g.term {
 		return
 	}
 	if until := rb.at.Add(g.host.lease); until.After(g.leaseUntil) {
@@ -98,7 +103,7 @@ func (g *Group) leadership(leader bool, now time.Time) {
 	}
 	if leader && g.leaseTerm == 0 {
 		g.leaseTerm = g.term
-		if h := g.host; h.hold > 0 && !g.soleVoter() {
+		if h := g.host; h.hold > 0 && !g.soleVoter() && g.term != g.skipHold {
 			g.holdUntil, g.holding = now.Add(h.hold), true
 			// Released as soon as it ends, by the loop.
 			time.AfterFunc(time.Until(g.holdUntil), func() {
@@ -110,6 +115,22 @@ func (g *Group) leadership(leader bool, now time.Time) {
 			})
 		}
 	}
+}
+
+// renounceLease ends this leader's lease for good in its term, as it hands
+// leadership over (it sends MsgTimeoutNow), and reports whether no lease
+// at all is left: none of its own, none of an earlier term (its hold, which
+// outlasts them, is over). The transferee that wins the next term then need
+// not hold its appends: nobody can hold a lease it would violate, since a
+// leader of that term is the first leader after this one. A transferee that
+// wins a later term holds: another leader may have come between.
+func (g *Group) renounceLease(now time.Time) bool {
+	g.released = g.term
+	if !g.leaseUntil.IsZero() {
+		g.leaseUntil = time.Time{}
+		g.publish()
+	}
+	return g.isLeader && g.host.lease > 0 && !g.holding && !now.Before(g.holdUntil)
 }
 
 // holdBack keeps m back if it is an append of a leader still holding them.
@@ -136,7 +157,7 @@ func (g *Group) releaseHeld(now time.Time) {
 	held := g.held
 	g.held, g.holding = nil, false
 	for _, m := range held {
-		g.host.transport.send(m.GetTo(), g.name(), false, g.truncHint(m), m)
+		g.host.transport.send(m.GetTo(), g.name(), g.hints(m), m)
 	}
 	if len(held) > 0 {
 		g.host.dirty[g] = struct{}{}

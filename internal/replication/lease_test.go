@@ -156,3 +156,69 @@ func TestLeaseRenewsUnderSteadyReads(t *testing.T) {
 		t.Fatalf("lease reads %d, want %d", lease-leaseBefore, n)
 	}
 }
+
+// TestTransferHandsOverWithoutAHold: a leader that hands leadership over
+// gives up its lease first and tells the transferee, which then leads the
+// next term without holding its appends: nobody holds a lease it could
+// violate.
+func TestTransferHandsOverWithoutAHold(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	old := leasedLeader(t, c, p)
+	to := othersThan(old)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.host(old).Group(p).TransferLeadership(ctx, to); err != nil {
+		t.Fatal(err)
+	}
+	g := c.host(to).Group(p)
+	var term, skip uint64
+	var holdUntil time.Time
+	if err := c.host(to).call(func() { term, skip, holdUntil = g.term, g.skipHold, g.holdUntil }); err != nil {
+		t.Fatal(err)
+	}
+	if skip != term || !holdUntil.IsZero() {
+		t.Fatalf("the transferee leads term %d (may skip the hold in term %d) and held its appends until %v", term, skip, holdUntil)
+	}
+	if _, err := c.write(ctx, to, p, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTransferringLeaderServesNoLeaseReads: once a leader has sent
+// MsgTimeoutNow, its reads take quorum rounds, even while it still leads
+// because the transferee does not answer, and no round earns it a lease
+// again in that term: the transferee may lead at once.
+func TestTransferringLeaderServesNoLeaseReads(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	old := leasedLeader(t, c, p)
+	to := othersThan(old)[0]
+	unfreeze := c.freeze(to) // caught up, so raft sends it MsgTimeoutNow at once
+	defer unfreeze()
+	h := c.host(old)
+	g := h.Group(p)
+	if err := h.call(func() {
+		g.rn.TransferLeader(to)
+		h.dirty[g] = struct{}{}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the leader to give up its lease", func() bool {
+		var released, term uint64
+		_ = h.call(func() { released, term = g.released, g.term })
+		return released == term && term != 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leaseBefore, roundBefore, _ := h.Reads()
+	for range 5 {
+		if err := g.ReadIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, round, _ := h.Reads()
+	if lease != leaseBefore || round-roundBefore != 5 {
+		t.Fatalf("after giving up its lease the leader confirmed %d reads by lease, %d by a round; want 0 and 5", lease-leaseBefore, round-roundBefore)
+	}
+}

@@ -75,17 +75,26 @@ var snapshotChunk = 1 << 20
 
 // inbound is one received Raft message.
 type inbound struct {
-	group   string
-	quiesce bool
-	trunc   uint64 // the sending leader's log truncation (0: none given)
-	msg     *raftpb.Message
+	group string
+	hints
+	msg *raftpb.Message
 }
 
 type outbound struct {
-	group   string
+	group string
+	hints
+	data []byte
+}
+
+// hints are what a frame carries with a Raft message besides it.
+type hints struct {
+	// quiesce: a leader's last heartbeat before its group stops ticking.
 	quiesce bool
-	trunc   uint64
-	data    []byte
+	// trunc: the sending leader's log truncation index (0: none given).
+	trunc uint64
+	// released: a MsgTimeoutNow whose sender holds no lease and can earn
+	// none in its term, and no earlier lease is left (see lease.go).
+	released bool
 }
 
 type transport struct {
@@ -202,10 +211,10 @@ func (t *transport) lastHeard(id uint64) time.Time {
 	return time.Unix(0, p.lastHeard.Load())
 }
 
-// send queues m for node to, with the sending leader's log truncation
-// index (0: none). Called from the loop, which marshals (raft messages must
-// not be marshalled concurrently with appends).
-func (t *transport) send(to uint64, group string, quiesce bool, trunc uint64, m *raftpb.Message) {
+// send queues m for node to, with its hints. Called from the loop, which
+// marshals (raft messages must not be marshalled concurrently with
+// appends).
+func (t *transport) send(to uint64, group string, h hints, m *raftpb.Message) {
 	p := t.peer(to)
 	if p == nil {
 		return
@@ -217,7 +226,7 @@ func (t *transport) send(to uint64, group string, quiesce bool, trunc uint64, m 
 	}
 	p.mu.Lock()
 	if len(p.queue) < maxQueued {
-		p.queue = append(p.queue, outbound{group: group, quiesce: quiesce, trunc: trunc, data: data})
+		p.queue = append(p.queue, outbound{group: group, hints: h, data: data})
 	}
 	p.mu.Unlock()
 	select {
@@ -431,7 +440,7 @@ func (p *peer) unreachable(q []outbound) {
 
 // Batch frame: uvarint(from) uvarint(n) n × (bytes(group) flags
 // [uvarint(trunc)] bytes(message)); flags: 1 quiesce, 2 a truncation index
-// follows.
+// follows, 4 released.
 func encodeBatch(from uint64, msgs []outbound) []byte {
 	size := 20
 	for _, m := range msgs {
@@ -449,6 +458,9 @@ func encodeBatch(from uint64, msgs []outbound) []byte {
 		if m.trunc > 0 {
 			flags |= flagTrunc
 		}
+		if m.released {
+			flags |= flagReleased
+		}
 		b = append(b, flags)
 		if m.trunc > 0 {
 			b = binary.AppendUvarint(b, m.trunc)
@@ -463,6 +475,7 @@ var errFrame = errors.New("corrupt replication frame")
 const (
 	flagQuiesce = 1 << iota
 	flagTrunc
+	flagReleased
 )
 
 func decodeBatch(b []byte) (uint64, []inbound, error) {
@@ -488,7 +501,8 @@ func decodeBatch(b []byte) (uint64, []inbound, error) {
 		if err := proto.Unmarshal(data, m); err != nil {
 			return 0, nil, fmt.Errorf("%w: %v", errFrame, err)
 		}
-		out = append(out, inbound{group: group, quiesce: flags&flagQuiesce != 0, trunc: trunc, msg: m})
+		h := hints{quiesce: flags&flagQuiesce != 0, trunc: trunc, released: flags&flagReleased != 0}
+		out = append(out, inbound{group: group, hints: h, msg: m})
 	}
 	if r.err != nil || len(r.b) != 0 {
 		return 0, nil, errFrame

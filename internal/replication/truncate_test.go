@@ -138,9 +138,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestFrameCarriesQuiesceAndTruncation: a frame's flags and truncation
-// index come back with each message, and a cut frame is refused.
-func TestFrameCarriesQuiesceAndTruncation(t *testing.T) {
+// TestFrameCarriesHints: each message's hints (flags, truncation index)
+// come back with it, and a cut frame is refused.
+func TestFrameCarriesHints(t *testing.T) {
 	msg := func(i uint64) []byte {
 		b, err := proto.Marshal(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(i), From: new(uint64(9)), Term: new(uint64(3))})
 		if err != nil {
@@ -148,14 +148,16 @@ func TestFrameCarriesQuiesceAndTruncation(t *testing.T) {
 		}
 		return b
 	}
-	out := []outbound{{group: "a", data: msg(1)}, {group: "b", quiesce: true, data: msg(2)}, {group: "c", trunc: 1 << 40, data: msg(3)}, {group: "d", quiesce: true, trunc: 5, data: msg(4)}}
+	out := []outbound{{group: "a", data: msg(1)}, {group: "b", hints: hints{quiesce: true}, data: msg(2)},
+		{group: "c", hints: hints{trunc: 1 << 40}, data: msg(3)}, {group: "d", hints: hints{quiesce: true, trunc: 5, released: true}, data: msg(4)},
+		{group: "e", hints: hints{released: true}, data: msg(5)}}
 	frame := encodeBatch(9, out)
 	from, in, err := decodeBatch(frame)
 	if err != nil || from != 9 || len(in) != len(out) {
 		t.Fatalf("decoded from %d, %d messages, %v", from, len(in), err)
 	}
 	for i, m := range in {
-		if m.group != out[i].group || m.quiesce != out[i].quiesce || m.trunc != out[i].trunc || m.msg.GetTo() != uint64(i+1) {
+		if m.group != out[i].group || m.hints != out[i].hints || m.msg.GetTo() != uint64(i+1) {
 			t.Fatalf("message %d came back as %+v", i, m)
 		}
 	}

@@ -61,11 +61,14 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 		trunc, _ := c.truncated(lead, p)
 		return trunc+truncateMin > applied // it truncates truncateMin at a time
 	})
+	// The hint rides on appends and heartbeats; a group that went quiet
+	// before its leader truncated tells its followers with the next write.
+	leaderTrunc, _ := c.truncated(lead, p)
+	c.writeN(lead, p, 2*truncateMin, 1, 1, 2, 3)
 	for _, id := range others {
 		waitFor(t, "a follower truncating as far as its leader", func() bool {
 			trunc, _ := c.truncated(id, p)
-			lt, _ := c.truncated(lead, p)
-			return trunc+truncateMin > lt
+			return trunc >= leaderTrunc
 		})
 	}
 

@@ -349,10 +349,13 @@ func (g *Group) maybeQuiesce() {
 		if !g.host.transport.alive(id) {
 			continue
 		}
-		g.host.transport.send(id, g.name(), hints{quiesce: true, trunc: g.st.trunc.Index}, &raftpb.Message{
+		m := &raftpb.Message{
 			Type: raftpb.MsgHeartbeat.Enum(), To: new(id), From: new(self),
 			Term: new(term), Commit: new(commit),
-		})
+		}
+		h := g.hints(m)
+		h.quiesce = true
+		g.host.transport.send(id, g.name(), h, m)
 	}
 	g.quiesce()
 }
@@ -804,12 +807,12 @@ func (g *Group) truncateTo(b *storage.Batch, index uint64) bool {
 // log: the applied index, held back on a leader to the oldest entry a
 // follower still lacks, but never more than keep entries below the applied
 // index (a follower further behind gets a snapshot; a node down for a few
-// seconds catches up from the log). A
-// follower does not know what its peers lack, and may lead them after a
-// failover: it truncates as far as a leader did (leaders tell in their
-// appends and heartbeats; every follower then had those entries, or was
-// keep entries behind, and entries up to a leader's applied index are committed, so
-// nobody loses them), and keeps at most keep entries.
+// seconds catches up from the log). A follower does not know what its
+// peers lack, and may lead them after a failover: it truncates as far as a
+// leader did (leaders tell in their appends and heartbeats; every follower
+// then had those entries, or was keep entries behind, and entries up to a
+// leader's applied index are committed, so nobody loses them), and keeps
+// at most keep entries.
 func (g *Group) unneeded(keep uint64) uint64 {
 	a := g.st.applied.Index
 	floor := uint64(0)

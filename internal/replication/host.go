@@ -57,8 +57,8 @@ type Config struct {
 	// log at most for followers that lag (default 10,000): a follower that
 	// needs older entries gets a snapshot. Every CompactInterval (default
 	// 1s) each log is truncated to what no replica needs (Group.unneeded):
-	// on a leader, the oldest entry a follower on a live node lacks; on a
-	// follower, LogRetain entries below its applied index.
+	// on a leader, up to the oldest entry a follower lacks; on a follower,
+	// as far as its leader truncated.
 	LogRetain       uint64
 	CompactInterval time.Duration
 

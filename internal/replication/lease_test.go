@@ -204,7 +204,7 @@ func TestTransferringLeaderServesNoLeaseReads(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the leader to give up its lease", func() bool {
+	eventually(t, "the leader to give up its lease", func() bool {
 		var released, term uint64
 		_ = h.call(func() { released, term = g.released, g.term })
 		return released == term && term != 0

@@ -57,7 +57,7 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 
 	c.writeN(lead, p, 0, 2*truncateMin, 1, 2, 3)
 	_, applied := c.truncated(lead, p)
-	waitFor(t, "the leader truncating what every follower has", func() bool {
+	eventually(t, "the leader truncating what every follower has", func() bool {
 		trunc, _ := c.truncated(lead, p)
 		return trunc+truncateMin > applied // it truncates truncateMin at a time
 	})
@@ -66,7 +66,7 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 	leaderTrunc, _ := c.truncated(lead, p)
 	c.writeN(lead, p, 2*truncateMin, 1, 1, 2, 3)
 	for _, id := range others {
-		waitFor(t, "a follower truncating as far as its leader", func() bool {
+		eventually(t, "a follower truncating as far as its leader", func() bool {
 			trunc, _ := c.truncated(id, p)
 			return trunc >= leaderTrunc
 		})
@@ -100,7 +100,7 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 	}
 	c.writeN(lead, p, 4*truncateMin+retain/2, retain, lead, others[0])
 	_, applied = c.truncated(lead, p)
-	waitFor(t, "the leader truncating past a follower down for LogRetain entries", func() bool {
+	eventually(t, "the leader truncating past a follower down for LogRetain entries", func() bool {
 		trunc, _ := c.truncated(lead, p)
 		return trunc > had && trunc+truncateMin > applied-retain
 	})
@@ -124,13 +124,14 @@ func TestSoleVoterKeepsNoLog(t *testing.T) {
 	c.leader(p, 5*time.Second)
 	c.writeN(1, p, 0, truncateMin, 1)
 	_, applied := c.truncated(1, p)
-	waitFor(t, "the sole voter truncating its log", func() bool {
+	eventually(t, "the sole voter truncating its log", func() bool {
 		trunc, _ := c.truncated(1, p)
 		return trunc+truncateMin > applied && trunc > 0
 	})
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// eventually waits up to 10 s for cond, failing the test with what.
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

@@ -10,12 +10,13 @@ import (
 	"iter"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/http1"
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
@@ -90,7 +91,7 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	listener net.Listener
-	http     *http.Server
+	http     *http1.Server
 
 	etcd    *embedetcd.Server
 	client  *clientv3.Client
@@ -167,11 +168,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	n.listener = ln
-	n.http = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second}
+	n.http = http1.New(n.api, n.log)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
 	}()

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/http1"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,7 +43,7 @@ type RouterConfig struct {
 type Router struct {
 	log      *slog.Logger
 	listener net.Listener
-	http     *http.Server
+	http     *http1.Server
 	client   *clientv3.Client
 	catalog  *catalog.Catalog
 	view     *membership.View
@@ -73,11 +74,11 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	rt.listener = ln
-	rt.http = &http.Server{Handler: rt.api, ReadHeaderTimeout: 10 * time.Second}
+	rt.http = http1.New(rt.api, rt.log)
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
-		if err := rt.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := rt.http.Serve(ln); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			rt.log.Error("http server stopped", "err", err)
 		}
 	}()

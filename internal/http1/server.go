@@ -1,0 +1,716 @@
+// Package http1 serves the document API over HTTP/1.1 with less work per
+// request than net/http, and hands every connection it does not serve in
+// full to a net/http server.
+//
+// A connection's requests are read into one buffer per connection; a
+// request is served here when it is plain: HTTP/1.1, a method of the API,
+// an origin-form target outside /_ (the administrative and streaming
+// routes), a Host header, no Transfer-Encoding, Expect or Upgrade, a
+// header block of at most MaxHeaderBytes. The answer is built in a second
+// buffer and leaves in one write (unless the handler streams more than
+// StreamAfter bytes or flushes). What net/http spends per request beyond
+// that, and this server does not, is a goroutine's background read to
+// notice a client that disconnects (this server notices at the next read
+// or write: no request's context is cancelled by a disconnect), the
+// header snapshot at WriteHeader, a bufio reader and writer per request,
+// and a context per request.
+//
+// The first request that is not plain, and everything after it on its
+// connection, goes to net/http (Fallback), bytes already read included:
+// anything unusual or malformed is answered there, as before.
+package http1
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves HTTP/1.1 connections.
+type Server struct {
+	// Handler answers the requests served here; Fallback's Handler
+	// answers the others.
+	Handler http.Handler
+	// Fallback is the net/http server given the connections this one
+	// hands over. Its Handler is normally the same as Handler.
+	Fallback *http.Server
+	// ReadHeaderTimeout bounds how long a request's header may take to
+	// arrive once its first byte has (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle that long (0: never,
+	// as net/http's default).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes: a request whose header block is longer is handed
+	// over (default 64 KiB; net/http then applies its own limit).
+	MaxHeaderBytes int
+	// StreamAfter: an answer longer than this is sent as it is written
+	// (chunked, or as declared by the handler's Content-Length) rather
+	// than whole (default 256 KiB).
+	StreamAfter int
+	Logger      *slog.Logger
+
+	handoff   *listener
+	fallback  sync.Once
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	reaping   bool
+	closing   atomic.Bool
+	done      chan struct{} // closed when the server shuts down
+	connsWG   sync.WaitGroup
+}
+
+// New returns a server answering with h, plain requests here and the
+// others through a net/http server with the same handler and header
+// timeout.
+func New(h http.Handler, logger *slog.Logger) *Server {
+	const headerTimeout = 10 * time.Second
+	return &Server{
+		Handler: h, ReadHeaderTimeout: headerTimeout, Logger: logger,
+		Fallback: &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout},
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = http.ErrServerClosed
+
+func (s *Server) init() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listeners == nil {
+		s.listeners = map[net.Listener]struct{}{}
+		s.conns = map[*conn]struct{}{}
+		s.done = make(chan struct{})
+	}
+	if s.ReadHeaderTimeout <= 0 {
+		s.ReadHeaderTimeout = 10 * time.Second
+	}
+	if s.MaxHeaderBytes <= 0 {
+		s.MaxHeaderBytes = 64 << 10
+	}
+	if s.StreamAfter <= 0 {
+		s.StreamAfter = 256 << 10
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+}
+
+// Serve accepts connections on ln until Shutdown or Close, and always
+// returns a non-nil error (ErrServerClosed after those).
+func (s *Server) Serve(ln net.Listener) error {
+	s.init()
+	s.fallback.Do(func() {
+		s.handoff = newListener(ln.Addr())
+		go func() {
+			if err := s.Fallback.Serve(s.handoff); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.Logger.Error("http fallback server stopped", "err", err)
+			}
+		}()
+	})
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	if !s.reaping {
+		s.reaping = true
+		go s.reap()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		rwc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
+		s.mu.Lock()
+		if s.closing.Load() {
+			s.mu.Unlock()
+			rwc.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.connsWG.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, closes idle connections, lets every request
+// under way finish (its connection closes after the answer), and shuts
+// the fallback server down; it returns when all are done or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.stop()
+	finished := make(chan struct{})
+	go func() { s.connsWG.Wait(); close(finished) }()
+	var fbErr error
+	if s.handoff != nil {
+		fbErr = s.Fallback.Shutdown(ctx)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.closeIdle()
+		select {
+		case <-finished:
+			return fbErr
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	s.init()
+	s.stop()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.rwc.Close()
+	}
+	s.mu.Unlock()
+	if s.handoff != nil {
+		return s.Fallback.Close()
+	}
+	return nil
+}
+
+func (s *Server) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Swap(true) {
+		return
+	}
+	close(s.done)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	if s.handoff != nil {
+		s.handoff.Close()
+	}
+}
+
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.state.Load() == stateIdle {
+			c.rwc.Close()
+		}
+	}
+}
+
+// reap closes connections whose request header has been arriving for
+// longer than ReadHeaderTimeout, or idle for longer than IdleTimeout: a
+// sweep every second instead of a deadline per request.
+func (s *Server) reap() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		s.mu.Lock()
+		for c := range s.conns {
+			since := c.since.Load()
+			switch c.state.Load() {
+			case stateHeader:
+				if now-since > int64(s.ReadHeaderTimeout) {
+					c.rwc.Close()
+				}
+			case stateIdle:
+				if s.IdleTimeout > 0 && since != 0 && now-since > int64(s.IdleTimeout) {
+					c.rwc.Close()
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+const (
+	stateIdle   = iota // waiting for a request's first byte
+	stateHeader        // a request's header has begun to arrive
+	stateActive        // a request is being served
+)
+
+// conn is one client connection served here.
+type conn struct {
+	s      *Server
+	rwc    net.Conn
+	remote string
+	state  atomic.Int32
+	since  atomic.Int64 // unix ns: when the state began (idle: 0 until the first answer)
+
+	in       []byte // in[pos:lim] is read and not yet consumed
+	pos, lim int
+	// Reused by each request in turn (a handler must not keep its
+	// ResponseWriter or the Header map once it returns, as with
+	// net/http).
+	resp   response
+	header http.Header
+	body   []byte // the answer's body, as the handler writes it
+	out    []byte // the answer as sent: header, then body
+}
+
+// errHandOff: the request is not plain; net/http takes the connection.
+var errHandOff = errors.New("hand off")
+
+func (c *conn) serve() {
+	handedOff := false
+	defer func() {
+		if v := recover(); v != nil {
+			c.s.Logger.Error("http connection panic", "remote", c.remote, "panic", v)
+		}
+		if !handedOff {
+			c.rwc.Close()
+		}
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+		c.s.connsWG.Done()
+	}()
+	c.in = make([]byte, 4096)
+	for {
+		if c.s.closing.Load() && c.pos == c.lim {
+			return
+		}
+		req, err := c.readRequest()
+		if err == errHandOff {
+			handedOff = c.s.handoff.give(&prefixConn{Conn: c.rwc, prefix: c.in[c.pos:c.lim]})
+			return
+		}
+		if err != nil {
+			return
+		}
+		c.state.Store(stateActive)
+		keep := c.serveRequest(req)
+		c.since.Store(time.Now().UnixNano())
+		c.state.Store(stateIdle)
+		if !keep {
+			return
+		}
+	}
+}
+
+// fill reads more bytes into c.in after c.lim, moving the unread bytes to
+// the front and growing the buffer (up to max) when it is full.
+func (c *conn) fill(max int) error {
+	if c.pos > 0 {
+		n := copy(c.in, c.in[c.pos:c.lim])
+		c.pos, c.lim = 0, n
+	}
+	if c.lim == len(c.in) {
+		if len(c.in) >= max {
+			return errHandOff
+		}
+		grown := make([]byte, min(2*len(c.in), max))
+		copy(grown, c.in[:c.lim])
+		c.in = grown
+	}
+	n, err := c.rwc.Read(c.in[c.lim:])
+	c.lim += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
+
+// readRequest reads and parses the next request's header. It returns
+// errHandOff, with nothing consumed, for a request net/http must answer.
+func (c *conn) readRequest() (*http.Request, error) {
+	end := -1
+	for {
+		if i := bytes.Index(c.in[c.pos:c.lim], crlfcrlf); i >= 0 {
+			end = c.pos + i
+			break
+		}
+		if c.lim > c.pos {
+			// Part of a header: the read timeout runs from here (a
+			// whole request usually arrives in one read, so this is
+			// rare).
+			if c.state.Load() != stateHeader {
+				c.since.Store(time.Now().UnixNano())
+				c.state.Store(stateHeader)
+			}
+			if bytes.Contains(c.in[c.pos:c.lim], []byte("\n\n")) || bytes.Contains(c.in[c.pos:c.lim], []byte("\n\r\n")) {
+				return nil, errHandOff // bare LF line ends: net/http's to judge
+			}
+		}
+		if err := c.fill(c.s.MaxHeaderBytes); err != nil {
+			if err == errHandOff && c.lim > c.pos {
+				return nil, errHandOff
+			}
+			return nil, err
+		}
+	}
+	head := c.in[c.pos:end]
+	nl := bytes.Index(head, []byte("\r\n"))
+	if nl < 0 {
+		nl = len(head)
+	}
+	line := head[:nl]
+	sp1 := bytes.IndexByte(line, ' ')
+	if sp1 < 0 {
+		return nil, errHandOff
+	}
+	method := knownMethod(line[:sp1])
+	rest := line[sp1+1:]
+	sp2 := bytes.IndexByte(rest, ' ')
+	if method == "" || sp2 <= 0 || string(rest[sp2+1:]) != "HTTP/1.1" {
+		return nil, errHandOff
+	}
+	target := rest[:sp2]
+	if target[0] != '/' || (len(target) > 1 && target[1] == '_') {
+		return nil, errHandOff
+	}
+	for _, b := range target {
+		if b <= ' ' || b >= 0x7f {
+			return nil, errHandOff
+		}
+	}
+
+	// Headers: one string holds the whole block; names and values are
+	// slices of it.
+	var block string
+	if nl < len(head) {
+		block = string(head[nl+2:])
+	}
+	n := 0
+	for i := 0; i < len(block); i++ {
+		if block[i] == '\n' {
+			n++
+		}
+	}
+	h := make(http.Header, n+1)
+	values := make([]string, n+1)
+	var host string
+	var hasHost, closeAfter bool
+	contentLength := int64(0)
+	hasLength := false
+	for len(block) > 0 {
+		var l string
+		if i := indexCRLF(block); i >= 0 {
+			l, block = block[:i], block[i+2:]
+		} else {
+			l, block = block, ""
+		}
+		colon := -1
+		for i := 0; i < len(l); i++ {
+			if l[i] == ':' {
+				colon = i
+				break
+			}
+			if !isTokenByte(l[i]) {
+				return nil, errHandOff // obs-fold, space before the colon, bad name
+			}
+		}
+		if colon <= 0 {
+			return nil, errHandOff
+		}
+		v := trimOWS(l[colon+1:])
+		for i := 0; i < len(v); i++ {
+			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+				return nil, errHandOff
+			}
+		}
+		name := textproto.CanonicalMIMEHeaderKey(l[:colon])
+		switch name {
+		case "Host":
+			if hasHost {
+				return nil, errHandOff
+			}
+			host, hasHost = v, true
+		case "Content-Length":
+			if hasLength || v == "" || len(v) > 18 {
+				return nil, errHandOff
+			}
+			for i := 0; i < len(v); i++ {
+				if v[i] < '0' || v[i] > '9' {
+					return nil, errHandOff
+				}
+			}
+			contentLength, _ = strconv.ParseInt(v, 10, 64)
+			hasLength = true
+		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
+			return nil, errHandOff
+		case "Connection":
+			if hasToken(v, "close") {
+				closeAfter = true
+			} else if hasToken(v, "upgrade") {
+				return nil, errHandOff
+			}
+		}
+		values[0] = v
+		if old, ok := h[name]; ok {
+			h[name] = append(old, v)
+		} else {
+			h[name] = values[:1:1]
+		}
+		values = values[1:]
+	}
+	if !hasHost {
+		return nil, errHandOff
+	}
+	raw := string(target)
+	u, err := url.ParseRequestURI(raw)
+	if err != nil {
+		return nil, errHandOff
+	}
+	c.pos = end + 4
+	req := &http.Request{
+		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Host: host, RemoteAddr: c.remote, RequestURI: raw,
+		ContentLength: contentLength, Close: closeAfter, Body: http.NoBody,
+	}
+	if contentLength > 0 {
+		req.Body = &body{c: c, left: contentLength}
+	}
+	return req, nil
+}
+
+// knownMethod returns the method as a constant string (no allocation),
+// or "" for a method the API does not serve.
+func knownMethod(b []byte) string {
+	switch string(b) {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodDelete:
+		return http.MethodDelete
+	}
+	return ""
+}
+
+func indexCRLF(s string) int {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '\r' && s[i+1] == '\n' {
+			return i
+		}
+	}
+	return -1
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// hasToken reports whether the comma-separated list v holds token, in any
+// case.
+func hasToken(v, token string) bool {
+	for len(v) > 0 {
+		var item string
+		if i := indexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			item, v = v, ""
+		}
+		if equalFold(trimOWS(item), token) {
+			return true
+		}
+	}
+	return false
+}
+
+func indexByte(s string, b byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == b {
+			return i
+		}
+	}
+	return -1
+}
+
+func equalFold(a, lower string) bool {
+	if len(a) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		b := a[i]
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// isTokenByte: RFC 9110 tchar.
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return b < 0x80 && indexByte("!#$%&'*+-.^_`|~", b) >= 0
+}
+
+// body reads a request body of known length from the connection's
+// buffer, then from the connection.
+type body struct {
+	c    *conn
+	left int64
+	err  error
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	c := b.c
+	if c.pos == c.lim {
+		if int64(len(p)) >= b.left || len(p) >= len(c.in) {
+			// Large reads go straight into p.
+			n, err := c.rwc.Read(p[:min(int64(len(p)), b.left)])
+			b.left -= int64(n)
+			if err == io.EOF && b.left > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil && n == 0 {
+				b.err = err
+				return 0, err
+			}
+			return n, nil
+		}
+		c.pos, c.lim = 0, 0
+		if err := c.fill(len(c.in)); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			b.err = err
+			return 0, err
+		}
+	}
+	n := copy(p[:min(int64(len(p)), b.left)], c.in[c.pos:c.lim])
+	c.pos += n
+	b.left -= int64(n)
+	return n, nil
+}
+
+func (b *body) Close() error { return nil }
+
+// discard consumes what the handler left of the body: at most 256 KiB,
+// as net/http; it reports whether the connection can take another
+// request.
+func (b *body) discard() bool {
+	if b.err != nil {
+		return false
+	}
+	if b.left == 0 {
+		return true
+	}
+	if b.left > 256<<10 {
+		return false
+	}
+	_, err := io.Copy(io.Discard, b)
+	return err == nil && b.left == 0
+}
+
+// prefixConn is a connection handed to net/http with the bytes already
+// read from it.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// listener gives net/http the connections handed over.
+type listener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newListener(addr net.Addr) *listener {
+	return &listener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *listener) give(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *listener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *listener) Addr() net.Addr { return l.addr }

@@ -1,0 +1,451 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// via names who served a request: net/http puts its server in the
+// request's context, this server does not.
+func via(r *http.Request) string {
+	if r.Context().Value(http.ServerContextKey) != nil {
+		return "net/http"
+	}
+	return "http1"
+}
+
+// start serves h on a loopback listener and returns its address.
+func start(t *testing.T, h http.Handler, tune func(*Server)) (string, *Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(h, nil)
+	if tune != nil {
+		tune(s)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != ErrServerClosed {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return ln.Addr().String(), s
+}
+
+// echo answers "<server> <method> <path> <body>".
+var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "text/plain")
+	fmt.Fprintf(w, "%s %s %s %s", via(r), r.Method, r.URL.Path, b)
+})
+
+// exchange writes raw on a new connection and reads n answers.
+func exchange(t *testing.T, addr, raw string, n int) ([]*http.Response, []string, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var resps []*http.Response
+	var bodies []string
+	for i := 0; i < n; i++ {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if resp.StatusCode == http.StatusContinue {
+			i--
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("answer %d body: %v", i, err)
+		}
+		resps = append(resps, resp)
+		bodies = append(bodies, string(b))
+	}
+	return resps, bodies, c
+}
+
+func TestPlainRequestsAreServedHereOnOneConnection(t *testing.T) {
+	addr, _ := start(t, echo, nil)
+	raw := "GET /db/t/a HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"PUT /db/t/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello" +
+		"DELETE /db/t/c?x=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+	resps, bodies, _ := exchange(t, addr, raw, 3)
+	want := []string{"http1 GET /db/t/a ", "http1 PUT /db/t/b hello", "http1 DELETE /db/t/c "}
+	for i, w := range want {
+		if bodies[i] != w {
+			t.Errorf("answer %d = %q, want %q", i, bodies[i], w)
+		}
+		if resps[i].StatusCode != 200 || resps[i].ContentLength != int64(len(w)) || resps[i].Header.Get("Date") == "" {
+			t.Errorf("answer %d: status %d, length %d, Date %q", i, resps[i].StatusCode, resps[i].ContentLength, resps[i].Header.Get("Date"))
+		}
+	}
+}
+
+func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
+	addr, _ := start(t, echo, nil)
+	for name, tc := range map[string]struct {
+		raw  string
+		want []string
+	}{
+		"chunked body after a plain request": {
+			"GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n" +
+				"POST /db/b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
+				"GET /db/c HTTP/1.1\r\nHost: x\r\n\r\n",
+			[]string{"http1 GET /db/a ", "net/http POST /db/b abc", "net/http GET /db/c "},
+		},
+		"administrative path": {
+			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
+			[]string{"net/http GET /_cluster ", "net/http GET /db/a "},
+		},
+		"HTTP/1.0": {"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n", []string{"net/http GET /db/a "}},
+		"Expect":   {"PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", []string{"net/http PUT /db/a hi"}},
+		"OPTIONS":  {"OPTIONS /db/a HTTP/1.1\r\nHost: x\r\n\r\n", []string{"net/http OPTIONS /db/a "}},
+		"bare LF":  {"GET /db/a HTTP/1.1\nHost: x\n\n", []string{"net/http GET /db/a "}},
+		"folded":   {"GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", []string{"net/http GET /db/a "}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, bodies, _ := exchange(t, addr, tc.raw, len(tc.want))
+			for i, w := range tc.want {
+				if bodies[i] != w {
+					t.Errorf("answer %d = %q, want %q", i, bodies[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestMalformedRequestsGetNetHTTPsAnswer(t *testing.T) {
+	addr, _ := start(t, echo, nil)
+	for name, raw := range map[string]string{
+		"no Host":             "GET /db/a HTTP/1.1\r\n\r\n",
+		"space before colon":  "GET /db/a HTTP/1.1\r\nHost : x\r\n\r\n",
+		"two lengths":         "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+		"bad length":          "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\na",
+		"bad percent-escape":  "GET /db/%zz HTTP/1.1\r\nHost: x\r\n\r\n",
+		"control in a value":  "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n",
+		"nul in request line": "GET /db/\x00 HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			resps, _, _ := exchange(t, addr, raw, 1)
+			if resps[0].StatusCode != http.StatusBadRequest {
+				t.Errorf("status %d, want 400 from net/http", resps[0].StatusCode)
+			}
+		})
+	}
+}
+
+func TestBodyArrivingInPiecesAndBodiesLeftUnread(t *testing.T) {
+	ignore := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/read" {
+			echo(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent) // the body is left unread
+	})
+	addr, _ := start(t, ignore, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhel")
+	time.Sleep(50 * time.Millisecond)
+	io.WriteString(c, "lo worl")
+	io.WriteString(c, "dPOST /skip HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /read HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	for i, want := range []string{"http1 POST /read hello world", "", "http1 GET /read "} {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != want {
+			t.Errorf("answer %d = %q, want %q", i, b, want)
+		}
+		if i == 1 && (resp.StatusCode != 204 || resp.Header.Get("Content-Length") != "") {
+			t.Errorf("204: status %d, Content-Length %q", resp.StatusCode, resp.Header.Get("Content-Length"))
+		}
+	}
+}
+
+func TestConnectionCloseIsHonoured(t *testing.T) {
+	addr, _ := start(t, echo, nil)
+	resps, _, c := exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
+	if !resps[0].Close {
+		t.Error("answer lacks Connection: close")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("read after the answer: %d, %v; want EOF", n, err)
+	}
+
+	closing := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "bye")
+	})
+	addr, _ = start(t, closing, nil)
+	resps, _, c = exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 1)
+	if !resps[0].Close {
+		t.Error("handler's Connection: close not sent")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("connection open after a handler's Connection: close: %v", err)
+	}
+}
+
+func TestAnswerShapes(t *testing.T) {
+	big := strings.Repeat("x", 3000)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/sniff":
+			io.WriteString(w, "<html><body>hi</body></html>")
+		case "/stream":
+			for i := 0; i < 10; i++ {
+				io.WriteString(w, big)
+			}
+		case "/stream-length":
+			w.Header().Set("Content-Length", fmt.Sprint(10*len(big)))
+			for i := 0; i < 10; i++ {
+				io.WriteString(w, big)
+			}
+		case "/flush":
+			io.WriteString(w, "a")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "b")
+		case "/split":
+			w.Header().Set("X-Evil", "a\r\nSet-Cookie: x=1")
+			w.WriteHeader(http.StatusCreated)
+		case "/not-modified":
+			w.WriteHeader(http.StatusNotModified)
+		}
+	})
+	addr, _ := start(t, h, func(s *Server) { s.StreamAfter = 4096 })
+	raw := "GET /sniff HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /stream-length HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /flush HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /split HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /not-modified HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"HEAD /sniff HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /sniff HTTP/1.1\r\nHost: x\r\n\r\n"
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, raw)
+	br := bufio.NewReader(c)
+	read := func(method string) (*http.Response, string) {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	if resp, b := read("GET"); resp.Header.Get("Content-Type") != "text/html; charset=utf-8" || b != "<html><body>hi</body></html>" {
+		t.Errorf("sniffed: %q %q", resp.Header.Get("Content-Type"), b)
+	}
+	if resp, b := read("GET"); len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" || b != strings.Repeat(big, 10) {
+		t.Errorf("streamed: encoding %v, %d bytes", resp.TransferEncoding, len(b))
+	}
+	if resp, b := read("GET"); resp.ContentLength != int64(10*len(big)) || len(resp.TransferEncoding) != 0 || b != strings.Repeat(big, 10) {
+		t.Errorf("streamed with a length: length %d, encoding %v, %d bytes", resp.ContentLength, resp.TransferEncoding, len(b))
+	}
+	if resp, b := read("GET"); b != "ab" || len(resp.TransferEncoding) != 1 {
+		t.Errorf("flushed: %q, encoding %v", b, resp.TransferEncoding)
+	}
+	if resp, _ := read("GET"); resp.StatusCode != 201 || resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("X-Evil") != "a  Set-Cookie: x=1" {
+		t.Errorf("a line break in a value split the answer: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, b := read("GET"); resp.StatusCode != 304 || b != "" || resp.Header.Get("Content-Length") != "" {
+		t.Errorf("304: %d %q %q", resp.StatusCode, b, resp.Header.Get("Content-Length"))
+	}
+	if resp, b := read("HEAD"); resp.ContentLength != int64(len("<html><body>hi</body></html>")) || b != "" {
+		t.Errorf("HEAD: length %d, body %q", resp.ContentLength, b)
+	}
+	if _, b := read("GET"); b != "<html><body>hi</body></html>" {
+		t.Errorf("after HEAD: %q (a HEAD answer's body was sent)", b)
+	}
+}
+
+func TestSlowHeaderIsCutAfterTheTimeout(t *testing.T) {
+	addr, _ := start(t, echo, func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /db/a HTTP/1.1\r\nHo")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a header left unfinished: %v, want the connection closed", err)
+	}
+}
+
+func TestShutdownWaitsForRequestsUnderWay(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var answered atomic.Bool
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+			answered.Store(true)
+		}
+		io.WriteString(w, "ok")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(h, nil)
+	go s.Serve(ln)
+	addr := ln.Addr().String()
+	idle, _, _ := func() ([]*http.Response, []string, net.Conn) { return exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 1) }()
+	_ = idle
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a request under way", err)
+	default:
+	}
+	close(release)
+	busy.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil || !answered.Load() || !resp.Close {
+		t.Fatalf("request under way: %v, answered %v, close %v", err, answered.Load(), resp != nil && resp.Close)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return after the last request")
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Error("still accepting after Shutdown")
+	}
+}
+
+// TestMangledRequestsNeverPanic sends thousands of mangled requests, each
+// on its own connection, and checks that the server logs no panic, that
+// whatever comes back parses as HTTP answers, and that it still serves.
+func TestMangledRequestsNeverPanic(t *testing.T) {
+	var logged strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	addr, _ := start(t, echo, func(s *Server) { s.Logger = logger; s.Fallback.ErrorLog = log.New(io.Discard, "", 0) })
+	valid := []string{
+		"GET /db/t/a?x=1 HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n",
+		"PUT /db/t/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello",
+		"PATCH /db/t/c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /db/t/d HTTP/1.1\r\nHost: x\r\n\r\n",
+	}
+	rng := rand.New(rand.NewPCG(20261124, 1))
+	for i := 0; i < 2000; i++ {
+		b := []byte(valid[rng.IntN(len(valid))])
+		for m := rng.IntN(4) + 1; m > 0; m-- {
+			switch p := rng.IntN(len(b) + 1); rng.IntN(4) {
+			case 0: // flip a byte
+				if p < len(b) {
+					b[p] = byte(rng.IntN(256))
+				}
+			case 1: // delete a byte
+				if p < len(b) {
+					b = append(b[:p], b[p+1:]...)
+				}
+			case 2: // insert a separator
+				b = append(b[:p], append([]byte{"\r\n :\x00/%"[rng.IntN(7)]}, b[p:]...)...)
+			case 3: // cut
+				b = b[:p]
+			}
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(b)
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !isReset(err) {
+					t.Fatalf("input %q: answer does not parse: %v", b, err)
+				}
+				break
+			}
+			io.Copy(io.Discard, resp.Body)
+		}
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logged.String(), "panic") {
+		t.Fatalf("server logged a panic:\n%s", logged.String())
+	}
+	_, bodies, _ := exchange(t, addr, valid[0], 1)
+	if bodies[0] != "http1 GET /db/t/a " {
+		t.Fatalf("after the mangled inputs: %q", bodies[0])
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET)
+}

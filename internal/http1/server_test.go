@@ -339,7 +339,9 @@ func TestShutdownWaitsForRequestsUnderWay(t *testing.T) {
 	s := New(h, nil)
 	go s.Serve(ln)
 	addr := ln.Addr().String()
-	idle, _, _ := func() ([]*http.Response, []string, net.Conn) { return exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 1) }()
+	idle, _, _ := func() ([]*http.Response, []string, net.Conn) {
+		return exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 1)
+	}()
 	_ = idle
 	busy, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -8,10 +8,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -221,9 +223,11 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts 
 	etag := rec.ETag()
 	mtime := time.UnixMilli(rec.Mtime).UTC()
 	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Last-Modified", mtime.Format(http.TimeFormat))
-	h.Set(headerSCN, rec.SCN.String())
+	// The answer's five header values share one slice (h.Set would
+	// allocate one per value).
+	vals := make([]string, 5)
+	vals[0], vals[1], vals[2] = etag, mtime.Format(http.TimeFormat), rec.SCN.String()
+	h[canonicalETag], h[canonicalLastModified], h[canonicalSCN] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
 	if notModified(r, etag, mtime) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
@@ -237,15 +241,33 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts 
 		_, err = w.Write(rec.Avro)
 		return err
 	}
-	body, version, err := opts.render(tg.table, rec)
+	buf := renderBuffers.Get().(*[]byte)
+	defer renderBuffers.Put(buf)
+	body, version, err := opts.appendRender((*buf)[:0], tg.table, rec)
 	if err != nil {
 		return err
 	}
-	h.Set("Content-Type", "application/json")
-	h.Set(headerSchemaVersion, strconv.Itoa(version))
-	_, err = w.Write(append(body, '\n'))
+	body = append(body, '\n')
+	if cap(body) <= 64<<10 {
+		*buf = body // keep the grown buffer, unless it grew large
+	}
+	vals[3], vals[4] = "application/json", strconv.Itoa(version)
+	h[canonicalContentType], h[canonicalSchemaVersion] = vals[3:4:4], vals[4:5:5]
+	_, err = w.Write(body) // w copies: the buffer goes back to the pool
 	return err
 }
+
+// renderBuffers hold documents rendered as JSON until the ResponseWriter
+// has copied them.
+var renderBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+var (
+	canonicalETag          = textproto.CanonicalMIMEHeaderKey("ETag")
+	canonicalLastModified  = textproto.CanonicalMIMEHeaderKey("Last-Modified")
+	canonicalSCN           = textproto.CanonicalMIMEHeaderKey(headerSCN)
+	canonicalContentType   = textproto.CanonicalMIMEHeaderKey("Content-Type")
+	canonicalSchemaVersion = textproto.CanonicalMIMEHeaderKey(headerSchemaVersion)
+)
 
 // notModified evaluates If-None-Match, else If-Modified-Since (RFC 9110 13.2.2).
 func notModified(r *http.Request, etag string, mtime time.Time) bool {

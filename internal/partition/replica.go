@@ -92,9 +92,11 @@ func (r *Replica) ReadFence(ctx context.Context, group []byte) error {
 	return nil
 }
 
-// Get returns the document of table under the encoded full key.
+// Get returns the document of table under the encoded full key. The
+// record's Avro may be the row cache's own bytes: read them, never write
+// into them.
 func (r *Replica) Get(table string, key []byte) (Record, bool, error) {
-	v, err := r.engine.Get(r.prefix.Document(table, key))
+	v, err := r.engine.GetShared(r.prefix.Document(table, key))
 	if errors.Is(err, storage.ErrNotFound) {
 		return Record{}, false, nil
 	}

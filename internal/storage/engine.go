@@ -89,19 +89,39 @@ var ErrNotFound = errors.New("not found")
 // Get returns a copy of the value of key, or ErrNotFound. Keys of the row
 // cache's kind are answered from it when they are there.
 func (e *Engine) Get(key []byte) ([]byte, error) {
+	v, shared, err := e.get(key)
+	if shared {
+		v = append([]byte(nil), v...)
+	}
+	return v, err
+}
+
+// GetShared is Get without the copy: the value may be the row cache's
+// own, which the caller must not modify (nor append to: its capacity is
+// its length).
+func (e *Engine) GetShared(key []byte) ([]byte, error) {
+	v, _, err := e.get(key)
+	return v, err
+}
+
+// get returns the value of key and whether it is the row cache's.
+func (e *Engine) get(key []byte) ([]byte, bool, error) {
 	c := e.rows
 	if c == nil || !c.cached(key) {
-		return get(e.db, key)
+		v, err := get(e.db, key)
+		return v, false, err
 	}
 	v, hit, version, cacheable := c.get(key)
 	if hit {
-		return v, nil
+		return v, true, nil
 	}
 	v, err := get(e.db, key)
 	if err == nil && cacheable {
+		v = v[:len(v):len(v)]
 		c.put(key, v, version)
+		return v, true, nil
 	}
-	return v, err
+	return v, false, err
 }
 
 func get(r pebble.Reader, key []byte) ([]byte, error) {

@@ -92,22 +92,25 @@ func (c *rowCache) shard(key []byte) *rowShard {
 	return &c.shards[maphash.Bytes(c.seed, key)%rowShards]
 }
 
-// get returns a copy of the cached value of key; on a miss, the shard's
-// version to hand to put, and whether a put may succeed at all.
+// get returns the cached value of key, which the caller must not modify
+// (a cached value is never changed in place: a write replaces it); on a
+// miss, the shard's version to hand to put, and whether a put may succeed
+// at all.
 func (c *rowCache) get(key []byte) (v []byte, hit bool, version uint64, cacheable bool) {
 	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.rows[string(key)]; ok {
 		c.hits.Add(1)
-		return append(make([]byte, 0, len(v)), v...), true, 0, false
+		return v[:len(v):len(v)], true, 0, false
 	}
 	c.misses.Add(1)
 	return nil, false, s.version, s.writing == 0
 }
 
 // put caches value as key's, read from Pebble after get returned version,
-// unless a write touched the shard since.
+// unless a write touched the shard since. The cache keeps value: no one
+// may modify it after.
 func (c *rowCache) put(key, value []byte, version uint64) {
 	s := c.shard(key)
 	s.mu.Lock()
@@ -118,8 +121,7 @@ func (c *rowCache) put(key, value []byte, version uint64) {
 	if _, ok := s.rows[string(key)]; ok {
 		return
 	}
-	// value is also the caller's answer, which it may change: keep a copy.
-	s.add(key, append([]byte(nil), value...), c.shardBytes)
+	s.add(key, value, c.shardBytes)
 }
 
 // begin marks the shards of a batch's writes (or every shard) before the

@@ -100,6 +100,18 @@ func TestRowCacheAnswersRepeatedReadsAndForgetsEveryWrite(t *testing.T) {
 	if again := mustGet(t, e, "doc/w"); again != "w1" {
 		t.Fatalf("doc/w = %q after a reader changed the answer a miss cached; want w1", again)
 	}
+	// GetShared answers with the cached row itself, no copy, its capacity
+	// clipped so an append cannot write into it.
+	s1, err := e.GetShared([]byte("doc/w"))
+	if err != nil || string(s1) != "w1" || cap(s1) != len(s1) {
+		t.Fatalf("GetShared(doc/w) = %q (cap %d), %v", s1, cap(s1), err)
+	}
+	if s2, _ := e.GetShared([]byte("doc/w")); &s2[0] != &s1[0] {
+		t.Fatal("GetShared copied the cached row")
+	}
+	if g, _ := e.Get([]byte("doc/w")); &g[0] == &s1[0] {
+		t.Fatal("Get answered with the cached row itself")
+	}
 
 	for i, commit := range []func(*Batch) error{e.Commit, e.CommitNoSync, enqueue} {
 		v := strconv.Itoa(i + 2)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -169,6 +170,33 @@ func newRouteTable(rs []*route) routeTable {
 		t.byFirst[first] = append(t.byFirst[first], r)
 	}
 	return t
+}
+
+// Streams reports whether a request for target (a request's raw target,
+// query included) may be for a streaming route: its path starts with the
+// literal part of a streaming route's pattern (as written: an escaped
+// spelling of it is not recognized, and is then served like any other
+// request, its disconnect noticed at the next write).
+func (s *Server) Streams(target []byte) bool {
+	for _, p := range s.streamPrefixes {
+		if bytes.HasPrefix(target, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// streamPrefixes lists the literal beginnings of the streaming routes'
+// patterns, up to their first parameter.
+func streamPrefixes(rs []*route) [][]byte {
+	var out [][]byte
+	for _, r := range rs {
+		if r.stream {
+			lit, _, _ := strings.Cut(r.pattern, "{")
+			out = append(out, []byte(lit))
+		}
+	}
+	return out
 }
 
 func (t routeTable) candidates(first string) []*route {

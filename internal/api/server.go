@@ -10,10 +10,12 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,7 +77,9 @@ type Server struct {
 	streams *datastream.Manager
 	log     *slog.Logger
 	routes  routeTable
-	ready   atomic.Bool
+	// streamPrefixes: see Streams.
+	streamPrefixes [][]byte
+	ready          atomic.Bool
 	// draining: the node is stopping; every answer closes its connection.
 	draining atomic.Bool
 	// streamsEnd ends every streaming answer (change streams) when the
@@ -113,6 +117,7 @@ func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *promethe
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"route", "method"}),
 	}
+	s.streamPrefixes = streamPrefixes(s.routes.all)
 	registry.MustRegister(s.requests, s.latency)
 	s.transfers = newTransfers(registry)
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
@@ -177,6 +182,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.requests.WithLabelValues(pattern, r.Method, strconv.Itoa(sw.status())).Inc()
 	s.latency.WithLabelValues(pattern, r.Method).Observe(time.Since(start).Seconds())
+}
+
+// BadTarget answers a request whose target is not a valid URI (a
+// malformed percent-escape): 400, as problem+json like every refusal.
+func (s *Server) BadTarget(w http.ResponseWriter, r *http.Request, err error) {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	writeProblem(sw, problemBody{
+		Type: problem.Malformed.Type(), Title: problem.Malformed.Title(), Status: problem.Malformed.Status(),
+		Detail: fmt.Sprintf("request target is not a valid URI: %v", err), Instance: r.URL.Path,
+	}, 0, "", false)
+	s.requests.WithLabelValues("unmatched", r.Method, strconv.Itoa(sw.status())).Inc()
 }
 
 // call runs a handler, turning a panic into a 500 so no input can take the

@@ -26,7 +26,11 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			panic(v)
 		}
 	}()
-	c.s.Handler.ServeHTTP(w, req)
+	if c.badTarget != nil {
+		c.s.BadTarget(w, req, c.badTarget)
+	} else {
+		c.s.Handler.ServeHTTP(w, req)
+	}
 	if !w.finish() {
 		return false
 	}

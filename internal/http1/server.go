@@ -4,7 +4,7 @@
 //
 // A connection's requests are read into one buffer per connection; a
 // request is served here when it is plain: HTTP/1.1, a method of the API,
-// an origin-form target outside /_ (the administrative and streaming
+// an origin-form target that HandOff does not claim (the streaming
 // routes), a Host header, no Transfer-Encoding, Expect or Upgrade, a
 // header block of at most MaxHeaderBytes. The answer is built in a second
 // buffer and leaves in one write (unless the handler streams more than
@@ -53,6 +53,16 @@ type Server struct {
 	// MaxHeaderBytes: a request whose header block is longer is handed
 	// over (default 64 KiB; net/http then applies its own limit).
 	MaxHeaderBytes int
+	// HandOff, when set, names more requests net/http must answer, by
+	// their raw target: those whose answers stream for as long as the
+	// client reads (net/http ends their context when the client
+	// disconnects).
+	HandOff func(target []byte) bool
+	// BadTarget, when set, answers a plain request whose target is not a
+	// valid URI (a malformed percent-escape) on this connection, with
+	// r.URL.Path the raw target; otherwise net/http answers it (a
+	// plain-text 400).
+	BadTarget func(w http.ResponseWriter, r *http.Request, err error)
 	// StreamAfter: an answer longer than this is sent as it is written
 	// (chunked, or as declared by the handler's Content-Length) rather
 	// than whole (default 256 KiB).
@@ -281,10 +291,11 @@ type conn struct {
 	// Reused by each request in turn (a handler must not keep its
 	// ResponseWriter or the Header map once it returns, as with
 	// net/http).
-	resp   response
-	header http.Header
-	body   []byte // the answer's body, as the handler writes it
-	out    []byte // the answer as sent: header, then body
+	resp      response
+	header    http.Header
+	badTarget error  // the current request's target does not parse
+	body      []byte // the answer's body, as the handler writes it
+	out       []byte // the answer as sent: header, then body
 }
 
 // errHandOff: the request is not plain; net/http takes the connection.
@@ -317,7 +328,6 @@ func (c *conn) serve() {
 		if err != nil {
 			return
 		}
-		c.state.Store(stateActive)
 		keep := c.serveRequest(req)
 		c.since.Store(time.Now().UnixNano())
 		c.state.Store(stateIdle)
@@ -365,9 +375,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 			break
 		}
 		if c.lim > c.pos {
-			// Part of a header: the read timeout runs from here (a
-			// whole request usually arrives in one read, so this is
-			// rare).
+			// Part of a header: the read timeout runs from here.
 			if c.state.Load() != stateHeader {
 				c.since.Store(time.Now().UnixNano())
 				c.state.Store(stateHeader)
@@ -383,6 +391,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 			return nil, err
 		}
 	}
+	// A request has arrived: Shutdown no longer closes the connection as
+	// idle (as net/http, once a request's first byte is read).
+	c.state.Store(stateActive)
 	head := c.in[c.pos:end]
 	nl := bytes.Index(head, []byte("\r\n"))
 	if nl < 0 {
@@ -400,7 +411,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 		return nil, errHandOff
 	}
 	target := rest[:sp2]
-	if target[0] != '/' || (len(target) > 1 && target[1] == '_') {
+	if target[0] != '/' || (c.s.HandOff != nil && c.s.HandOff(target)) {
 		return nil, errHandOff
 	}
 	for _, b := range target {
@@ -493,8 +504,12 @@ func (c *conn) readRequest() (*http.Request, error) {
 	}
 	raw := string(target)
 	u, err := url.ParseRequestURI(raw)
+	c.badTarget = nil
 	if err != nil {
-		return nil, errHandOff
+		if c.s.BadTarget == nil {
+			return nil, errHandOff
+		}
+		c.badTarget, u = err, &url.URL{Path: raw}
 	}
 	c.pos = end + 4
 	req := &http.Request{

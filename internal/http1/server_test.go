@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,7 +114,9 @@ func TestPlainRequestsAreServedHereOnOneConnection(t *testing.T) {
 }
 
 func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
-	addr, _ := start(t, echo, nil)
+	addr, _ := start(t, echo, func(s *Server) {
+		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
+	})
 	for name, tc := range map[string]struct {
 		raw  string
 		want []string
@@ -124,9 +127,9 @@ func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
 				"GET /db/c HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /db/a ", "net/http POST /db/b abc", "net/http GET /db/c "},
 		},
-		"administrative path": {
-			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
-			[]string{"net/http GET /_cluster ", "net/http GET /db/a "},
+		"handed off by the server": {
+			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
+			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a ", "net/http GET /db/a "},
 		},
 		"HTTP/1.0": {"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n", []string{"net/http GET /db/a "}},
 		"Expect":   {"PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", []string{"net/http PUT /db/a hi"}},
@@ -450,4 +453,20 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func isReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET)
+}
+
+func TestBadTargetIsAnsweredHereWhenTheServerSaysHow(t *testing.T) {
+	addr, _ := start(t, echo, func(s *Server) {
+		s.BadTarget = func(w http.ResponseWriter, r *http.Request, err error) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, "%s bad target %s", via(r), r.URL.Path)
+		}
+	})
+	resps, bodies, _ := exchange(t, addr, "PUT /db/%zz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+	if resps[0].StatusCode != 400 || bodies[0] != "http1 bad target /db/%zz" {
+		t.Errorf("bad target: %d %q", resps[0].StatusCode, bodies[0])
+	}
+	if bodies[1] != "http1 GET /db/a " {
+		t.Errorf("the request after it: %q", bodies[1])
+	}
 }

@@ -169,6 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.listener = ln
 	n.http = http1.New(n.api, n.log)
+	n.http.BadTarget, n.http.HandOff = n.api.BadTarget, n.api.Streams
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

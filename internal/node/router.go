@@ -75,6 +75,7 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	}
 	rt.listener = ln
 	rt.http = http1.New(rt.api, rt.log)
+	rt.http.BadTarget, rt.http.HandOff = rt.api.BadTarget, rt.api.Streams
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()

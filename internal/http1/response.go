@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -37,12 +38,11 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	if b, ok := req.Body.(*body); ok && !b.discard() {
 		return false
 	}
-	if cap(c.out) > 64<<10 {
-		c.out = nil // do not keep a large answer's buffers for the connection's life
-	}
-	if cap(c.body) > 64<<10 {
-		c.body = nil
-	}
+	// The buffers go back to the pool between requests: an idle
+	// connection holds none.
+	putBuffer(c.body)
+	putBuffer(c.out)
+	c.body, c.out = nil, nil
 	return !w.closeAfter && !c.s.closing.Load()
 }
 
@@ -106,6 +106,9 @@ func (w *response) Write(p []byte) (int, error) {
 		return len(p), nil // counted for the Content-Length, not sent
 	}
 	if w.body == nil {
+		if w.c.body == nil {
+			w.c.body = getBuffer()
+		}
 		w.body = w.c.body[:0]
 	}
 	w.body = append(w.body, p...)
@@ -183,6 +186,9 @@ func (w *response) finish() bool {
 	}
 	// The whole answer in one write: header then body, copied into the
 	// connection's output buffer.
+	if w.c.out == nil {
+		w.c.out = getBuffer()
+	}
 	out := w.appendHeader(w.c.out[:0])
 	if bodyAllowed(w.status) && w.req.Method != http.MethodHead {
 		out = append(out, w.body...)
@@ -274,3 +280,22 @@ type dateText struct {
 }
 
 var cachedDate atomic.Pointer[dateText]
+
+// buffers hold answers being built, shared by all connections.
+var buffers sync.Pool
+
+func getBuffer() []byte {
+	if b, ok := buffers.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 4096)
+}
+
+// putBuffer returns b to the pool, unless it grew past the size of an
+// answer sent whole (StreamAfter's default).
+func putBuffer(b []byte) {
+	if b == nil || cap(b) > 256<<10 {
+		return
+	}
+	buffers.Put(&b)
+}

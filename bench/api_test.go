@@ -19,13 +19,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/node"
 )
 
 var (
 	target string // base URL of the node under test
-	noop   string // base URL of the no-op handler
-	client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+	noop   string // base URL of the no-op handler, served by net/http
+	// noopHTTP1 is the no-op handler served by internal/http1, as the
+	// node serves the API.
+	noopHTTP1 string
+	client    = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
 )
 
 func TestMain(m *testing.M) {
@@ -47,11 +51,20 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	noop = "http://" + ln.Addr().String()
-	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	noopHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"subject":"hello","body":"world"}`))
-	}))
+	})
+	go http.Serve(ln, noopHandler)
+	// The same handler behind the node's own HTTP server: the ceiling of
+	// the document API as served.
+	ln1, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	noopHTTP1 = "http://" + ln1.Addr().String()
+	go http1.New(noopHandler, nil).Serve(ln1)
 	if err := setup(); err != nil {
 		panic(err)
 	}
@@ -152,6 +165,10 @@ func run(b *testing.B, want int, op func(i int64) (method, url, body string)) {
 
 func BenchmarkNoopHandler(b *testing.B) {
 	run(b, 200, func(int64) (string, string, string) { return "GET", noop + "/bench/Message/m1/1", "" })
+}
+
+func BenchmarkNoopHandlerHTTP1(b *testing.B) {
+	run(b, 200, func(int64) (string, string, string) { return "GET", noopHTTP1 + "/bench/Message/m1/1", "" })
 }
 
 func BenchmarkGet(b *testing.B) {

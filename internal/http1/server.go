@@ -6,9 +6,9 @@
 // request is served here when it is plain: HTTP/1.1, a method of the API,
 // an origin-form target that HandOff does not claim (the streaming
 // routes), a Host header, no Transfer-Encoding, Expect or Upgrade, a
-// header block of at most MaxHeaderBytes. The answer is built in a second
-// buffer and leaves in one write (unless the handler streams more than
-// StreamAfter bytes or flushes). What net/http spends per request beyond
+// header block of at most MaxHeaderBytes. The answer is built in buffers
+// from a pool shared by all connections and leaves in one write (unless
+// the handler streams more than StreamAfter bytes or flushes). What net/http spends per request beyond
 // that, and this server does not, is a goroutine's background read to
 // notice a client that disconnects (this server notices at the next read
 // or write: no request's context is cancelled by a disconnect), the

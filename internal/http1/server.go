@@ -31,6 +31,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,18 +129,16 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 		}()
 	})
-	s.mu.Lock()
-	if s.closing.Load() {
-		s.mu.Unlock()
+	if !s.unlessClosing(func() {
+		s.listeners[ln] = struct{}{}
+		if !s.reaping {
+			s.reaping = true
+			go s.reap()
+		}
+	}) {
 		ln.Close()
 		return ErrServerClosed
 	}
-	s.listeners[ln] = struct{}{}
-	if !s.reaping {
-		s.reaping = true
-		go s.reap()
-	}
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
@@ -162,17 +161,25 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
-		s.mu.Lock()
-		if s.closing.Load() {
-			s.mu.Unlock()
+		if !s.unlessClosing(func() { s.conns[c] = struct{}{}; s.connsWG.Add(1) }) {
 			rwc.Close()
 			return ErrServerClosed
 		}
-		s.conns[c] = struct{}{}
-		s.connsWG.Add(1)
-		s.mu.Unlock()
 		go c.serve()
 	}
+}
+
+// unlessClosing runs f under the server's lock unless the server is
+// closing, and reports whether it ran: what f registers, stop and
+// Shutdown see.
+func (s *Server) unlessClosing(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	f()
+	return true
 }
 
 // Shutdown stops accepting, closes idle connections, lets every request
@@ -420,86 +427,12 @@ func (c *conn) readRequest() (*http.Request, error) {
 		}
 	}
 
-	// Headers: one string holds the whole block; names and values are
-	// slices of it.
 	var block string
 	if nl < len(head) {
 		block = string(head[nl+2:])
 	}
-	n := 0
-	for i := 0; i < len(block); i++ {
-		if block[i] == '\n' {
-			n++
-		}
-	}
-	h := make(http.Header, n+1)
-	values := make([]string, n+1)
-	var host string
-	var hasHost, closeAfter bool
-	contentLength := int64(0)
-	hasLength := false
-	for len(block) > 0 {
-		var l string
-		if i := indexCRLF(block); i >= 0 {
-			l, block = block[:i], block[i+2:]
-		} else {
-			l, block = block, ""
-		}
-		colon := -1
-		for i := 0; i < len(l); i++ {
-			if l[i] == ':' {
-				colon = i
-				break
-			}
-			if !isTokenByte(l[i]) {
-				return nil, errHandOff // obs-fold, space before the colon, bad name
-			}
-		}
-		if colon <= 0 {
-			return nil, errHandOff
-		}
-		v := trimOWS(l[colon+1:])
-		for i := 0; i < len(v); i++ {
-			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
-				return nil, errHandOff
-			}
-		}
-		name := textproto.CanonicalMIMEHeaderKey(l[:colon])
-		switch name {
-		case "Host":
-			if hasHost {
-				return nil, errHandOff
-			}
-			host, hasHost = v, true
-		case "Content-Length":
-			if hasLength || v == "" || len(v) > 18 {
-				return nil, errHandOff
-			}
-			for i := 0; i < len(v); i++ {
-				if v[i] < '0' || v[i] > '9' {
-					return nil, errHandOff
-				}
-			}
-			contentLength, _ = strconv.ParseInt(v, 10, 64)
-			hasLength = true
-		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
-			return nil, errHandOff
-		case "Connection":
-			if hasToken(v, "close") {
-				closeAfter = true
-			} else if hasToken(v, "upgrade") {
-				return nil, errHandOff
-			}
-		}
-		values[0] = v
-		if old, ok := h[name]; ok {
-			h[name] = append(old, v)
-		} else {
-			h[name] = values[:1:1]
-		}
-		values = values[1:]
-	}
-	if !hasHost {
+	hd, ok := parseHeader(block)
+	if !ok {
 		return nil, errHandOff
 	}
 	raw := string(target)
@@ -514,94 +447,106 @@ func (c *conn) readRequest() (*http.Request, error) {
 	c.pos = end + 4
 	req := &http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Host: host, RemoteAddr: c.remote, RequestURI: raw,
-		ContentLength: contentLength, Close: closeAfter, Body: http.NoBody,
+		Header: hd.fields, Host: hd.host, RemoteAddr: c.remote, RequestURI: raw,
+		ContentLength: hd.contentLength, Close: hd.close, Body: http.NoBody,
 	}
-	if contentLength > 0 {
-		req.Body = &body{c: c, left: contentLength}
+	if hd.contentLength > 0 {
+		req.Body = &body{c: c, left: hd.contentLength}
 	}
 	return req, nil
+}
+
+// header is what parseHeader reads of a request's header block.
+type header struct {
+	fields        http.Header
+	host          string
+	contentLength int64
+	close         bool // Connection: close
+}
+
+// parseHeader parses the header fields of a plain request: block is the
+// block after the request line, without its final empty line; names and
+// values are slices of it. ok is false for anything net/http must judge:
+// a malformed field, a folded line, a missing or repeated Host, a
+// Content-Length that is not one decimal number, Transfer-Encoding,
+// Expect, Upgrade, TE or Trailer.
+func parseHeader(block string) (hd header, ok bool) {
+	n := strings.Count(block, "\n") + 1
+	hd.fields = make(http.Header, n)
+	values := make([]string, n) // one allocation for every field's value slice
+	hasHost, hasLength := false, false
+	for len(block) > 0 {
+		l, rest, _ := strings.Cut(block, "\r\n")
+		block = rest
+		colon := strings.IndexByte(l, ':')
+		if colon <= 0 {
+			return hd, false
+		}
+		for i := 0; i < colon; i++ {
+			if !isTokenByte(l[i]) {
+				return hd, false // obs-fold, space before the colon, a bad name
+			}
+		}
+		v := strings.Trim(l[colon+1:], " \t")
+		for i := 0; i < len(v); i++ {
+			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+				return hd, false
+			}
+		}
+		name := textproto.CanonicalMIMEHeaderKey(l[:colon])
+		switch name {
+		case "Host":
+			if hasHost {
+				return hd, false
+			}
+			hd.host, hasHost = v, true
+		case "Content-Length":
+			if hasLength || v == "" || len(v) > 18 || strings.Trim(v, "0123456789") != "" {
+				return hd, false
+			}
+			hd.contentLength, _ = strconv.ParseInt(v, 10, 64)
+			hasLength = true
+		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
+			return hd, false
+		case "Connection":
+			if hasToken(v, "upgrade") {
+				return hd, false
+			}
+			hd.close = hd.close || hasToken(v, "close")
+		}
+		values[0] = v
+		if old, ok := hd.fields[name]; ok {
+			hd.fields[name] = append(old, v)
+		} else {
+			hd.fields[name] = values[:1:1]
+		}
+		values = values[1:]
+	}
+	return hd, hasHost
 }
 
 // knownMethod returns the method as a constant string (no allocation),
 // or "" for a method the API does not serve.
 func knownMethod(b []byte) string {
-	switch string(b) {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodDelete:
-		return http.MethodDelete
+	for _, m := range apiMethods {
+		if string(b) == m {
+			return m
+		}
 	}
 	return ""
 }
 
-func indexCRLF(s string) int {
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] == '\r' && s[i+1] == '\n' {
-			return i
-		}
-	}
-	return -1
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
+var apiMethods = [...]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete}
 
 // hasToken reports whether the comma-separated list v holds token, in any
 // case.
 func hasToken(v, token string) bool {
-	for len(v) > 0 {
-		var item string
-		if i := indexByte(v, ','); i >= 0 {
-			item, v = v[:i], v[i+1:]
-		} else {
-			item, v = v, ""
-		}
-		if equalFold(trimOWS(item), token) {
+	for item := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(strings.Trim(item, " \t"), token) {
 			return true
 		}
 	}
 	return false
-}
-
-func indexByte(s string, b byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return i
-		}
-	}
-	return -1
-}
-
-func equalFold(a, lower string) bool {
-	if len(a) != len(lower) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		b := a[i]
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if b != lower[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // isTokenByte: RFC 9110 tchar.
@@ -610,7 +555,7 @@ func isTokenByte(b byte) bool {
 	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
 		return true
 	}
-	return b < 0x80 && indexByte("!#$%&'*+-.^_`|~", b) >= 0
+	return b < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
 }
 
 // body reads a request body of known length from the connection's

@@ -172,12 +172,12 @@ func newRouteTable(rs []*route) routeTable {
 	return t
 }
 
-// Streams reports whether a request for target (a request's raw target,
+// streaming reports whether a request for target (a request's raw target,
 // query included) may be for a streaming route: its path starts with the
 // literal part of a streaming route's pattern (as written: an escaped
 // spelling of it is not recognized, and is then served like any other
 // request, its disconnect noticed at the next write).
-func (s *Server) Streams(target []byte) bool {
+func (s *Server) streaming(target []byte) bool {
 	for _, p := range s.streamPrefixes {
 		if bytes.HasPrefix(target, p) {
 			return true

@@ -10,7 +10,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/router"
@@ -77,7 +77,7 @@ type Server struct {
 	streams *datastream.Manager
 	log     *slog.Logger
 	routes  routeTable
-	// streamPrefixes: see Streams.
+	// streamPrefixes: see streaming.
 	streamPrefixes [][]byte
 	ready          atomic.Bool
 	// draining: the node is stopping; every answer closes its connection.
@@ -184,18 +184,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.latency.WithLabelValues(pattern, r.Method).Observe(time.Since(start).Seconds())
 }
 
-// BadTarget answers a request whose target is not a valid URI (a
-// malformed percent-escape): 400, as problem+json like every refusal.
-func (s *Server) BadTarget(w http.ResponseWriter, r *http.Request, err error) {
+// HTTPServer returns the server for this handler: plain requests are
+// served by internal/http1; the streaming routes, and anything http1
+// leaves to it, by net/http.
+func (s *Server) HTTPServer() *http1.Server {
+	hs := http1.New(s, s.log)
+	hs.BadTarget, hs.HandOff = s.badTarget, s.streaming
+	return hs
+}
+
+// badTarget answers a request whose target is not a valid URI (a
+// malformed percent-escape): 400, as problem+json like every refusal,
+// about the target as sent (r.URL.Path).
+func (s *Server) badTarget(w http.ResponseWriter, r *http.Request, err error) {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	writeProblem(sw, problemBody{
-		Type: problem.Malformed.Type(), Title: problem.Malformed.Title(), Status: problem.Malformed.Status(),
-		Detail: fmt.Sprintf("request target is not a valid URI: %v", err), Instance: r.URL.Path,
-	}, 0, "", false)
+	pe := problem.New(problem.Malformed, "request target is not a valid URI: %v", err)
+	writeProblem(sw, problemFor(pe, r.URL.Path), 0, "", false)
 	s.requests.WithLabelValues("unmatched", r.Method, strconv.Itoa(sw.status())).Inc()
 }
 
@@ -255,20 +263,26 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 		writeProblem(w, body, 0, "", false)
 		return
 	}
-	body := problemBody{
-		Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail,
-		Instance: r.URL.EscapedPath(), Field: pe.Field, RetryAfter: pe.RetryAfter,
-	}
-	if pe.Operation >= 0 {
-		op := pe.Operation
-		body.Operation = &op
-	}
+	body := problemFor(pe, r.URL.EscapedPath())
 	var allow string
 	if pe.Kind == problem.NotAllowed {
 		// RFC 9110 15.5.6: a 405 lists the methods the resource supports.
 		allow = s.allowed(r)
 	}
 	writeProblem(w, body, pe.RetryAfter, allow, notApplied(r, err))
+}
+
+// problemFor is the problem+json body of pe about the resource instance.
+func problemFor(pe *problem.Error, instance string) problemBody {
+	body := problemBody{
+		Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail,
+		Instance: instance, Field: pe.Field, RetryAfter: pe.RetryAfter,
+	}
+	if pe.Operation >= 0 {
+		op := pe.Operation
+		body.Operation = &op
+	}
+	return body
 }
 
 // allowed lists the methods other than r's that routes serve at r's path.

@@ -32,25 +32,22 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	} else {
 		c.s.Handler.ServeHTTP(w, req)
 	}
-	if !w.finish() {
+	usable := w.finish()
+	putBuffer(w.body) // an idle connection holds no buffer
+	if !usable {
 		return false
 	}
 	if b, ok := req.Body.(*body); ok && !b.discard() {
 		return false
 	}
-	// The buffers go back to the pool between requests: an idle
-	// connection holds none.
-	putBuffer(c.body)
-	putBuffer(c.out)
-	c.body, c.out = nil, nil
 	return !w.closeAfter && !c.s.closing.Load()
 }
 
 // response is the http.ResponseWriter of a request served here. The
-// body is kept in conn.body until the handler returns (then header and
-// body leave in one write, assembled in conn.out), flushes, or writes
-// more than StreamAfter bytes (then the header leaves and the body
-// follows as written: chunked unless the handler set Content-Length).
+// body is kept in a pooled buffer until the handler returns (then header
+// and body leave in one write), flushes, or writes more than StreamAfter
+// bytes (then the header leaves and the body follows as written: chunked
+// unless the handler set Content-Length).
 type response struct {
 	c       *conn
 	req     *http.Request
@@ -106,10 +103,7 @@ func (w *response) Write(p []byte) (int, error) {
 		return len(p), nil // counted for the Content-Length, not sent
 	}
 	if w.body == nil {
-		if w.c.body == nil {
-			w.c.body = getBuffer()
-		}
-		w.body = w.c.body[:0]
+		w.body = getBuffer()
 	}
 	w.body = append(w.body, p...)
 	if len(w.body) > w.c.s.StreamAfter {
@@ -127,15 +121,22 @@ func (w *response) Flush() {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
+	w.flush(false)
+}
+
+// flush sends the header, if it has not left, and the body written so
+// far; final is the handler's return. The header sent before the end
+// declares a chunked body, unless the handler declared its length; the
+// header of a whole answer declares the body's length.
+func (w *response) flush(final bool) {
 	if w.err != nil {
 		return
 	}
-	var out []byte
+	out := getBuffer()
+	defer func() { putBuffer(out) }()
 	if !w.sent {
-		if w.contentLength < 0 && bodyAllowed(w.status) && w.req.Method != http.MethodHead {
-			w.chunked = true
-		}
-		out = w.appendHeader(make([]byte, 0, 512+len(w.body)))
+		w.chunked = !final && w.contentLength < 0 && bodyAllowed(w.status) && w.req.Method != http.MethodHead
+		out = w.appendHeader(out)
 		w.sent = true
 	}
 	if len(w.body) > 0 {
@@ -149,56 +150,32 @@ func (w *response) Flush() {
 		}
 		w.body = w.body[:0]
 	}
-	w.send(out)
-}
-
-func (w *response) send(out []byte) {
-	if len(out) == 0 || w.err != nil {
-		return
+	if final && w.chunked {
+		out = append(out, "0\r\n\r\n"...)
 	}
-	if _, err := w.c.rwc.Write(out); err != nil {
-		w.err = err
+	if len(out) > 0 {
+		if _, err := w.c.rwc.Write(out); err != nil {
+			w.err = err
+		}
 	}
 }
 
-// finish sends what is left of the answer; it reports whether the
-// connection is still usable.
+// finish sends what is left of the answer once the handler has returned;
+// it reports whether the connection is still usable.
 func (w *response) finish() bool {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.sent {
-		if w.chunked && w.err == nil {
-			w.Flush()
-			w.send([]byte("0\r\n\r\n"))
-		} else if w.err == nil {
-			w.Flush()
-		}
-		if w.contentLength >= 0 && w.written != w.contentLength {
-			return false // the client cannot know where the answer ends
-		}
-		return w.err == nil
-	}
-	if w.contentLength >= 0 && w.written != w.contentLength && w.req.Method != http.MethodHead {
+	streamed := w.sent
+	if !streamed && w.contentLength >= 0 && w.written != w.contentLength && w.req.Method != http.MethodHead {
 		// A handler that declared a length and wrote another: net/http
 		// closes the connection after the short answer.
 		w.closeAfter = true
 	}
-	// The whole answer in one write: header then body, copied into the
-	// connection's output buffer.
-	if w.c.out == nil {
-		w.c.out = getBuffer()
+	w.flush(true)
+	if streamed && w.contentLength >= 0 && w.written != w.contentLength {
+		return false // the client cannot know where the answer ends
 	}
-	out := w.appendHeader(w.c.out[:0])
-	if bodyAllowed(w.status) && w.req.Method != http.MethodHead {
-		out = append(out, w.body...)
-	}
-	if w.body != nil {
-		w.c.body = w.body[:0]
-	}
-	w.c.out = out[:0]
-	w.sent = true
-	w.send(out)
 	return w.err == nil
 }
 
@@ -235,7 +212,7 @@ func (w *response) appendHeader(b []byte) []byte {
 		switch {
 		case w.chunked:
 			b = append(b, "Transfer-Encoding: chunked\r\n"...)
-		case w.contentLength < 0 && !w.sent:
+		case w.contentLength < 0:
 			b = append(b, "Content-Length: "...)
 			b = strconv.AppendInt(b, w.written, 10)
 			b = append(b, "\r\n"...)

@@ -300,9 +300,7 @@ type conn struct {
 	// net/http).
 	resp      response
 	header    http.Header
-	badTarget error  // the current request's target does not parse
-	body      []byte // the answer's body, as the handler writes it
-	out       []byte // the answer as sent: header, then body
+	badTarget error // the current request's target does not parse
 }
 
 // errHandOff: the request is not plain; net/http takes the connection.

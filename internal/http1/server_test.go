@@ -323,7 +323,7 @@ func TestSlowHeaderIsCutAfterTheTimeout(t *testing.T) {
 	}
 }
 
-func TestShutdownWaitsForRequestsUnderWay(t *testing.T) {
+func TestShutdownClosesIdleConnectionsAndWaitsForRequestsUnderWay(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var answered atomic.Bool
@@ -342,10 +342,7 @@ func TestShutdownWaitsForRequestsUnderWay(t *testing.T) {
 	s := New(h, nil)
 	go s.Serve(ln)
 	addr := ln.Addr().String()
-	idle, _, _ := func() ([]*http.Response, []string, net.Conn) {
-		return exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 1)
-	}()
-	_ = idle
+	_, _, idle := exchange(t, addr, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 1)
 	busy, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -360,6 +357,11 @@ func TestShutdownWaitsForRequestsUnderWay(t *testing.T) {
 	case err := <-shut:
 		t.Fatalf("Shutdown returned %v with a request under way", err)
 	default:
+	}
+	// The idle connection is closed at once; the busy one is not.
+	idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle connection during Shutdown: %v, want it closed", err)
 	}
 	close(release)
 	busy.SetReadDeadline(time.Now().Add(5 * time.Second))

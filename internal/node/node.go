@@ -16,13 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/doppio-db/doppio/internal/http1"
-
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/partition"
@@ -168,8 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	n.listener = ln
-	n.http = http1.New(n.api, n.log)
-	n.http.BadTarget, n.http.HandOff = n.api.BadTarget, n.api.Streams
+	n.http = n.api.HTTPServer()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -9,14 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/doppio-db/doppio/internal/http1"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/router"
 )
@@ -74,8 +73,7 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	rt.listener = ln
-	rt.http = http1.New(rt.api, rt.log)
-	rt.http.BadTarget, rt.http.HandOff = rt.api.BadTarget, rt.api.Streams
+	rt.http = rt.api.HTTPServer()
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()

@@ -70,9 +70,8 @@ type Server struct {
 	StreamAfter int
 	Logger      *slog.Logger
 
-	handoff   *listener
-	fallback  sync.Once
 	mu        sync.Mutex
+	handoff   *listener // the fallback server's listener, once Serve started it
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	reaping   bool
@@ -121,15 +120,15 @@ func (s *Server) init() {
 // returns a non-nil error (ErrServerClosed after those).
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
-	s.fallback.Do(func() {
-		s.handoff = newListener(ln.Addr())
-		go func() {
-			if err := s.Fallback.Serve(s.handoff); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.Logger.Error("http fallback server stopped", "err", err)
-			}
-		}()
-	})
 	if !s.unlessClosing(func() {
+		if s.handoff == nil {
+			s.handoff = newListener(ln.Addr())
+			go func(l *listener) {
+				if err := s.Fallback.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					s.Logger.Error("http fallback server stopped", "err", err)
+				}
+			}(s.handoff)
+		}
 		s.listeners[ln] = struct{}{}
 		if !s.reaping {
 			s.reaping = true
@@ -191,7 +190,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	finished := make(chan struct{})
 	go func() { s.connsWG.Wait(); close(finished) }()
 	var fbErr error
-	if s.handoff != nil {
+	if s.fallbackStarted() {
 		fbErr = s.Fallback.Shutdown(ctx)
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -217,10 +216,18 @@ func (s *Server) Close() error {
 		c.rwc.Close()
 	}
 	s.mu.Unlock()
-	if s.handoff != nil {
+	if s.fallbackStarted() {
 		return s.Fallback.Close()
 	}
 	return nil
+}
+
+// fallbackStarted reports whether Serve started the fallback server;
+// after stop, none starts.
+func (s *Server) fallbackStarted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handoff != nil
 }
 
 func (s *Server) stop() {

@@ -382,6 +382,44 @@ func TestShutdownClosesIdleConnectionsAndWaitsForRequestsUnderWay(t *testing.T) 
 	}
 }
 
+// TestShutdownWhileServeStarts shuts servers down while their Serve is
+// starting: Serve answers ErrServerClosed and closes its listener, and no
+// fallback server is left serving (the race detector watches the fallback
+// listener, which Serve creates and Shutdown reads).
+func TestShutdownWhileServeStarts(t *testing.T) {
+	for i := 0; i < 50; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(http.NotFoundHandler(), nil)
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(ln) }()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-served:
+			if !errors.Is(err, ErrServerClosed) {
+				t.Fatalf("Serve after Shutdown: %v, want ErrServerClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve still running after Shutdown")
+		}
+		if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+			c.Close()
+			t.Fatal("listener still accepting after Shutdown")
+		}
+		if s.fallbackStarted() {
+			select {
+			case <-s.handoff.done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("fallback listener still open after Shutdown")
+			}
+		}
+	}
+}
+
 // TestMangledRequestsNeverPanic sends thousands of mangled requests, each
 // on its own connection, and checks that the server logs no panic, that
 // whatever comes back parses as HTTP answers, and that it still serves.

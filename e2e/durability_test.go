@@ -180,3 +180,30 @@ func TestReadsSeeEveryAcknowledgedWriteThroughTheRowCache(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesReportTheirCommitAndWALSyncTimes: every acknowledged write
+// adds one sample to the leader's replication commit histogram, and its
+// durability shows as WAL syncs in the storage histogram, both in seconds.
+func TestWritesReportTheirCommitAndWALSyncTimes(t *testing.T) {
+	n := startDev(t, t.TempDir())
+	setupCounters(t, n)
+	commits0 := metricSum(t, "doppio_replication_commit_seconds_count", "", n)
+	syncs0 := metricSum(t, "doppio_storage_wal_sync_seconds_count", "", n)
+	const writes = 5
+	for i := range writes {
+		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/lat/%d", i), map[string]any{"n": i})
+	}
+	if got := metricSum(t, "doppio_replication_commit_seconds_count", "", n) - commits0; got != writes {
+		t.Errorf("%d writes: %v commits observed, want %d", writes, got, writes)
+	}
+	if got := metricSum(t, "doppio_replication_commit_seconds_sum", "", n); got <= 0 || got > 60 {
+		t.Errorf("commit seconds sum %v, want a positive number of seconds", got)
+	}
+	// One at a time, each write waits for a sync of its own.
+	if got := metricSum(t, "doppio_storage_wal_sync_seconds_count", "", n) - syncs0; got < writes {
+		t.Errorf("%d writes one after another: %v WAL syncs, want at least %d", writes, got, writes)
+	}
+	if got := metricSum(t, "doppio_storage_wal_sync_seconds_bucket", `le="+Inf"`, n); got != metricSum(t, "doppio_storage_wal_sync_seconds_count", "", n) {
+		t.Errorf("WAL sync +Inf bucket %v differs from the count", got)
+	}
+}

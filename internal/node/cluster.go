@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/membership"
 
@@ -348,6 +350,7 @@ type collector struct {
 	rowMisses  *prometheus.Desc
 	rowBytes   *prometheus.Desc
 	reads      *prometheus.Desc
+	walSync    *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -364,6 +367,7 @@ func newCollector(n *Node) *collector {
 		rowHits:    prometheus.NewDesc("doppio_row_cache_hits_total", "Document reads answered by the row cache.", nil, nil),
 		rowMisses:  prometheus.NewDesc("doppio_row_cache_misses_total", "Document reads the row cache could not answer (read from Pebble).", nil, nil),
 		rowBytes:   prometheus.NewDesc("doppio_row_cache_bytes", "Bytes held by the row cache.", nil, nil),
+		walSync:    prometheus.NewDesc("doppio_storage_wal_sync_seconds", "Duration of the storage engine's write-ahead log syncs (each makes every write waiting for it durable).", nil, nil),
 		reads:      prometheus.NewDesc("doppio_linearizable_reads_total", "Linearizable read confirmations by how they were confirmed: under the leader's lease, by a quorum round (ReadIndex), or as the partition's only voter.", []string{"confirmed"}, nil),
 	}
 }
@@ -381,6 +385,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rowMisses
 	ch <- c.rowBytes
 	ch <- c.reads
+	ch <- c.walSync
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -406,6 +411,40 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(lease), "lease")
 	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(round), "quorum")
 	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(sole), "sole-voter")
+	if h := m.LogWriter.FsyncLatency; h != nil {
+		if sync, err := inSeconds(c.walSync, h); err == nil {
+			ch <- sync
+		}
+	}
+}
+
+// syncBounds are about the bucket bounds (seconds) the WAL sync histogram
+// is exported with; Pebble keeps a hundred finer ones, in nanoseconds.
+var syncBounds = []float64{100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10}
+
+// inSeconds exports h, a histogram of nanoseconds, as one of seconds under
+// desc, with fewer buckets: for each of syncBounds, the largest bucket of h
+// within it, at that bucket's own bound (so every count is exact).
+func inSeconds(desc *prometheus.Desc, h prometheus.Histogram) (prometheus.Metric, error) {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		return nil, err
+	}
+	hist := m.GetHistogram()
+	buckets := make(map[float64]uint64, len(syncBounds))
+	for _, want := range syncBounds {
+		var at *dto.Bucket
+		for _, b := range hist.GetBucket() {
+			if b.GetUpperBound()/1e9 > want*(1+1e-9) {
+				break
+			}
+			at = b
+		}
+		if at != nil {
+			buckets[at.GetUpperBound()/1e9] = at.GetCumulativeCount()
+		}
+	}
+	return prometheus.NewConstHistogram(desc, hist.GetSampleCount(), hist.GetSampleSum()/1e9, buckets)
 }
 
 func quietZap() *zap.Logger {

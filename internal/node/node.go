@@ -235,6 +235,12 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if n.view, err = membership.Open(ctx, cli, etcdPrefix, n.log); err != nil {
 		return err
 	}
+	commits := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "doppio_replication_commit_seconds",
+		Help:    "Time from a write's proposal to its application on the leader that proposed it: the log syncs of a quorum of replicas, the messages between them and the apply.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+	})
+	registry.MustRegister(commits)
 	n.host, err = replication.NewHost(replication.Config{
 		NodeID:       n.self,
 		Engine:       n.engine,
@@ -242,6 +248,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Listen:       n.cfg.GRPCAddr,
 		TickInterval: n.cfg.TickInterval,
 		OnLeadership: n.onLeadership,
+		OnCommit:     func(d time.Duration) { commits.Observe(d.Seconds()) },
 		Logger:       n.log,
 
 		CheckBytesPerSecond: n.cfg.CheckBytesPerSecond,

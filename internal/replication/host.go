@@ -73,6 +73,11 @@ type Config struct {
 	// leader rebuilds (StartRebuilt): the node uses it to reopen the
 	// replica for requests too. It must call StartRebuilt.
 	OnRebuild func(ctx context.Context, p keys.Partition) error
+	// OnCommit, if set, is told how long each write proposed here took
+	// from its proposal to its application on this replica (the log syncs
+	// of a quorum, the messages between them, the apply), on the
+	// proposer's goroutine.
+	OnCommit func(time.Duration)
 
 	Logger *slog.Logger
 }

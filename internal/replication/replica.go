@@ -137,6 +137,7 @@ func (g *Group) ReplicateRestore(ctx context.Context, s *partition.RestoreStep) 
 
 func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (partition.SCN, error) {
 	h := g.host
+	start := time.Now()
 	p := &proposal{
 		id:   proposalID{node: h.cfg.NodeID, seq: h.propSeq.Add(1)},
 		done: make(chan proposalResult, 1),
@@ -167,6 +168,9 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 	}
 	select {
 	case r := <-p.done:
+		if r.err == nil && h.cfg.OnCommit != nil {
+			h.cfg.OnCommit(time.Since(start))
+		}
 		return r.scn, r.err
 	case <-ctx.Done():
 		// The proposal stays registered: its fate (applied at its index,

@@ -197,6 +197,7 @@ func (s *Server) HTTPServer() *http1.Server {
 // malformed percent-escape): 400, as problem+json like every refusal,
 // about the target as sent (r.URL.Path).
 func (s *Server) badTarget(w http.ResponseWriter, r *http.Request, err error) {
+	start := time.Now()
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
@@ -205,6 +206,7 @@ func (s *Server) badTarget(w http.ResponseWriter, r *http.Request, err error) {
 	pe := problem.New(problem.Malformed, "request target is not a valid URI: %v", err)
 	writeProblem(sw, problemFor(pe, r.URL.Path), 0, "", false)
 	s.requests.WithLabelValues("unmatched", r.Method, strconv.Itoa(sw.status())).Inc()
+	s.latency.WithLabelValues("unmatched", r.Method).Observe(time.Since(start).Seconds())
 }
 
 // call runs a handler, turning a panic into a 500 so no input can take the

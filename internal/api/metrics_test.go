@@ -1,0 +1,50 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestEveryAnswerIsCounted: a request answered by a route, one that
+// matches none, and one whose target is not a valid URI (answered before
+// routing) each count once in the request counter, under its route and
+// status, and once in the latency histogram.
+func TestEveryAnswerIsCounted(t *testing.T) {
+	// Methods no other test of the package sends to these paths.
+	cases := []struct{ method, path, route, status string }{
+		{"HEAD", "/healthz", "/healthz", "200"},
+		{"DELETE", "/_nothing", "unmatched", "404"},
+		{"PATCH", "/_schemas/x/%G1", "unmatched", "400"},
+	}
+	for _, c := range cases {
+		requests := fmt.Sprintf(`doppio_http_requests_total{code=%q,method=%q,route=%q}`, c.status, c.method, c.route)
+		latency := fmt.Sprintf(`doppio_http_request_duration_seconds_count{method=%q,route=%q}`, c.method, c.route)
+		r0, l0 := scrape(t, requests), scrape(t, latency)
+		if a := send(t, c.method, c.path, nil); fmt.Sprint(a.status) != c.status {
+			t.Fatalf("%s %s: %v, want %s", c.method, c.path, a, c.status)
+		}
+		if got := scrape(t, requests) - r0; got != 1 {
+			t.Errorf("%s %s: %s moved by %v, want 1", c.method, c.path, requests, got)
+		}
+		if got := scrape(t, latency) - l0; got != 1 {
+			t.Errorf("%s %s: %s moved by %v, want 1", c.method, c.path, latency, got)
+		}
+	}
+}
+
+// scrape returns the value of the sample line named exactly by sample in
+// /metrics (0 if absent).
+func scrape(t *testing.T, sample string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(send(t, "GET", "/metrics", nil).body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}

@@ -362,6 +362,46 @@ func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
 	}
 }
 
+// TestTheLastCheckOutlivesItsLeader: the outcome of each partition's last
+// check is kept in etcd by the leader that ran it, so after that leader is
+// gone (here: killed and restarted, its memory lost) /_cluster still shows
+// it, unchanged.
+func TestTheLastCheckOutlivesItsLeader(t *testing.T) {
+	data := t.TempDir()
+	n := startDev(t, data)
+	setupCounters(t, n)
+	for i := range 10 {
+		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/o%d/%d", i, i), map[string]any{"n": i})
+	}
+	var dc node.DatabaseCheck
+	if err := json.Unmarshal(n.must(200, "POST", "/_cluster/check/e2e?repair=false", nil), &dc); err != nil {
+		t.Fatal(err)
+	}
+	if dc.Result != "consistent" || len(dc.Partitions) != 8 {
+		t.Fatalf("POST /_cluster/check/e2e: %+v", dc)
+	}
+	n.kill()
+	cn := &clusterNode{devNode: startDev(t, data), id: "dev"}
+	waitFor(t, 30*time.Second, "every partition's last check shown by the restarted leader", func() (bool, string) {
+		info := clusterInfo(t, cn)
+		js, _ := json.MarshalIndent(info.Partitions, "", " ")
+		if len(info.Partitions) != 8 {
+			return false, string(js)
+		}
+		for _, p := range info.Partitions {
+			want := dc.Partitions[p.Partition]
+			if p.Check == nil || p.Check.Last == nil || p.Check.Running {
+				return false, string(js)
+			}
+			got := p.Check.Last
+			if got.Result != "consistent" || !got.At.Equal(want.At) || got.SCN != want.SCN || got.Keys != want.Keys || got.Leader != "dev" {
+				return false, string(js)
+			}
+		}
+		return true, ""
+	})
+}
+
 // TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader corrupts
 // the store of a partition's preferred leader, which leads it again once
 // restarted: the check finds the leader differing from two agreeing

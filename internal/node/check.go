@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/problem"
@@ -140,8 +141,63 @@ func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, 
 	n.checks.mu.Lock()
 	st.Last = &pc
 	n.checks.mu.Unlock()
+	n.recordCheck(ctx, pc)
 	n.log.Info("consistency check", "db", ref.db, "partition", ref.p, "result", pc.Result, "scn", pc.SCN, "keys", pc.Keys, "bytes", pc.Bytes)
 	return pc, nil
+}
+
+// checksPrefix holds each partition's last check outcome (PartitionCheck
+// JSON at checksPrefix+"{db}/{partition}"), written by the leader that ran
+// the check.
+const checksPrefix = etcdPrefix + "/checks/"
+
+// recordCheck keeps pc, the outcome of a check this node ran as leader, in
+// etcd, so that the partition's next leader (after a failover, a transfer
+// or this node's restart) still shows it. Best effort: if etcd cannot take
+// it within two seconds, the outcome is only in this node's memory.
+func (n *Node) recordCheck(ctx context.Context, pc PartitionCheck) {
+	b, err := json.Marshal(pc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	key := fmt.Sprintf("%s%s/%d", checksPrefix, pc.Database, pc.Partition)
+	if _, err := n.client.Put(ctx, key, string(b)); err != nil {
+		n.log.Warn("consistency check outcome not recorded in etcd", "db", pc.Database, "partition", pc.Partition, "err", err)
+	}
+}
+
+// recordedChecks reads every partition's recorded last check outcome (nil
+// if etcd does not answer within a second).
+func (n *Node) recordedChecks() map[partRef]PartitionCheck {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := n.client.Get(ctx, checksPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil
+	}
+	out := make(map[partRef]PartitionCheck, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var pc PartitionCheck
+		if json.Unmarshal(kv.Value, &pc) == nil {
+			out[partRef{pc.Database, pc.Partition}] = pc
+		}
+	}
+	return out
+}
+
+// lastCheck is what /_cluster shows of ref's checks, led here: whether one
+// runs here, and the latest outcome, this node's or the recorded one.
+func (n *Node) lastCheck(ref partRef, recorded map[partRef]PartitionCheck) *CheckStatus {
+	st := n.checks.get(ref)
+	if rec, ok := recorded[ref]; ok && (st == nil || st.Last == nil || rec.At.After(st.Last.At)) {
+		if st == nil {
+			st = &CheckStatus{}
+		}
+		st.Last = &rec
+	}
+	return st
 }
 
 // CheckPartition implements api.Checker: it runs the check here if this

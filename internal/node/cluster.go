@@ -146,6 +146,7 @@ func (n *Node) local() LocalInfo {
 	if n.router == nil {
 		return out
 	}
+	var recorded map[partRef]PartitionCheck
 	for ref, g := range n.hosted() {
 		st, err := g.Status()
 		if err != nil {
@@ -165,7 +166,12 @@ func (n *Node) local() LocalInfo {
 			lr.Learners = append(lr.Learners, n.nodeName(l))
 		}
 		if st.Role == "leader" {
-			lr.Check = n.checks.get(ref)
+			if recorded == nil {
+				if recorded = n.recordedChecks(); recorded == nil {
+					recorded = map[partRef]PartitionCheck{}
+				}
+			}
+			lr.Check = n.lastCheck(ref, recorded)
 			if summing, b := g.CheckProgress(); summing && lr.Check != nil {
 				lr.Check.SummedBytes = b
 			}

@@ -53,7 +53,26 @@ func readBody(r *http.Request, limit int) ([]byte, error) {
 	if err := checkJSONContentType(r); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(limit)))
+	return readLimited(r, int64(limit))
+}
+
+// readLimited reads a request's body, of at most limit bytes: in one
+// allocation of the declared length when there is one (io.ReadAll grows
+// its buffer from 512 bytes, copying at each step: a 2.5 KiB document
+// read twice, once to keep for a forward or a retry and once by its
+// handler, cost 5.4 KiB of allocations).
+func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	switch n := r.ContentLength; {
+	case n > limit:
+		return nil, &http.MaxBytesError{Limit: limit}
+	case n > 0:
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 }
 
 // target is a parsed document URI.

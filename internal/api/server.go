@@ -226,7 +226,7 @@ func (s *Server) call(rt *route, w *statusWriter, r *http.Request, p params) (bo
 	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Body == nil {
 		return nil, rt.handle(s, w, r, p)
 	}
-	body, err = io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(s.cfg.MaxRequestBytes)))
+	body, err = readLimited(r, int64(s.cfg.MaxRequestBytes))
 	if err != nil {
 		return nil, err
 	}

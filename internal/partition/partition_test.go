@@ -484,3 +484,21 @@ func TestWriteSetIndexPartStaysOutOfTheLog(t *testing.T) {
 		t.Fatalf("log part decode: %+v %v", logged, err)
 	}
 }
+
+// TestWriteSetAppendsItsEncodingAfterAHeader: appended after other bytes
+// (the replication layer's entry header), the encoding is Encode's, byte
+// for byte, and LogLen counts from its own start.
+func TestWriteSetAppendsItsEncodingAfterAHeader(t *testing.T) {
+	ws := &WriteSet{Mtime: 1, Writes: []Write{{Table: "T", Key: []byte{1}, Op: OpInsert, AfterVersion: 1, After: []byte{7, 8}}},
+		Index: IndexWrites{Puts: []IndexEntry{{Key: []byte("k"), Value: []byte{}}}}}
+	enc := ws.Encode()
+	logLen := ws.LogLen()
+	header := []byte("seventeen bytes..")
+	out := ws.AppendEncoding(header)
+	if string(out[:len(header)]) != string(header) || string(out[len(header):]) != string(enc) {
+		t.Fatalf("appended %x, want %x then %x", out, header, enc)
+	}
+	if ws.LogLen() != logLen || logLen == len(enc) {
+		t.Fatalf("LogLen %d after appending, %d after Encode (of %d bytes)", ws.LogLen(), logLen, len(enc))
+	}
+}

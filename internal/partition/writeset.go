@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Op is the effect of a write set on one document.
@@ -114,8 +115,13 @@ const (
 
 // Encode returns the binary form of ws. Its first LogLen bytes, alone, are
 // the change-log entry: a valid encoding of ws without Index.
-func (ws *WriteSet) Encode() []byte {
-	b := make([]byte, 0, ws.Size())
+func (ws *WriteSet) Encode() []byte { return ws.AppendEncoding(nil) }
+
+// AppendEncoding appends the encoding Encode returns to dst, growing dst
+// at most once (the replication layer frames it without another copy).
+func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
+	start := len(dst)
+	b := slices.Grow(dst, ws.Size())
 	b = append(b, writeSetFormat)
 	b = binary.AppendVarint(b, ws.Mtime)
 	b = binary.AppendUvarint(b, uint64(len(ws.Writes)))
@@ -134,7 +140,7 @@ func (ws *WriteSet) Encode() []byte {
 		b = appendBytes(b, c.Collection)
 		b = binary.AppendVarint(b, c.Value)
 	}
-	ws.logLen = len(b)
+	ws.logLen = len(b) - start
 	if ws.Index.empty() {
 		return b
 	}

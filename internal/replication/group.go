@@ -160,11 +160,16 @@ const (
 func encodeEntry(id proposalID, ws []byte) []byte { return frameEntry(entryFormat, id, ws) }
 
 func frameEntry(format byte, id proposalID, data []byte) []byte {
-	b := make([]byte, 0, 17+len(data))
+	return append(entryHeader(format, id, len(data)), data...)
+}
+
+// entryHeader is an entry's 17-byte header, in a slice with room for size
+// more bytes of payload.
+func entryHeader(format byte, id proposalID, size int) []byte {
+	b := make([]byte, 0, 17+size)
 	b = append(b, format)
 	b = binary.BigEndian.AppendUint64(b, id.node)
-	b = binary.BigEndian.AppendUint64(b, id.seq)
-	return append(b, data...)
+	return binary.BigEndian.AppendUint64(b, id.seq)
 }
 
 var errCorruptEntry = errors.New("corrupt raft entry")

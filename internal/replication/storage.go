@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -97,6 +98,13 @@ type raftStorage struct {
 	// leave it; older ones (a lagging follower's) are read from Pebble.
 	tail []*raftpb.Entry
 }
+
+// entryBuffers hold an entry's encoding on its way into a batch (which
+// copies it): a 2.5 KiB mailbox insert's entry was 4.3 KiB of garbage per
+// write. Buffers grown past maxPooledEntry are left to the collector.
+var entryBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEntry = 64 << 10
 
 // maxTail bounds the entries kept in memory per replica.
 const maxTail = 256
@@ -296,12 +304,17 @@ func (s *raftStorage) append(b *storage.Batch, ents []*raftpb.Entry) {
 	if first <= s.last {
 		b.DeleteRange(s.prefix.RaftLog(first), s.prefix.RaftLog(s.last+1))
 	}
+	buf := entryBuffers.Get().(*[]byte)
 	for _, e := range ents {
-		v, err := proto.Marshal(e)
+		v, err := proto.MarshalOptions{}.MarshalAppend((*buf)[:0], e)
 		if err != nil {
 			panic(err)
 		}
-		b.Set(s.prefix.RaftLog(e.GetIndex()), v)
+		b.Set(s.prefix.RaftLog(e.GetIndex()), v) // copied into the batch
+		*buf = v
+	}
+	if cap(*buf) <= maxPooledEntry {
+		entryBuffers.Put(buf)
 	}
 	last := ents[len(ents)-1]
 	s.last, s.lastTerm = last.GetIndex(), last.GetTerm()

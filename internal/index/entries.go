@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -122,8 +123,21 @@ func appendAttributeEntries(out []Entry, list, rest []byte, v any) []Entry {
 	return out
 }
 
+// tokenSlices pools the token lists of appendTextEntries (a message body's
+// grew by doubling, 3 KB per insert).
+var tokenSlices = sync.Pool{New: func() any { return new([]Token) }}
+
 func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
-	var toks []Token
+	pooled := tokenSlices.Get().(*[]Token)
+	toks := (*pooled)[:0]
+	defer func() {
+		if cap(toks) > 1<<12 {
+			return // a huge text's list is not kept
+		}
+		clear(toks) // no term outlives the call in the pool
+		*pooled = toks[:0]
+		tokenSlices.Put(pooled)
+	}()
 	pos := 0
 	addText := func(x any) {
 		if s, ok := x.(string); ok {
@@ -143,8 +157,11 @@ func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
 	// Every key and value is carved from one buffer: a 60-word body gives
 	// some 40 entries, which were 80 allocations.
 	size := 0
-	for _, t := range toks {
-		size += len(list) + len(t.Term) + 4 + len(rest) + binary.MaxVarintLen32
+	for i, t := range toks {
+		if i == 0 || t.Term != toks[i-1].Term {
+			size += len(list) + len(t.Term) + 4 + len(rest)
+		}
+		size += binary.MaxVarintLen32
 	}
 	buf := make([]byte, 0, size)
 	for i := 0; i < len(toks); {

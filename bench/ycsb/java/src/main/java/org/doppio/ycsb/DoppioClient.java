@@ -89,13 +89,32 @@ public class DoppioClient extends DB {
       if (routing.equals("smart") && !routesFetched) {
         String first = urls[0].trim();
         URI f = URI.create(first);
-        try {
-          routes = Routes.fetch(f.getScheme() + "://" + f.getRawAuthority(), db);
-        } catch (IOException e) {
-          throw new DBException("doppio.routing=smart: " + e.getMessage(), e);
+        // A cluster just started may still be moving leaders to their preferred nodes: wait
+        // (up to 30 s) until /_cluster names a leader for every partition.
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        IOException last = null;
+        while (true) {
+          try {
+            routes = Routes.fetch(f.getScheme() + "://" + f.getRawAuthority(), db);
+            last = null;
+          } catch (IOException e) {
+            last = e;
+          }
+          if (routes != null || System.nanoTime() > deadline) {
+            break;
+          }
+          try {
+            Thread.sleep(200);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new DBException("doppio.routing=smart: interrupted while waiting for leaders", e);
+          }
+        }
+        if (last != null) {
+          throw new DBException("doppio.routing=smart: " + last.getMessage(), last);
         }
         if (routes == null) {
-          throw new DBException("doppio.routing=smart: a partition of " + db + " has no known leader in /_cluster");
+          throw new DBException("doppio.routing=smart: a partition of " + db + " has no known leader in /_cluster after 30 s");
         }
         routesFetched = true;
       }

@@ -42,7 +42,7 @@ func TestProposalAfterAnUnnoticedStepDownIsRefusedNotForwarded(t *testing.T) {
 		// at once (lead = other); the group notices at the next Ready.
 		g.rn.Step(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(other), To: new(lead), Term: new(term + 1)})
 		stale = g.isLeader && g.rn.BasicStatus().RaftState == raft.StateFollower
-		proposeErr = g.rn.Propose(encodeEntry(proposalID{node: lead, seq: 1 << 40}, writeSet(1).Encode()))
+		proposeErr = g.rn.Propose(encodeEntry(proposalID{node: lead, seq: 1 << 40}, writeSet(1)))
 	}); err != nil {
 		t.Fatal(err)
 	}

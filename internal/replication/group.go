@@ -156,8 +156,11 @@ const (
 	entryRestoreFormat byte = 2
 )
 
-// encodeEntry frames a write set as the data of a normal Raft entry.
-func encodeEntry(id proposalID, ws []byte) []byte { return frameEntry(entryFormat, id, ws) }
+// encodeEntry frames a write set as the data of a normal Raft entry,
+// encoding it straight after the header.
+func encodeEntry(id proposalID, ws *partition.WriteSet) []byte {
+	return ws.AppendEncoding(entryHeader(entryFormat, id, ws.Size()))
+}
 
 func frameEntry(format byte, id proposalID, data []byte) []byte {
 	return append(entryHeader(format, id, len(data)), data...)

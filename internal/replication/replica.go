@@ -125,7 +125,7 @@ func (g *Group) Lead(ctx context.Context) error {
 // problem.Unavailable error; the write may then still be applied later
 // (the outcome is unknown), unless the error says it was superseded.
 func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partition.SCN, error) {
-	return g.propose(ctx, func(id proposalID) []byte { return ws.AppendEncoding(entryHeader(entryFormat, id, ws.Size())) })
+	return g.propose(ctx, func(id proposalID) []byte { return encodeEntry(id, ws) })
 }
 
 // ReplicateRestore implements partition.RestoreReplicator: like

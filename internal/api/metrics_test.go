@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"bufio"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -21,8 +24,8 @@ func TestEveryAnswerIsCounted(t *testing.T) {
 		requests := fmt.Sprintf(`doppio_http_requests_total{code=%q,method=%q,route=%q}`, c.status, c.method, c.route)
 		latency := fmt.Sprintf(`doppio_http_request_duration_seconds_count{method=%q,route=%q}`, c.method, c.route)
 		r0, l0 := scrape(t, requests), scrape(t, latency)
-		if a := send(t, c.method, c.path, nil); fmt.Sprint(a.status) != c.status {
-			t.Fatalf("%s %s: %v, want %s", c.method, c.path, a, c.status)
+		if got := sendAlone(t, c.method, c.path); fmt.Sprint(got) != c.status {
+			t.Fatalf("%s %s: %d, want %s", c.method, c.path, got, c.status)
 		}
 		if got := scrape(t, requests) - r0; got != 1 {
 			t.Errorf("%s %s: %s moved by %v, want 1", c.method, c.path, requests, got)
@@ -47,4 +50,26 @@ func scrape(t *testing.T, sample string) float64 {
 		}
 	}
 	return 0
+}
+
+// sendAlone sends one request without a body on a connection of its own
+// and returns the answer's status. (The shared client's connections may
+// have been handed to net/http by an earlier test's chunked request, and
+// net/http answers a bad target itself, uncounted.)
+func sendAlone(t *testing.T, method, path string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", method, path); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func (t relayTarget) Error() string {
 func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 	var body []byte
 	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, int64(s.cfg.MaxRequestBytes)))
+		b, err := readLimited(r, int64(s.cfg.MaxRequestBytes))
 		if err != nil {
 			return err
 		}

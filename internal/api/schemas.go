@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ func decodeStrict(r *http.Request, limit int64, v any) error {
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	body, err := readLimited(r, limit)
 	if err != nil {
 		return err
 	}

@@ -168,14 +168,14 @@ func (n *Node) recordCheck(ctx context.Context, pc PartitionCheck) {
 	}
 }
 
-// recordedChecks reads every partition's recorded last check outcome (nil
-// if etcd does not answer within a second).
+// recordedChecks reads every partition's recorded last check outcome
+// (none if etcd does not answer within a second).
 func (n *Node) recordedChecks() map[partRef]PartitionCheck {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	resp, err := n.client.Get(ctx, checksPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil
+		return map[partRef]PartitionCheck{}
 	}
 	out := make(map[partRef]PartitionCheck, len(resp.Kvs))
 	for _, kv := range resp.Kvs {

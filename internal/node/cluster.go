@@ -166,10 +166,8 @@ func (n *Node) local() LocalInfo {
 			lr.Learners = append(lr.Learners, n.nodeName(l))
 		}
 		if st.Role == "leader" {
-			if recorded == nil {
-				if recorded = n.recordedChecks(); recorded == nil {
-					recorded = map[partRef]PartitionCheck{}
-				}
+			if recorded == nil { // read once, and only if this node leads
+				recorded = n.recordedChecks()
 			}
 			lr.Check = n.lastCheck(ref, recorded)
 			if summing, b := g.CheckProgress(); summing && lr.Check != nil {

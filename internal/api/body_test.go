@@ -1,11 +1,15 @@
 package api_test
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBodiesOfEitherFraming: a document sent with a Content-Length and
@@ -53,4 +57,83 @@ func TestBodiesOfEitherFraming(t *testing.T) {
 		}
 		expect(t, send(t, "GET", "/"+db+"/Mailbox/"+c.name+"-big", nil), 404, c.name+": the refused document")
 	}
+}
+
+// rawExchange sends raw on a connection of its own, half-closes it if
+// told to, and reads every answer that comes back until the connection
+// closes.
+func rawExchange(t *testing.T, raw string, halfClose bool) []*http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	if halfClose {
+		c.(*net.TCPConn).CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return out
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		out = append(out, resp)
+	}
+}
+
+// TestAfterAChunkedUploadABadTargetStillGetsProblemJSON: a chunked upload
+// is served like any request, so a malformed target sent after it on the
+// same connection gets the API's problem+json 400 (a connection handed to
+// net/http would get its plain-text one).
+func TestAfterAChunkedUploadABadTargetStillGetsProblemJSON(t *testing.T) {
+	db := newDB(t)
+	doc := `{"name":"chunked"}`
+	resps := rawExchange(t, fmt.Sprintf("PUT /%s/Mailbox/c1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", db, len(doc), doc)+
+		fmt.Sprintf("GET /%s/Mailbox/%%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", db), false)
+	if len(resps) != 2 || resps[0].StatusCode != 201 {
+		t.Fatalf("answers %v, want 201 then 400", statuses(resps))
+	}
+	if resps[1].StatusCode != 400 || resps[1].Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("bad target after a chunked upload: %d %s, want a problem+json 400", resps[1].StatusCode, resps[1].Header.Get("Content-Type"))
+	}
+	if m := decode(t, send(t, "GET", "/"+db+"/Mailbox/c1", nil).body); m["name"] != "chunked" {
+		t.Fatalf("read back %v", m)
+	}
+}
+
+// TestBodiesCutShortOrMisframedAre400AndWriteNothing: a body that ends
+// before its declared length, or whose chunked framing is broken, is the
+// client's error (400 problem+json), and nothing is written.
+func TestBodiesCutShortOrMisframedAre400AndWriteNothing(t *testing.T) {
+	db := newDB(t)
+	for key, raw := range map[string]string{
+		"short":       "Content-Length: 40\r\n\r\n{\"name\":\"cut\"",
+		"bad-chunk":   "Transfer-Encoding: chunked\r\n\r\nzz\r\n{\"name\":\"x\"}\r\n0\r\n\r\n",
+		"chunk-short": "Transfer-Encoding: chunked\r\n\r\n40\r\n{\"name\":\"cut\"",
+	} {
+		resps := rawExchange(t, fmt.Sprintf("PUT /%s/Mailbox/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%s", db, key, raw), true)
+		if len(resps) != 1 || resps[0].StatusCode != 400 || resps[0].Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s: answers %v, want one problem+json 400", key, statuses(resps))
+		}
+		if b, _ := io.ReadAll(resps[0].Body); !strings.Contains(string(b), "the request body cannot be read") {
+			t.Errorf("%s: %s", key, b)
+		}
+		expect(t, send(t, "GET", "/"+db+"/Mailbox/"+key, nil), 404, key+": nothing written")
+	}
+}
+
+func statuses(resps []*http.Response) []int {
+	var out []int
+	for _, r := range resps {
+		out = append(out, r.StatusCode)
+	}
+	return out
 }

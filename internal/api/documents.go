@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -68,11 +69,27 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 	case n > 0:
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, err
+			return nil, unreadable(err)
 		}
 		return b, nil
 	}
-	return io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if !errors.As(err, &mbe) {
+			err = unreadable(err)
+		}
+	}
+	return b, err
+}
+
+// unreadable is the answer to a body that ends before its declared length
+// or breaks its chunked framing: the client's fault, not the server's.
+func unreadable(err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return problem.New(problem.Malformed, "the request body cannot be read: %v", err)
 }
 
 // target is a parsed document URI.

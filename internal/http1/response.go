@@ -32,6 +32,9 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	} else {
 		c.s.Handler.ServeHTTP(w, req)
 	}
+	if b, ok := req.Body.(*body); ok && b.expect {
+		w.closeAfter = true // see body.discard
+	}
 	usable := w.finish()
 	putBuffer(w.body) // an idle connection holds no buffer
 	if !usable {

@@ -5,8 +5,10 @@
 // A connection's requests are read into one buffer per connection; a
 // request is served here when it is plain: HTTP/1.1, a method of the API,
 // an origin-form target that HandOff does not claim (the streaming
-// routes), a Host header, no Transfer-Encoding, Expect or Upgrade, a
-// header block of at most MaxHeaderBytes. The answer is built in buffers
+// routes), a Host header, a body of declared length or chunked (no other
+// transfer coding), no Upgrade, no Expect but 100-continue (answered when
+// the handler first reads the body), a header block of at most
+// MaxHeaderBytes. The answer is built in buffers
 // from a pool shared by all connections and leaves in one write (unless
 // the handler streams more than StreamAfter bytes or flushes). What net/http spends per request beyond
 // that, and this server does not, is a goroutine's background read to
@@ -455,8 +457,15 @@ func (c *conn) readRequest() (*http.Request, error) {
 		Header: hd.fields, Host: hd.host, RemoteAddr: c.remote, RequestURI: raw,
 		ContentLength: hd.contentLength, Close: hd.close, Body: http.NoBody,
 	}
-	if hd.contentLength > 0 {
-		req.Body = &body{c: c, left: hd.contentLength}
+	switch {
+	case hd.chunked:
+		// As net/http: the coding is in TransferEncoding, not the header.
+		delete(hd.fields, "Transfer-Encoding")
+		req.ContentLength = -1
+		req.TransferEncoding = chunkedCoding
+		req.Body = &body{c: c, chunked: true, expect: hd.expectContinue}
+	case hd.contentLength > 0:
+		req.Body = &body{c: c, left: hd.contentLength, expect: hd.expectContinue}
 	}
 	return req, nil
 }
@@ -467,14 +476,20 @@ type header struct {
 	host          string
 	contentLength int64
 	close         bool // Connection: close
+	chunked       bool // Transfer-Encoding: chunked
+	// expectContinue: Expect: 100-continue.
+	expectContinue bool
 }
+
+var chunkedCoding = []string{"chunked"}
 
 // parseHeader parses the header fields of a plain request: block is the
 // block after the request line, without its final empty line; names and
 // values are slices of it. ok is false for anything net/http must judge:
 // a malformed field, a folded line, a missing or repeated Host, a
-// Content-Length that is not one decimal number, Transfer-Encoding,
-// Expect, Upgrade, TE or Trailer.
+// Content-Length that is not one decimal number, a Transfer-Encoding
+// other than one "chunked" (or with a Content-Length), an Expect other
+// than one "100-continue", Upgrade, TE or Trailer.
 func parseHeader(block string) (hd header, ok bool) {
 	n := strings.Count(block, "\n") + 1
 	hd.fields = make(http.Header, n)
@@ -511,7 +526,17 @@ func parseHeader(block string) (hd header, ok bool) {
 			}
 			hd.contentLength, _ = strconv.ParseInt(v, 10, 64)
 			hasLength = true
-		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
+		case "Transfer-Encoding":
+			if hd.chunked || !strings.EqualFold(v, "chunked") {
+				return hd, false
+			}
+			hd.chunked = true
+		case "Expect":
+			if hd.expectContinue || !strings.EqualFold(v, "100-continue") {
+				return hd, false
+			}
+			hd.expectContinue = true
+		case "Upgrade", "Te", "Trailer":
 			return hd, false
 		case "Connection":
 			if hasToken(v, "upgrade") {
@@ -527,7 +552,7 @@ func parseHeader(block string) (hd header, ok bool) {
 		}
 		values = values[1:]
 	}
-	return hd, hasHost
+	return hd, hasHost && !(hd.chunked && hasLength)
 }
 
 // knownMethod returns the method as a constant string (no allocation),
@@ -563,20 +588,51 @@ func isTokenByte(b byte) bool {
 	return b < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
 }
 
-// body reads a request body of known length from the connection's
-// buffer, then from the connection.
+// body reads a request body, of declared length or chunked, from the
+// connection's buffer, then from the connection.
 type body struct {
-	c    *conn
-	left int64
-	err  error
+	c       *conn
+	left    int64 // bytes left: of the body, or of the current chunk
+	chunked bool
+	started bool // chunked: a chunk-size line has been read
+	done    bool // chunked: the last chunk and the trailer section are read
+	expect  bool // a 100 Continue is owed before the first read
+	err     error
 }
+
+// errBadChunked: a chunked body that breaks RFC 9112's framing. The
+// connection cannot be read further.
+var errBadChunked = errors.New("http1: malformed chunked request body")
+
+// maxChunkLine bounds a chunk-size line (extensions included) and each
+// trailer field line.
+const maxChunkLine = 4096
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
+	if b.expect {
+		b.expect = false
+		if err := b.c.sendContinue(); err != nil {
+			b.err = err
+			return 0, err
+		}
+	}
+	for b.chunked && b.left == 0 && !b.done {
+		if err := b.nextChunk(); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			b.err = err
+			return 0, err
+		}
+	}
 	if b.left == 0 {
 		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	c := b.c
 	if c.pos == c.lim {
@@ -608,23 +664,123 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// nextChunk reads the line break that ends the chunk before (if any) and
+// the next chunk-size line, whose extensions are ignored; after the last
+// chunk, it reads the trailer section and drops its fields.
+func (b *body) nextChunk() error {
+	c := b.c
+	if b.started {
+		l, err := c.line()
+		if err != nil {
+			return err
+		}
+		if len(l) != 0 {
+			return errBadChunked
+		}
+	}
+	b.started = true
+	l, err := c.line()
+	if err != nil {
+		return err
+	}
+	size, _, _ := bytes.Cut(l, []byte(";"))
+	n, ok := parseChunkSize(bytes.TrimRight(size, " \t"))
+	if !ok {
+		return errBadChunked
+	}
+	if n > 0 {
+		b.left = n
+		return nil
+	}
+	for total := 0; ; {
+		l, err := c.line()
+		if err != nil {
+			return err
+		}
+		if len(l) == 0 {
+			b.done = true
+			return nil
+		}
+		if total += len(l) + 2; total > c.s.MaxHeaderBytes {
+			return errBadChunked
+		}
+	}
+}
+
+// parseChunkSize parses a chunk size: 1 to 15 hexadecimal digits.
+func parseChunkSize(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, d := range b {
+		switch {
+		case '0' <= d && d <= '9':
+			d -= '0'
+		case 'a' <= d && d <= 'f':
+			d -= 'a' - 10
+		case 'A' <= d && d <= 'F':
+			d -= 'A' - 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
+
+// line returns the next line of a chunked body's framing without its
+// CRLF, reading more as needed. The line aliases the connection's buffer
+// until the next read. A line ended by a bare LF, or longer than
+// maxChunkLine, is malformed.
+func (c *conn) line() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(c.in[c.pos:c.lim], '\n'); i >= 0 {
+			l := c.in[c.pos : c.pos+i]
+			c.pos += i + 1
+			if len(l) == 0 || l[len(l)-1] != '\r' || len(l) > maxChunkLine+1 {
+				return nil, errBadChunked
+			}
+			return l[:len(l)-1], nil
+		}
+		if c.lim-c.pos > maxChunkLine {
+			return nil, errBadChunked
+		}
+		if err := c.fill(max(len(c.in), 2*maxChunkLine)); err != nil {
+			if err == errHandOff {
+				err = errBadChunked
+			}
+			return nil, err
+		}
+	}
+}
+
+// sendContinue sends the interim 100 Continue that a request with
+// Expect: 100-continue waits for, unless the handler has chosen its
+// answer already (as net/http).
+func (c *conn) sendContinue() error {
+	if w := &c.resp; w.status != 0 || w.sent {
+		return nil
+	}
+	_, err := io.WriteString(c.rwc, "HTTP/1.1 100 Continue\r\n\r\n")
+	return err
+}
+
 func (b *body) Close() error { return nil }
 
 // discard consumes what the handler left of the body: at most 256 KiB,
 // as net/http; it reports whether the connection can take another
-// request.
+// request. It cannot when a 100 Continue was owed and never sent: the
+// client may send the body or not.
 func (b *body) discard() bool {
-	if b.err != nil {
+	if b.err != nil || b.expect {
 		return false
 	}
-	if b.left == 0 {
-		return true
-	}
-	if b.left > 256<<10 {
+	if !b.chunked && b.left > 256<<10 {
 		return false
 	}
-	_, err := io.Copy(io.Discard, b)
-	return err == nil && b.left == 0
+	_, err := io.CopyN(io.Discard, b, 256<<10+1)
+	return err == io.EOF
 }
 
 // prefixConn is a connection handed to net/http with the bytes already

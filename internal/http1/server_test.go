@@ -121,9 +121,9 @@ func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
 		raw  string
 		want []string
 	}{
-		"chunked body after a plain request": {
+		"TE after a plain request": {
 			"GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n" +
-				"POST /db/b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
+				"POST /db/b HTTP/1.1\r\nHost: x\r\nTE: trailers\r\nContent-Length: 3\r\n\r\nabc" +
 				"GET /db/c HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /db/a ", "net/http POST /db/b abc", "net/http GET /db/c "},
 		},
@@ -131,11 +131,14 @@ func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
 			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a ", "net/http GET /db/a "},
 		},
-		"HTTP/1.0": {"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n", []string{"net/http GET /db/a "}},
-		"Expect":   {"PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", []string{"net/http PUT /db/a hi"}},
-		"OPTIONS":  {"OPTIONS /db/a HTTP/1.1\r\nHost: x\r\n\r\n", []string{"net/http OPTIONS /db/a "}},
-		"bare LF":  {"GET /db/a HTTP/1.1\nHost: x\n\n", []string{"net/http GET /db/a "}},
-		"folded":   {"GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", []string{"net/http GET /db/a "}},
+		"HTTP/1.0":             {"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n", []string{"net/http GET /db/a "}},
+		"Trailer":              {"POST /db/a HTTP/1.1\r\nHost: x\r\nTrailer: X\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX: y\r\n\r\n", []string{"net/http POST /db/a hi"}},
+		"chunked and a length": {"PUT /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n1\r\na\r\n0\r\n\r\n", []string{"net/http PUT /db/a a"}},
+		"chunked twice":        {"PUT /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", []string{"Unsupported transfer encoding"}}, // net/http's 501
+		"Expect another":       {"PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: something\r\nContent-Length: 1\r\n\r\na", []string{""}},                                                                  // net/http's 417
+		"OPTIONS":              {"OPTIONS /db/a HTTP/1.1\r\nHost: x\r\n\r\n", []string{"net/http OPTIONS /db/a "}},
+		"bare LF":              {"GET /db/a HTTP/1.1\nHost: x\n\n", []string{"net/http GET /db/a "}},
+		"folded":               {"GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", []string{"net/http GET /db/a "}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, bodies, _ := exchange(t, addr, tc.raw, len(tc.want))
@@ -436,6 +439,8 @@ func TestMangledRequestsNeverPanic(t *testing.T) {
 		"GET /db/t/a?x=1 HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n",
 		"PUT /db/t/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello",
 		"PATCH /db/t/c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /db/t/d HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /db/t/e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\nGET /db/t/f HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PUT /db/t/g HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi",
 	}
 	rng := rand.New(rand.NewPCG(20261124, 1))
 	for i := 0; i < 2000; i++ {
@@ -509,4 +514,179 @@ func TestBadTargetIsAnsweredHereWhenTheServerSaysHow(t *testing.T) {
 	if bodies[1] != "http1 GET /db/a " {
 		t.Errorf("the request after it: %q", bodies[1])
 	}
+}
+
+// readBody answers "<server> <method> <path> <body>" like echo, or 400
+// with the error when the body cannot be read whole.
+var readBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/skip" {
+		w.WriteHeader(http.StatusNoContent) // the body is left unread
+		return
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	fmt.Fprintf(w, "%s %s %s %s %d %q", via(r), r.Method, r.URL.Path, b, r.ContentLength, r.TransferEncoding)
+})
+
+// TestChunkedBodiesAreServedHere: chunked request bodies (several chunks,
+// extensions, hexadecimal in either case, trailer fields) are read here,
+// and the connection stays here for the requests after them; bodies left
+// unread are skipped.
+func TestChunkedBodiesAreServedHere(t *testing.T) {
+	addr, _ := start(t, readBody, nil)
+	raw := "POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
+		"POST /db/b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\nA;name=value\r\n0123456789\r\n1 \r\nx\r\n00\r\nX-Sum: 1\r\nY: 2\r\n\r\n" +
+		"POST /skip HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\nf\r\n0123456789abcde\r\n0\r\n\r\n" +
+		"PUT /db/c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok"
+	resps, bodies, _ := exchange(t, addr, raw, 4)
+	want := []string{
+		`http1 POST /db/a abc -1 ["chunked"]`,
+		`http1 POST /db/b 0123456789x -1 ["chunked"]`,
+		``,
+		`http1 PUT /db/c ok 2 []`,
+	}
+	for i, w := range want {
+		if bodies[i] != w {
+			t.Errorf("answer %d = %q, want %q", i, bodies[i], w)
+		}
+	}
+	if resps[2].StatusCode != 204 {
+		t.Errorf("unread body: status %d, want 204", resps[2].StatusCode)
+	}
+}
+
+// TestChunkedBodyArrivingInPieces: a chunked body split inside its size
+// lines, data and trailer is read whole.
+func TestChunkedBodyArrivingInPieces(t *testing.T) {
+	addr, _ := start(t, readBody, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, piece := range []string{
+		"POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1", "0\r\n0123456", "789abcdef\r", "\n2;e", "xt\r\nhi\r\n0\r", "\nT: 1", "\r\n\r\n",
+		"GET /db/b HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		io.WriteString(c, piece)
+		time.Sleep(20 * time.Millisecond)
+	}
+	br := bufio.NewReader(c)
+	for i, want := range []string{`http1 POST /db/a 0123456789abcdefhi -1 ["chunked"]`, `http1 GET /db/b  0 []`} {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != want {
+			t.Errorf("answer %d = %q, want %q", i, b, want)
+		}
+	}
+}
+
+// TestMalformedChunkedBodiesAreRefusedAndEndTheConnection: the handler's
+// read fails, its answer goes out, and the connection closes (what
+// follows the body cannot be found).
+func TestMalformedChunkedBodiesAreRefusedAndEndTheConnection(t *testing.T) {
+	addr, _ := start(t, readBody, nil)
+	head := "POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	next := "GET /db/b HTTP/1.1\r\nHost: x\r\n\r\n"
+	for name, body := range map[string]string{
+		"not hexadecimal":       "zz\r\nabc\r\n0\r\n\r\n",
+		"no size":               "\r\nabc\r\n0\r\n\r\n",
+		"size too long":         "1000000000000000\r\nabc\r\n0\r\n\r\n",
+		"data overruns":         "3\r\nabcd\r\n0\r\n\r\n",
+		"bare LF":               "3\nabc\n0\n\n",
+		"size line too long":    "3;" + strings.Repeat("e", 5000) + "\r\nabc\r\n0\r\n\r\n",
+		"trailer too long":      "3\r\nabc\r\n0\r\n" + strings.Repeat("X: y\r\n", 20000) + "\r\n",
+		"negative size":         "-3\r\nabc\r\n0\r\n\r\n",
+		"space inside the size": "1 0\r\n0123456789abcdef\r\n0\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			resps, bodies, c := exchange(t, addr, head+body+next, 1)
+			if resps[0].StatusCode != http.StatusBadRequest || !strings.Contains(bodies[0], "malformed chunked") {
+				t.Errorf("answer %d %q, want 400 for a malformed chunked body", resps[0].StatusCode, bodies[0])
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := c.Read(make([]byte, 1)); n != 0 || (err != io.EOF && !isReset(err)) {
+				t.Errorf("after the answer: read %d bytes, %v; want the connection closed", n, err)
+			}
+		})
+	}
+	t.Run("cut short", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, head+"5\r\nab")
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 400 || !strings.Contains(string(b), io.ErrUnexpectedEOF.Error()) {
+			t.Errorf("answer %d %q, want 400 for an unexpected EOF", resp.StatusCode, b)
+		}
+	})
+}
+
+// TestExpectContinue: the interim 100 Continue is sent when the handler
+// first reads the body, and only then; a handler that answers without
+// reading gets no 100, and the connection closes after its answer.
+func TestExpectContinue(t *testing.T) {
+	addr, _ := start(t, readBody, nil)
+	for _, framing := range []string{"Content-Length: 2", "Transfer-Encoding: chunked"} {
+		body := "hi"
+		if strings.HasPrefix(framing, "Transfer") {
+			body = "2\r\nhi\r\n0\r\n\r\n"
+		}
+		t.Run(framing, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			fmt.Fprintf(c, "PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n%s\r\n\r\n", framing)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusContinue {
+				t.Fatalf("before the body: %v, %v; want 100 Continue", resp, err)
+			}
+			io.WriteString(c, body)
+			if resp, err = http.ReadResponse(br, nil); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if !strings.HasPrefix(string(b), "http1 PUT /db/a hi ") || resp.Close {
+				t.Errorf("answer %q (close %v), want http1's echo of the body, connection kept", b, resp.Close)
+			}
+		})
+	}
+	t.Run("body never read", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "PUT /skip HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusNoContent || !resp.Close {
+			t.Errorf("answer %d (close %v), want 204 with Connection: close and no 100 before it", resp.StatusCode, resp.Close)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || (err != io.EOF && !isReset(err)) {
+			t.Errorf("after the answer: read %d bytes, %v; want the connection closed", n, err)
+		}
+	})
 }

@@ -402,6 +402,46 @@ func TestTheLastCheckOutlivesItsLeader(t *testing.T) {
 	})
 }
 
+// TestARestartDoesNotPostponeBackgroundChecks: a partition's background
+// check is due an interval after its last check, or after the cluster's
+// checks began if it never had one, wherever that was; a node killed and
+// restarted before then checks on time, not an interval after its own
+// start (with a timer per process, a node restarted more often than the
+// interval never checked anything).
+func TestARestartDoesNotPostponeBackgroundChecks(t *testing.T) {
+	const interval = 6 * time.Second
+	args := []string{"dev", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--check-interval", interval.String()}
+	began := time.Now()
+	n := runNode(t, args)
+	setupCounters(t, n)
+	for i := range 10 {
+		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/r%d/%d", i, i), map[string]any{"n": i})
+	}
+	time.Sleep(time.Until(began.Add(interval / 3))) // its check loop has begun
+	n.kill()
+	restarted := time.Now()
+	cn := &clusterNode{devNode: runNode(t, args), id: "dev"}
+	var first []node.PartitionCheck
+	waitFor(t, 30*time.Second, "every partition checked in the background", func() (bool, string) {
+		info := clusterInfo(t, cn)
+		js, _ := json.MarshalIndent(info.Partitions, "", " ")
+		first = first[:0]
+		for _, p := range info.Partitions {
+			if p.Check == nil || p.Check.Last == nil {
+				return false, string(js)
+			}
+			first = append(first, *p.Check.Last)
+		}
+		return len(first) == 8, string(js)
+	})
+	for _, pc := range first {
+		if pc.Result != "consistent" || pc.At.Before(began.Add(interval)) || !pc.At.Before(restarted.Add(interval)) {
+			t.Errorf("partition %d: checked at %s (%s), want consistent, no sooner than %s (an interval after the first start) and before %s (an interval after the restart)",
+				pc.Partition, pc.At.Format(time.StampMilli), pc.Result, began.Add(interval).Format(time.StampMilli), restarted.Add(interval).Format(time.StampMilli))
+		}
+	}
+}
+
 // TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader corrupts
 // the store of a partition's preferred leader, which leads it again once
 // restarted: the check finds the leader differing from two agreeing

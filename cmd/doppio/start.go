@@ -54,7 +54,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.IntVar(&f.maxMoves, "max-moves", placement.DefaultMaxMoves, "replica moves the controller keeps in flight at most, cluster-wide")
 	fl.IntVar(&f.maxMovesPerNode, "max-moves-per-node", controller.DefaultMaxMovesPerNode, "replicas the controller adds to one node at once at most")
 	fl.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off when empty)")
-	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how often the node checks the consistency of the partitions it leads (0 = only on demand: doppio check)")
+	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how long after a partition's last consistency check its leader checks it again (0 = only on demand: doppio check)")
 	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
 	fl.Int64Var(&f.rowCache, "row-cache-bytes", node.DefaultRowCacheBytes, "memory for recently read documents, answered without reading Pebble (0 = no row cache)")
 	if dev {

@@ -20,7 +20,7 @@ import (
 )
 
 // Consistency checks at the node level: the background loop that checks
-// the partitions this node leads every Config.CheckInterval, the on-demand
+// each partition this node leads every Config.CheckInterval, the on-demand
 // checks of POST /_cluster/check (run at each partition's leader, through
 // POST /_internal/check on its node), the last outcome per partition for
 // /_cluster, the metrics, and the restart of a replica its leader rebuilds.
@@ -312,11 +312,19 @@ func (n *Node) checkDatabase(ctx context.Context, db string, partitions int, rep
 	return out, nil
 }
 
-// checkLoop checks the partitions this node leads every
-// Config.CheckInterval (never when it is zero), repairing what differs.
+// checkLoop checks each partition this node leads once its last check is
+// Config.CheckInterval old (never when the interval is zero), repairing
+// what differs. The last check is the latest of this node's and the one
+// recorded in etcd by whichever leader ran it, and a partition never
+// checked counts from the cluster's check epoch (checksEpoch), so neither
+// a restart nor a change of leader postpones a partition's check: with a
+// node-local timer, a node restarted more often than the interval (a
+// deploy a day against the default 6 h) never checked anything. A check
+// that fails to run is tried again an interval later, as one that ran.
 func (n *Node) checkLoop() {
 	defer n.wg.Done()
-	if n.cfg.CheckInterval <= 0 {
+	interval := n.cfg.CheckInterval
+	if interval <= 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -325,16 +333,35 @@ func (n *Node) checkLoop() {
 		<-n.stop
 		cancel()
 	}()
-	t := time.NewTicker(n.cfg.CheckInterval)
+	t := time.NewTicker(min(max(interval/10, 10*time.Millisecond), time.Minute))
 	defer t.Stop()
+	epoch, _ := n.checksEpoch(ctx)   // zero if etcd does not answer: tried again below
+	tried := map[partRef]time.Time{} // failed attempts, by this loop
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 		}
+		if epoch.IsZero() {
+			var err error
+			if epoch, err = n.checksEpoch(ctx); err != nil {
+				continue // nothing is known to be due
+			}
+		}
+		recorded := n.recordedChecks()
 		for ref, g := range n.hosted() {
 			if _, leading := g.Leader(); !leading {
+				continue
+			}
+			last := later(epoch, tried[ref])
+			if st := n.checks.get(ref); st != nil && st.Last != nil {
+				last = later(last, st.Last.At)
+			}
+			if rec, ok := recorded[ref]; ok {
+				last = later(last, rec.At)
+			}
+			if time.Since(last) < interval {
 				continue
 			}
 			pc, err := n.runCheck(ctx, ref, g, true)
@@ -343,11 +370,49 @@ func (n *Node) checkLoop() {
 				// yet: the new leader's check tries again.
 				_, err = n.checkPartition(ctx, ref.db, ref.p, true, false)
 			}
-			if err != nil && ctx.Err() == nil {
-				n.log.Warn("consistency check failed to run", "db", ref.db, "partition", ref.p, "err", err)
+			if err != nil {
+				tried[ref] = time.Now()
+				if ctx.Err() == nil {
+					n.log.Warn("consistency check failed to run", "db", ref.db, "partition", ref.p, "err", err)
+				}
 			}
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// checksEpochKey holds when the cluster's background checks began (RFC
+// 3339): the first check loop to run writes it, and a partition never
+// checked is due an interval after it.
+const checksEpochKey = etcdPrefix + "/checks-epoch"
+
+// checksEpoch reads the cluster's check epoch, writing it (now) if no
+// node has yet.
+func (n *Node) checksEpoch(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	resp, err := n.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(checksEpochKey), "=", 0)).
+		Then(clientv3.OpPut(checksEpochKey, now)).
+		Else(clientv3.OpGet(checksEpochKey)).
+		Commit()
+	if err != nil {
+		return time.Time{}, err
+	}
+	v := now
+	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			v = string(kvs[0].Value)
+		}
+	}
+	return time.Parse(time.RFC3339Nano, v)
 }
 
 // rebuildReplica restarts this node's replica of p empty, on its leader's

@@ -77,9 +77,9 @@ type Config struct {
 	Standby bool
 	Logger  *slog.Logger
 
-	// CheckInterval is how often the node checks the consistency of the
-	// partitions it leads (0: never; POST /_cluster/check runs one on
-	// demand). CheckBytesPerSecond throttles the checksum reads (default
+	// CheckInterval is how long after a partition's last consistency
+	// check its leader checks it again (0: never; POST /_cluster/check
+	// runs one on demand). CheckBytesPerSecond throttles the checksum reads (default
 	// replication.DefaultCheckBytesPerSecond).
 	CheckInterval       time.Duration
 	CheckBytesPerSecond int64

@@ -511,3 +511,78 @@ func TestRebalanceProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestTheDeadNodeDelayOutlivesTheController: a node dies, the controller
+// that found it dead gives way before the delay has run out, and its
+// successor recreates the dead node's replicas once the delay has run
+// from the death, not from the takeover.
+func TestTheDeadNodeDelayOutlivesTheController(t *testing.T) {
+	const delay = 4 * time.Second
+	c := newCluster(t)
+	for i := range 4 {
+		c.register(fmt.Sprint("n", i), "")
+	}
+	c.groups(t)
+	c.createDB("db", 8, 3)
+	stop, _ := c.run("n0", Options{DeadNodeDelay: delay})
+	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	onNode := func(id string) (int, string) {
+		rec, ok := view.Placement("db")
+		if !ok || len(rec.Partitions) != 8 {
+			return -1, "no placement"
+		}
+		n := 0
+		for _, pp := range rec.Partitions {
+			if slices.Contains(pp.Replicas, id) {
+				n++
+			}
+		}
+		return n, fmt.Sprintf("%+v", rec.Partitions)
+	}
+	eventually(t, 10*time.Second, "placed on every node", func() (bool, string) {
+		for i := range 4 {
+			if n, js := onNode(fmt.Sprint("n", i)); n <= 0 {
+				return false, js
+			}
+		}
+		return true, ""
+	})
+
+	killed := time.Now()
+	c.kill("n3")
+	eventually(t, 5*time.Second, "the death recorded", func() (bool, string) {
+		resp, err := c.cli.Get(context.Background(), prefix+"/deaths/n3")
+		if err != nil || len(resp.Kvs) != 1 {
+			return false, fmt.Sprint(resp, err)
+		}
+		return true, ""
+	})
+	time.Sleep(time.Until(killed.Add(delay / 2)))
+	stop()
+	c.run("n1", Options{DeadNodeDelay: delay})
+	eventually(t, 5*time.Second, "n1 the active controller", func() (bool, string) {
+		id := c.active()
+		return id == "n1", id
+	})
+	tookOver := time.Now()
+	eventually(t, 3*delay, "the dead node's replicas recreated", func() (bool, string) {
+		n, js := onNode("n3")
+		return n == 0, js
+	})
+	replaced := time.Now()
+	if replaced.Sub(killed) < delay {
+		t.Fatalf("replaced %v after the death, before the delay of %v", replaced.Sub(killed), delay)
+	}
+	if !replaced.Before(tookOver.Add(delay)) {
+		t.Fatalf("replaced %v after the takeover: the successor started the delay again", replaced.Sub(tookOver))
+	}
+	c.register("n3", "")
+	eventually(t, 5*time.Second, "the death record gone once n3 is back", func() (bool, string) {
+		resp, err := c.cli.Get(context.Background(), prefix+"/deaths/n3")
+		return err == nil && len(resp.Kvs) == 0, fmt.Sprint(resp, err)
+	})
+}

@@ -24,8 +24,12 @@
 //
 //  1. judge every node with placement.StateOf: alive, down (dead for less
 //     than Options.DeadNodeDelay: keeps its replicas, leads nothing) or
-//     gone (its replicas are recreated elsewhere). A controller that takes
-//     over starts the delay of nodes already dead at the takeover;
+//     gone (its replicas are recreated elsewhere). The delay runs from when
+//     a controller first found the node dead, recorded in etcd
+//     ({prefix}/deaths/{id}, deleted when the node is back), so a
+//     controller that takes over continues it rather than starting it
+//     again: controllers moving more often than the delay would otherwise
+//     never replace a dead node's replicas;
 //  2. build the current placement from the group reports (the last report
 //     of a partition whose leader just died; the written placement while a
 //     group has never reported), with the replicas the written placement

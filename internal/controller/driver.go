@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,6 +45,11 @@ type driver struct {
 	cat   *catalog.Catalog
 	view  *membership.View
 	nodes map[placement.NodeID]*nodeRecord
+	// deaths is when each node judged dead was found dead, as recorded in
+	// etcd ({prefix}/deaths/{id}) by this controller or an earlier one;
+	// deathOps are this round's changes to those records.
+	deaths   map[placement.NodeID]time.Time
+	deathOps []clientv3.Op
 	// written is every placement as etcd holds it, with the revision that
 	// wrote it (this controller's writes are known before the watch
 	// brings them).
@@ -90,6 +96,9 @@ func newDriver(ctx context.Context, cli *clientv3.Client, self string, e *concur
 		d.cat.Close()
 		return nil, err
 	}
+	// A controller taking over counts the dead-node delay of the nodes
+	// found dead before it from when they were found dead.
+	d.deaths = readDeaths(ctx, cli, opts.Prefix)
 	// A controller taking over continues the rebalance under way.
 	if r, ok, err := membership.ReadRebalance(ctx, cli, opts.Prefix); err == nil && ok {
 		d.progress = r
@@ -149,6 +158,7 @@ func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error
 	dbs := d.databases()
 	current := d.current(dbs)
 	nodes, next := d.judgeNodes(now, current)
+	d.recordDeaths(ctx)
 	plan, err := placement.Compute(placement.Input{
 		Nodes: nodes, Databases: dbs, Current: current, Previous: d.previous,
 		Options: placement.Options{MaxMoves: d.opts.MaxMoves, MaxMovesPerNode: d.opts.MaxMovesPerNode, Mode: d.opts.Mode},
@@ -333,6 +343,56 @@ func (d *driver) report(pid placement.PartitionID) (report, bool) {
 	return r, ok
 }
 
+// died returns when node id was found dead: as recorded, or now, which
+// this round then records.
+func (d *driver) died(id placement.NodeID, now time.Time) time.Time {
+	if t, ok := d.deaths[id]; ok {
+		return t
+	}
+	d.deaths[id] = now
+	d.deathOps = append(d.deathOps, clientv3.OpPut(deathKey(d.opts.Prefix, id), now.UTC().Format(time.RFC3339Nano)))
+	return now
+}
+
+// recordDeaths writes this round's changes to the death records, best
+// effort: a record that is not written makes a successor count that
+// node's delay from its own takeover, as if it had none. A death is
+// written only where none is recorded, so a deposed controller cannot
+// move an earlier one later.
+func (d *driver) recordDeaths(ctx context.Context) {
+	for _, op := range d.deathOps {
+		txn := d.cli.Txn(ctx)
+		if op.IsPut() {
+			txn = txn.If(clientv3.Compare(clientv3.CreateRevision(string(op.KeyBytes())), "=", 0))
+		}
+		if _, err := txn.Then(op).Commit(); err != nil {
+			d.log.Warn("dead-node record not written", "key", string(op.KeyBytes()), "err", err)
+		}
+	}
+	d.deathOps = nil
+}
+
+// deathKey holds when node id was found dead (RFC 3339), while it stays
+// dead: the dead-node delay runs from it, whichever controller is active.
+func deathKey(prefix string, id placement.NodeID) string {
+	return prefix + "/deaths/" + string(id)
+}
+
+// readDeaths reads every recorded death (none if etcd does not answer).
+func readDeaths(ctx context.Context, cli *clientv3.Client, prefix string) map[placement.NodeID]time.Time {
+	out := map[placement.NodeID]time.Time{}
+	resp, err := cli.Get(ctx, prefix+"/deaths/", clientv3.WithPrefix())
+	if err != nil {
+		return out
+	}
+	for _, kv := range resp.Kvs {
+		if t, err := time.Parse(time.RFC3339Nano, string(kv.Value)); err == nil {
+			out[placement.NodeID(strings.TrimPrefix(string(kv.Key), prefix+"/deaths/"))] = t
+		}
+	}
+	return out
+}
+
 // judgeNodes applies the dead-node delay to every node registered or
 // named by the current placement, and returns when the next node's delay
 // expires (at most resync).
@@ -347,19 +407,23 @@ func (d *driver) judgeNodes(now time.Time, cur placement.Placement) ([]placement
 			d.nodes[id] = rec
 		}
 		rec.zone, rec.alive, rec.deadSince = n.Zone, true, time.Time{}
+		if _, ok := d.deaths[id]; ok {
+			delete(d.deaths, id)
+			d.deathOps = append(d.deathOps, clientv3.OpDelete(deathKey(d.opts.Prefix, id)))
+		}
 	}
 	for id, rec := range d.nodes {
 		if rec.alive && !live[id] {
-			rec.alive, rec.deadSince = false, now
+			rec.alive, rec.deadSince = false, d.died(id, now)
 			d.log.Info("node dead", "id", id, "replaced_after", d.opts.DeadNodeDelay)
 		}
 	}
 	// A node dead before this controller took over (or never seen alive)
-	// starts its delay now.
+	// counts from when an earlier controller found it dead, else from now.
 	for _, a := range cur {
 		for _, id := range slices.Concat(a.Replicas, a.Learners) {
 			if d.nodes[id] == nil {
-				d.nodes[id] = &nodeRecord{deadSince: now}
+				d.nodes[id] = &nodeRecord{deadSince: d.died(id, now)}
 			}
 		}
 	}

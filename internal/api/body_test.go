@@ -137,3 +137,17 @@ func statuses(resps []*http.Response) []int {
 	}
 	return out
 }
+
+// TestARestoreTableOverTheRequestLimitIsRefusedUnread: the restore route
+// is on the public port and takes a backup table in memory whole; like
+// every route with a body, it reads at most the request limit (16 MiB; a
+// backup table is about 4), and a body declared longer is refused with 413
+// before any of it is read.
+func TestARestoreTableOverTheRequestLimitIsRefusedUnread(t *testing.T) {
+	db := newDB(t)
+	resps := rawExchange(t, fmt.Sprintf("POST /_internal/restore/%s/0?session=s&step=load&from=%s&sha256=%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n",
+		db, db, strings.Repeat("ab", 32), 16<<20+1), true)
+	if len(resps) != 1 || resps[0].StatusCode != 413 || resps[0].Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("answers %v, want one problem+json 413", statuses(resps))
+	}
+}

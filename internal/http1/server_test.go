@@ -189,21 +189,30 @@ func TestBodyArrivingInPiecesAndBodiesLeftUnread(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	io.WriteString(c, "lo worl")
 	io.WriteString(c, "dPOST /skip HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /read HTTP/1.1\r\nHost: x\r\n\r\n")
+	resps := readBodies(t, c, "http1 POST /read hello world", "", "http1 GET /read ")
+	if resps[1].StatusCode != 204 || resps[1].Header.Get("Content-Length") != "" {
+		t.Errorf("204: status %d, Content-Length %q", resps[1].StatusCode, resps[1].Header.Get("Content-Length"))
+	}
+}
+
+// readBodies reads one answer per want from c and checks each body.
+func readBodies(t *testing.T, c net.Conn, want ...string) []*http.Response {
+	t.Helper()
 	br := bufio.NewReader(c)
-	for i, want := range []string{"http1 POST /read hello world", "", "http1 GET /read "} {
+	var resps []*http.Response
+	for i, w := range want {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
 		b, _ := io.ReadAll(resp.Body)
-		if string(b) != want {
-			t.Errorf("answer %d = %q, want %q", i, b, want)
+		if string(b) != w {
+			t.Errorf("answer %d = %q, want %q", i, b, w)
 		}
-		if i == 1 && (resp.StatusCode != 204 || resp.Header.Get("Content-Length") != "") {
-			t.Errorf("204: status %d, Content-Length %q", resp.StatusCode, resp.Header.Get("Content-Length"))
-		}
+		resps = append(resps, resp)
 	}
+	return resps
 }
 
 func TestConnectionCloseIsHonoured(t *testing.T) {
@@ -574,18 +583,7 @@ func TestChunkedBodyArrivingInPieces(t *testing.T) {
 		io.WriteString(c, piece)
 		time.Sleep(20 * time.Millisecond)
 	}
-	br := bufio.NewReader(c)
-	for i, want := range []string{`http1 POST /db/a 0123456789abcdefhi -1 ["chunked"]`, `http1 GET /db/b  0 []`} {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("answer %d: %v", i, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if string(b) != want {
-			t.Errorf("answer %d = %q, want %q", i, b, want)
-		}
-	}
+	readBodies(t, c, `http1 POST /db/a 0123456789abcdefhi -1 ["chunked"]`, `http1 GET /db/b  0 []`)
 }
 
 // TestMalformedChunkedBodiesAreRefusedAndEndTheConnection: the handler's

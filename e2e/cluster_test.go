@@ -18,6 +18,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 // clusterNode is one `doppio start` process with fixed addresses, so that
@@ -145,17 +146,7 @@ func clusterInfo(t *testing.T, n *clusterNode) node.ClusterInfo {
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last state:\n%s", what, d, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }
 
 // settled reports whether every partition has its replicas members, one

@@ -18,6 +18,7 @@ import (
 	"github.com/doppio-db/doppio/client/changes"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/testwait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -108,13 +109,7 @@ func (r *recorder) count(k string) int {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 15*time.Second, what, cond)
 }
 
 func put(t *testing.T, g string, id int64) {

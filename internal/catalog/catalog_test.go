@@ -16,6 +16,7 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 const prefix = "/doppio/test/schemas"
@@ -108,13 +109,7 @@ func wantKind(t *testing.T, err error, k problem.Kind, field string) {
 // eventually polls cond for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, cond)
 }
 
 func TestDatabaseLifecycle(t *testing.T) {

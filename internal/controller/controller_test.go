@@ -19,6 +19,7 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 const prefix = "/t"
@@ -127,17 +128,7 @@ func (c *cluster) active() string {
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		ok, state := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > d {
-			t.Fatalf("%s: not within %v; last state: %s", what, d, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testwait.For(t, d, what, cond)
 }
 
 // write is one write of placements: every key it changed, at one revision.

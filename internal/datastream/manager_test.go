@@ -15,6 +15,7 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 // fakeSchemas knows database shop with one partition.
@@ -120,13 +121,7 @@ func taskRecord(t *testing.T, cli *clientv3.Client, key string) (TaskRecord, boo
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, d, what, cond)
 }
 
 // TestOwnershipIsExclusiveAndFencesCheckpoints, with a real etcd: a task

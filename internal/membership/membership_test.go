@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 func etcdClient(t *testing.T) *clientv3.Client {
@@ -28,13 +29,7 @@ func etcdClient(t *testing.T) *clientv3.Client {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, what, cond)
 }
 
 // TestLeadershipsAreRoutedAndVanishWithTheNode registers two nodes, has

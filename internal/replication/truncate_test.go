@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/testwait"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -133,13 +134,7 @@ func TestSoleVoterKeepsNoLog(t *testing.T) {
 // eventually waits up to 10 s for cond, failing the test with what.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, cond)
 }
 
 // TestFrameCarriesHints: each message's hints (flags, truncation index)

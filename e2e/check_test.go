@@ -413,11 +413,14 @@ func TestARestartDoesNotPostponeBackgroundChecks(t *testing.T) {
 	args := []string{"dev", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--check-interval", interval.String()}
 	began := time.Now()
 	n := runNode(t, args)
+	ready := time.Now() // about when its check loop began and wrote the epoch
 	setupCounters(t, n)
 	for i := range 10 {
 		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/r%d/%d", i, i), map[string]any{"n": i})
 	}
-	time.Sleep(time.Until(began.Add(interval / 3))) // its check loop has begun
+	// Killed half an interval in: the checks are due in half an interval,
+	// a timer started by the restart would fire in a whole one.
+	time.Sleep(time.Until(ready.Add(interval / 2)))
 	n.kill()
 	restarted := time.Now()
 	cn := &clusterNode{devNode: runNode(t, args), id: "dev"}

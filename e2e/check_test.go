@@ -325,18 +325,8 @@ func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
 		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/g%d/%d", i, i), map[string]any{"n": i})
 	}
 	cn := &clusterNode{devNode: n, id: "dev"}
-	waitFor(t, 30*time.Second, "every partition checked in the background after the writes", func() (bool, string) {
-		info := clusterInfo(t, cn)
-		js, _ := json.MarshalIndent(info.Partitions, "", " ")
-		if len(info.Partitions) != 8 {
-			return false, string(js)
-		}
-		for _, p := range info.Partitions {
-			if p.Check == nil || p.Check.Last == nil || p.Check.Last.Result != "consistent" || p.Check.Last.SCN != p.SCN {
-				return false, string(js)
-			}
-		}
-		return true, ""
+	waitForChecks(t, cn, "every partition checked in the background after the writes", func(p node.PartitionInfo) bool {
+		return p.Check.Last.Result == "consistent" && p.Check.Last.SCN == p.SCN
 	})
 	if v := metricValue(t, string(n.must(200, "GET", "/metrics", nil)), "doppio_consistency_checks_total"); v < 8 {
 		t.Fatalf("doppio_consistency_checks_total %v, want at least one per partition", v)
@@ -382,23 +372,9 @@ func TestTheLastCheckOutlivesItsLeader(t *testing.T) {
 	}
 	n.kill()
 	cn := &clusterNode{devNode: startDev(t, data), id: "dev"}
-	waitFor(t, 30*time.Second, "every partition's last check shown by the restarted leader", func() (bool, string) {
-		info := clusterInfo(t, cn)
-		js, _ := json.MarshalIndent(info.Partitions, "", " ")
-		if len(info.Partitions) != 8 {
-			return false, string(js)
-		}
-		for _, p := range info.Partitions {
-			want := dc.Partitions[p.Partition]
-			if p.Check == nil || p.Check.Last == nil || p.Check.Running {
-				return false, string(js)
-			}
-			got := p.Check.Last
-			if got.Result != "consistent" || !got.At.Equal(want.At) || got.SCN != want.SCN || got.Keys != want.Keys || got.Leader != "dev" {
-				return false, string(js)
-			}
-		}
-		return true, ""
+	waitForChecks(t, cn, "every partition's last check shown by the restarted leader", func(p node.PartitionInfo) bool {
+		want, got := dc.Partitions[p.Partition], p.Check.Last
+		return !p.Check.Running && got.Result == "consistent" && got.At.Equal(want.At) && got.SCN == want.SCN && got.Keys == want.Keys && got.Leader == "dev"
 	})
 }
 
@@ -424,25 +400,33 @@ func TestARestartDoesNotPostponeBackgroundChecks(t *testing.T) {
 	n.kill()
 	restarted := time.Now()
 	cn := &clusterNode{devNode: runNode(t, args), id: "dev"}
-	var first []node.PartitionCheck
-	waitFor(t, 30*time.Second, "every partition checked in the background", func() (bool, string) {
-		info := clusterInfo(t, cn)
-		js, _ := json.MarshalIndent(info.Partitions, "", " ")
-		first = first[:0]
-		for _, p := range info.Partitions {
-			if p.Check == nil || p.Check.Last == nil {
-				return false, string(js)
-			}
-			first = append(first, *p.Check.Last)
-		}
-		return len(first) == 8, string(js)
-	})
+	first := waitForChecks(t, cn, "every partition checked in the background", func(node.PartitionInfo) bool { return true })
 	for _, pc := range first {
 		if pc.Result != "consistent" || pc.At.Before(began.Add(interval)) || !pc.At.Before(restarted.Add(interval)) {
 			t.Errorf("partition %d: checked at %s (%s), want consistent, no sooner than %s (an interval after the first start) and before %s (an interval after the restart)",
 				pc.Partition, pc.At.Format(time.StampMilli), pc.Result, began.Add(interval).Format(time.StampMilli), restarted.Add(interval).Format(time.StampMilli))
 		}
 	}
+}
+
+// waitForChecks waits until /_cluster at cn shows all 8 partitions of e2e
+// with a last check for which ok holds, and returns those checks.
+func waitForChecks(t *testing.T, cn *clusterNode, what string, ok func(node.PartitionInfo) bool) []node.PartitionCheck {
+	t.Helper()
+	var last []node.PartitionCheck
+	waitFor(t, 30*time.Second, what, func() (bool, string) {
+		info := clusterInfo(t, cn)
+		js, _ := json.MarshalIndent(info.Partitions, "", " ")
+		last = last[:0]
+		for _, p := range info.Partitions {
+			if p.Check == nil || p.Check.Last == nil || !ok(p) {
+				return false, string(js)
+			}
+			last = append(last, *p.Check.Last)
+		}
+		return len(last) == 8, string(js)
+	})
+	return last
 }
 
 // TestConsistencyCheckHandsLeadershipOverToRepairACorruptLeader corrupts

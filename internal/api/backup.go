@@ -244,8 +244,9 @@ func (s *Server) restorePartition(w http.ResponseWriter, r *http.Request, p para
 	}
 	var body []byte
 	if step == "load" {
+		// call has read the body already (at most MaxRequestBytes).
 		if body, err = io.ReadAll(r.Body); err != nil {
-			return unreadable(err)
+			return err
 		}
 		if got := sha256.Sum256(body); !slices.Equal(got[:], sum) {
 			return problem.Field(problem.Invalid, "sha256", "the table's SHA-256 is %x, not %x: the file is corrupt", got, sum)

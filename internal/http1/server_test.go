@@ -62,6 +62,17 @@ var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "%s %s %s %s", via(r), r.Method, r.URL.Path, b)
 })
 
+// dial connects to addr; the connection closes at the test's end.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // exchange writes raw on a new connection and reads n answers.
 func exchange(t *testing.T, addr, raw string, n int) ([]*http.Response, []string, net.Conn) {
 	t.Helper()
@@ -180,11 +191,7 @@ func TestBodyArrivingInPiecesAndBodiesLeftUnread(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent) // the body is left unread
 	})
 	addr, _ := start(t, ignore, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	io.WriteString(c, "POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhel")
 	time.Sleep(50 * time.Millisecond)
 	io.WriteString(c, "lo worl")
@@ -276,11 +283,7 @@ func TestAnswerShapes(t *testing.T) {
 		"GET /not-modified HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"HEAD /sniff HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /sniff HTTP/1.1\r\nHost: x\r\n\r\n"
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	io.WriteString(c, raw)
 	br := bufio.NewReader(c)
 	read := func(method string) (*http.Response, string) {
@@ -323,11 +326,7 @@ func TestAnswerShapes(t *testing.T) {
 
 func TestSlowHeaderIsCutAfterTheTimeout(t *testing.T) {
 	addr, _ := start(t, echo, func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	io.WriteString(c, "GET /db/a HTTP/1.1\r\nHo")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
@@ -571,11 +570,7 @@ func TestChunkedBodiesAreServedHere(t *testing.T) {
 // lines, data and trailer is read whole.
 func TestChunkedBodyArrivingInPieces(t *testing.T) {
 	addr, _ := start(t, readBody, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	for _, piece := range []string{
 		"POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1", "0\r\n0123456", "789abcdef\r", "\n2;e", "xt\r\nhi\r\n0\r", "\nT: 1", "\r\n\r\n",
 		"GET /db/b HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -616,11 +611,7 @@ func TestMalformedChunkedBodiesAreRefusedAndEndTheConnection(t *testing.T) {
 		})
 	}
 	t.Run("cut short", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, addr)
 		io.WriteString(c, head+"5\r\nab")
 		c.(*net.TCPConn).CloseWrite()
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -645,11 +636,7 @@ func TestExpectContinue(t *testing.T) {
 			body = "2\r\nhi\r\n0\r\n\r\n"
 		}
 		t.Run(framing, func(t *testing.T) {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := dial(t, addr)
 			br := bufio.NewReader(c)
 			fmt.Fprintf(c, "PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n%s\r\n\r\n", framing)
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -668,11 +655,7 @@ func TestExpectContinue(t *testing.T) {
 		})
 	}
 	t.Run("body never read", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, addr)
 		io.WriteString(c, "PUT /skip HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		br := bufio.NewReader(c)

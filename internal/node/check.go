@@ -349,17 +349,17 @@ func (n *Node) checkLoop() {
 				continue // nothing is known to be due
 			}
 		}
-		recorded := n.recordedChecks()
+		var recorded map[partRef]PartitionCheck
 		for ref, g := range n.hosted() {
 			if _, leading := g.Leader(); !leading {
 				continue
 			}
-			last := later(epoch, tried[ref])
-			if st := n.checks.get(ref); st != nil && st.Last != nil {
-				last = later(last, st.Last.At)
+			if recorded == nil { // read once, and only if this node leads
+				recorded = n.recordedChecks()
 			}
-			if rec, ok := recorded[ref]; ok {
-				last = later(last, rec.At)
+			last := later(epoch, tried[ref])
+			if st := n.lastCheck(ref, recorded); st != nil && st.Last != nil {
+				last = later(last, st.Last.At)
 			}
 			if time.Since(last) < interval {
 				continue

@@ -79,8 +79,8 @@ type Config struct {
 
 	// CheckInterval is how long after a partition's last consistency
 	// check its leader checks it again (0: never; POST /_cluster/check
-	// runs one on demand). CheckBytesPerSecond throttles the checksum reads (default
-	// replication.DefaultCheckBytesPerSecond).
+	// runs one on demand). CheckBytesPerSecond throttles the checksum
+	// reads (default replication.DefaultCheckBytesPerSecond).
 	CheckInterval       time.Duration
 	CheckBytesPerSecond int64
 }

@@ -31,7 +31,8 @@ func TestForReturnsOnceTheConditionHolds(t *testing.T) {
 	}
 }
 
-func TestForFailsWithWhatAndTheLastState(t *testing.T) {
+// failure runs f with a recorder and returns what it failed with.
+func failure(t *testing.T, f func(tb testing.TB)) string {
 	r := &recorder{TB: t}
 	func() {
 		defer func() {
@@ -39,25 +40,26 @@ func TestForFailsWithWhatAndTheLastState(t *testing.T) {
 				panic(v)
 			}
 		}()
-		n := 0
-		For(r, 50*time.Millisecond, "never", func() (bool, string) { n++; return false, fmt.Sprint("state ", n) })
+		f(r)
 	}()
-	if !strings.Contains(r.failed, "never") || !strings.Contains(r.failed, "last state") || !strings.Contains(r.failed, "state ") {
-		t.Fatalf("failure %q, want what and the last state", r.failed)
+	return r.failed
+}
+
+func TestForFailsWithWhatAndTheLastState(t *testing.T) {
+	n := 0
+	failed := failure(t, func(tb testing.TB) {
+		For(tb, 50*time.Millisecond, "never", func() (bool, string) { n++; return false, fmt.Sprint("state ", n) })
+	})
+	if want := fmt.Sprint("last state:\nstate ", n); n < 2 || !strings.Contains(failed, "never") || !strings.HasSuffix(failed, want) {
+		t.Fatalf("failure %q after %d polls, want what and %q", failed, n, want)
 	}
 }
 
 func TestUntilFailsWithWhat(t *testing.T) {
-	r := &recorder{TB: t}
-	func() {
-		defer func() {
-			if v := recover(); v != r {
-				panic(v)
-			}
-		}()
-		Until(r, 30*time.Millisecond, "a false condition", func() bool { return false })
-	}()
-	if !strings.Contains(r.failed, "a false condition") || strings.Contains(r.failed, "last state") {
-		t.Fatalf("failure %q, want what and no state", r.failed)
+	failed := failure(t, func(tb testing.TB) {
+		Until(tb, 30*time.Millisecond, "a false condition", func() bool { return false })
+	})
+	if !strings.Contains(failed, "a false condition") || strings.Contains(failed, "last state") {
+		t.Fatalf("failure %q, want what and no state", failed)
 	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -149,5 +150,39 @@ func TestARestoreTableOverTheRequestLimitIsRefusedUnread(t *testing.T) {
 		db, db, strings.Repeat("ab", 32), 16<<20+1), true)
 	if len(resps) != 1 || resps[0].StatusCode != 413 || resps[0].Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("answers %v, want one problem+json 413", statuses(resps))
+	}
+}
+
+// TestMalformedHTTPGetsProblemJSONAndWritesNothing: requests net/http
+// would refuse before any handler (no Host, a field that does not parse,
+// an unsupported transfer coding or version, an Expect other than
+// 100-continue, a header too long) get a problem+json answer with the
+// precise status and type, and nothing is written.
+func TestMalformedHTTPGetsProblemJSONAndWritesNothing(t *testing.T) {
+	db := newDB(t)
+	put := func(key, fields string) string {
+		return fmt.Sprintf("PUT /%s/Mailbox/%s HTTP/1.1\r\n%sContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"name\":\"x\"}", db, key, fields)
+	}
+	for _, c := range []struct {
+		key, raw string
+		status   int
+		slug     string
+	}{
+		{"nohost", put("nohost", ""), 400, "malformed"},
+		{"badfield", put("badfield", "Host: x\r\nX: a\x01b\r\n"), 400, "malformed"},
+		{"gzip", strings.Replace(put("gzip", "Host: x\r\nTransfer-Encoding: gzip\r\n"), "Content-Length: 13\r\n", "", 1), 501, "not-implemented"},
+		{"h2", strings.Replace(put("h2", "Host: x\r\n"), "HTTP/1.1", "HTTP/2.0", 1), 505, "version-not-supported"},
+		{"expect", put("expect", "Host: x\r\nExpect: 200-ok\r\n"), 417, "expectation-failed"},
+		{"long", put("long", "Host: x\r\nX: "+strings.Repeat("a", 70<<10)+"\r\n"), 431, "header-too-large"},
+	} {
+		resps := rawExchange(t, c.raw, false)
+		if len(resps) != 1 || resps[0].StatusCode != c.status || resps[0].Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s: answers %v, want one problem+json %d", c.key, statuses(resps), c.status)
+		}
+		var p problemDoc
+		if b, _ := io.ReadAll(resps[0].Body); json.Unmarshal(b, &p) != nil || p.Status != c.status || p.Type != "https://doppio.dev/problems/"+c.slug || p.Detail == "" {
+			t.Errorf("%s: problem %s, want type %s", c.key, b, c.slug)
+		}
+		expect(t, send(t, "GET", "/"+db+"/Mailbox/"+c.key, nil), 404, c.key+": nothing written")
 	}
 }

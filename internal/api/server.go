@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,22 +188,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // leaves to it, by net/http.
 func (s *Server) HTTPServer() *http1.Server {
 	hs := http1.New(s, s.log)
-	hs.BadTarget, hs.HandOff = s.badTarget, s.streaming
+	hs.BadRequest, hs.HandOff = s.badRequest, s.streaming
 	return hs
 }
 
-// badTarget answers a request whose target is not a valid URI (a
-// malformed percent-escape): 400, as problem+json like every refusal,
-// about the target as sent (r.URL.Path).
-func (s *Server) badTarget(w http.ResponseWriter, r *http.Request, err error) {
+// refusals maps the statuses internal/http1 refuses requests with to
+// their problem kinds.
+var refusals = map[int]problem.Kind{
+	http.StatusBadRequest:                  problem.Malformed,
+	http.StatusExpectationFailed:           problem.ExpectationFailed,
+	http.StatusRequestHeaderFieldsTooLarge: problem.HeaderTooLarge,
+	http.StatusNotImplemented:              problem.NotImplemented,
+	http.StatusHTTPVersionNotSupported:     problem.VersionNotSupported,
+}
+
+// badRequest answers a request internal/http1 refuses before routing (a
+// target that is not a valid URI, a malformed request line or header, an
+// unsupported transfer coding or version, a header too long): as
+// problem+json like every refusal, about the target as sent (r.URL.Path).
+func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	start := time.Now()
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
+	kind, ok := refusals[status]
+	if !ok {
+		kind = problem.Malformed
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	pe := problem.New(problem.Malformed, "request target is not a valid URI: %v", err)
-	writeProblem(sw, problemFor(pe, r.URL.Path), 0, "", false)
+	writeProblem(sw, problemFor(problem.New(kind, "%s", detail), r.URL.Path), 0, "", false)
 	s.requests.WithLabelValues("unmatched", r.Method, strconv.Itoa(sw.status())).Inc()
 	s.latency.WithLabelValues("unmatched", r.Method).Observe(time.Since(start).Seconds())
 }

@@ -27,8 +27,8 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			panic(v)
 		}
 	}()
-	if c.badTarget != nil {
-		c.s.BadTarget(w, req, c.badTarget)
+	if c.refused.status != 0 {
+		c.s.BadRequest(w, req, c.refused.status, c.refused.detail)
 	} else {
 		c.s.Handler.ServeHTTP(w, req)
 	}

@@ -17,15 +17,18 @@
 // header snapshot at WriteHeader, a bufio reader and writer per request,
 // and a context per request.
 //
-// The first request that is not plain, and everything after it on its
-// connection, goes to net/http (Fallback), bytes already read included:
-// anything unusual or malformed is answered there, as before.
+// A request that is not plain is judged as net/http would judge it (see
+// BadRequest): one net/http would refuse is refused here, when BadRequest
+// is set; otherwise its connection goes to net/http (Fallback), bytes
+// already read included, which answers it and closes the connection.
 package http1
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -37,6 +40,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Server serves HTTP/1.1 connections.
@@ -45,7 +51,10 @@ type Server struct {
 	// answers the others.
 	Handler http.Handler
 	// Fallback is the net/http server given the connections this one
-	// hands over. Its Handler is normally the same as Handler.
+	// hands over. Its Handler is normally the same as Handler. New's
+	// serves one request per connection (keep-alives off): the client's
+	// next request comes on a new connection, here, so a request that is
+	// not plain does not leave the rest of its connection to net/http.
 	Fallback *http.Server
 	// ReadHeaderTimeout bounds how long a request's header may take to
 	// arrive once its first byte has (default 10 s).
@@ -53,19 +62,34 @@ type Server struct {
 	// IdleTimeout closes a keep-alive connection idle that long (0: never,
 	// as net/http's default).
 	IdleTimeout time.Duration
-	// MaxHeaderBytes: a request whose header block is longer is handed
-	// over (default 64 KiB; net/http then applies its own limit).
+	// MaxHeaderBytes: the longest header block a request may have
+	// (default 64 KiB); Fallback gets the same limit unless it has its
+	// own.
 	MaxHeaderBytes int
 	// HandOff, when set, names more requests net/http must answer, by
 	// their raw target: those whose answers stream for as long as the
 	// client reads (net/http ends their context when the client
 	// disconnects).
 	HandOff func(target []byte) bool
-	// BadTarget, when set, answers a plain request whose target is not a
-	// valid URI (a malformed percent-escape) on this connection, with
-	// r.URL.Path the raw target; otherwise net/http answers it (a
-	// plain-text 400).
-	BadTarget func(w http.ResponseWriter, r *http.Request, err error)
+	// BadRequest, when set, answers here the requests net/http would
+	// refuse before any handler runs, so that they get the handler's kind
+	// of answer (problem+json in Doppio) rather than net/http's plain
+	// text. status is 400 with what is malformed (a target that is not a
+	// valid URI, a request line or header field that does not parse, a
+	// missing, repeated or malformed Host, a bad Content-Length), 417 for
+	// an Expect other than 100-continue, 431 for a header block longer
+	// than MaxHeaderBytes, 501 for a transfer coding other than chunked,
+	// 505 for a protocol version other than HTTP/1.x. r has the method
+	// (OTHER when it is not one of the API's) and the raw target as
+	// r.URL.Path, as far as they could be read. The connection closes
+	// after the answer, except after a bad target (whose request is
+	// otherwise well framed). Without BadRequest, net/http answers all of
+	// them.
+	//
+	// A request is judged with net/http's own parser (http.ReadRequest)
+	// and the checks its server adds, so what net/http accepts is still
+	// handed to it, and what it refuses is refused here.
+	BadRequest func(w http.ResponseWriter, r *http.Request, status int, detail string)
 	// StreamAfter: an answer longer than this is sent as it is written
 	// (chunked, or as declared by the handler's Content-Length) rather
 	// than whole (default 256 KiB).
@@ -87,10 +111,9 @@ type Server struct {
 // timeout.
 func New(h http.Handler, logger *slog.Logger) *Server {
 	const headerTimeout = 10 * time.Second
-	return &Server{
-		Handler: h, ReadHeaderTimeout: headerTimeout, Logger: logger,
-		Fallback: &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout},
-	}
+	fb := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
+	fb.SetKeepAlivesEnabled(false)
+	return &Server{Handler: h, ReadHeaderTimeout: headerTimeout, Logger: logger, Fallback: fb}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -109,6 +132,9 @@ func (s *Server) init() {
 	}
 	if s.MaxHeaderBytes <= 0 {
 		s.MaxHeaderBytes = 64 << 10
+	}
+	if s.Fallback != nil && s.Fallback.MaxHeaderBytes == 0 {
+		s.Fallback.MaxHeaderBytes = s.MaxHeaderBytes // one limit, whoever reads the header
 	}
 	if s.StreamAfter <= 0 {
 		s.StreamAfter = 256 << 10
@@ -307,13 +333,24 @@ type conn struct {
 	// Reused by each request in turn (a handler must not keep its
 	// ResponseWriter or the Header map once it returns, as with
 	// net/http).
-	resp      response
-	header    http.Header
-	badTarget error // the current request's target does not parse
+	resp   response
+	header http.Header
+	// refused, when status is not 0, is why the current request is
+	// answered by BadRequest rather than the handler.
+	refused refusal
 }
 
 // errHandOff: the request is not plain; net/http takes the connection.
 var errHandOff = errors.New("hand off")
+
+// errHeaderTooLarge: no header block ends within MaxHeaderBytes.
+var errHeaderTooLarge = errors.New("header too large")
+
+// refusal is why BadRequest answers a request.
+type refusal struct {
+	status int
+	detail string
+}
 
 func (c *conn) serve() {
 	handedOff := false
@@ -335,7 +372,12 @@ func (c *conn) serve() {
 			return
 		}
 		req, err := c.readRequest()
-		if err == errHandOff {
+		if err == errHandOff || err == errHeaderTooLarge {
+			if req := c.refuse(err); req != nil {
+				c.serveRequest(req)
+				c.lingeringClose()
+				return
+			}
 			handedOff = c.s.handoff.give(&prefixConn{Conn: c.rwc, prefix: c.in[c.pos:c.lim]})
 			return
 		}
@@ -400,7 +442,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 		}
 		if err := c.fill(c.s.MaxHeaderBytes); err != nil {
 			if err == errHandOff && c.lim > c.pos {
-				return nil, errHandOff
+				return nil, errHeaderTooLarge
 			}
 			return nil, err
 		}
@@ -444,12 +486,17 @@ func (c *conn) readRequest() (*http.Request, error) {
 	}
 	raw := string(target)
 	u, err := url.ParseRequestURI(raw)
-	c.badTarget = nil
+	c.refused = refusal{}
 	if err != nil {
-		if c.s.BadTarget == nil {
+		if c.s.BadRequest == nil {
 			return nil, errHandOff
 		}
-		c.badTarget, u = err, &url.URL{Path: raw}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		c.refused = refusal{http.StatusBadRequest, "request target is not a valid URI: " + err.Error()}
+		u = &url.URL{Path: raw}
 	}
 	c.pos = end + 4
 	req := &http.Request{
@@ -470,6 +517,104 @@ func (c *conn) readRequest() (*http.Request, error) {
 	return req, nil
 }
 
+// refuse judges a request that is not plain, as net/http would (cause is
+// errHandOff or errHeaderTooLarge): when net/http would refuse it before
+// any handler, and BadRequest is set, it returns the request for
+// BadRequest to answer (c.refused says why), having consumed what was
+// read; otherwise nil, and the request is handed over untouched.
+func (c *conn) refuse(cause error) *http.Request {
+	if c.s.BadRequest == nil {
+		return nil
+	}
+	in := c.in[c.pos:c.lim]
+	var why refusal
+	if cause == errHeaderTooLarge {
+		why = refusal{http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("the request header is longer than %d bytes", c.s.MaxHeaderBytes)}
+	} else if why = judge(in); why.status == 0 {
+		return nil
+	}
+	// The method and target as far as the request line reads; the
+	// request is answered as HTTP/1.1, and the connection closes.
+	r := &http.Request{Method: "OTHER", URL: &url.URL{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, RemoteAddr: c.remote, Close: true}
+	line, _, _ := bytes.Cut(in, []byte("\n"))
+	if method, rest, ok := bytes.Cut(line, []byte(" ")); ok {
+		if m := knownMethod(method); m != "" {
+			r.Method = m
+		}
+		target, _, _ := bytes.Cut(rest, []byte(" "))
+		if utf8.Valid(target) && len(target) <= 8<<10 {
+			r.URL.Path, r.RequestURI = string(target), string(target)
+		}
+	}
+	c.refused = why
+	c.pos = c.lim
+	return r
+}
+
+// judge returns why net/http's server would refuse the request whose
+// header block (and possibly more) in holds, or a zero refusal when it
+// would serve it or cannot tell yet. It parses with http.ReadRequest, as
+// net/http's server does, then makes the checks that server adds
+// (Go 1.26 net/http/server.go, conn.readRequest and conn.serve).
+func judge(in []byte) refusal {
+	req, err := http.ReadRequest(bufio.NewReaderSize(bytes.NewReader(in), max(len(in), 16)))
+	switch {
+	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+		return refusal{}
+	case err != nil && strings.Contains(err.Error(), "transfer encoding"):
+		// net/http's unsupportedTEError: "unsupported transfer encoding"
+		// or "too many transfer encodings", answered 501.
+		return refusal{http.StatusNotImplemented, "transfer coding not supported (only chunked is)"}
+	case err != nil:
+		return refusal{http.StatusBadRequest, "the request cannot be parsed: " + err.Error()}
+	}
+	if req.ProtoMajor != 1 && !(req.ProtoMajor == 2 && req.ProtoMinor == 0 && req.Method == "PRI" && req.RequestURI == "*") {
+		return refusal{http.StatusHTTPVersionNotSupported, fmt.Sprintf("HTTP/%d.%d is not supported: use HTTP/1.1", req.ProtoMajor, req.ProtoMinor)}
+	}
+	// ReadRequest drops the Host field from req.Header; net/http's server
+	// judges the fields as read (the parse cannot fail the second time).
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(in)))
+	tp.ReadLine()
+	fields, _ := tp.ReadMIMEHeader()
+	hosts := fields["Host"]
+	h2c := req.Method == "PRI" && len(req.Header) == 0 && req.URL.Path == "*" && req.Proto == "HTTP/2.0"
+	if req.ProtoAtLeast(1, 1) && len(hosts) == 0 && !h2c && req.Method != http.MethodConnect {
+		return refusal{http.StatusBadRequest, "the request has no Host header (HTTP/1.1 requires one)"}
+	}
+	if len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
+		return refusal{http.StatusBadRequest, fmt.Sprintf("the Host header %q is malformed", hosts[0])}
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return refusal{http.StatusBadRequest, fmt.Sprintf("the header field name %q is not valid", k)}
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return refusal{http.StatusBadRequest, fmt.Sprintf("the value of header field %s holds a character not allowed there", k)}
+			}
+		}
+	}
+	if e := req.Header.Get("Expect"); e != "" && !hasToken(e, "100-continue") {
+		return refusal{http.StatusExpectationFailed, "only Expect: 100-continue is supported"}
+	}
+	return refusal{}
+}
+
+// lingeringClose ends a connection after a refusal: the answer has left;
+// the client may still be sending the request (a body, a header too
+// long), and closing with unread bytes would reset the connection before
+// the client reads the answer. So the write side closes first and what
+// arrives is read and dropped until the client closes or half a second
+// passes, as net/http does.
+func (c *conn) lingeringClose() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.rwc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.CopyN(io.Discard, c.rwc, 1<<20)
+}
+
 // header is what parseHeader reads of a request's header block.
 type header struct {
 	fields        http.Header
@@ -486,7 +631,7 @@ var chunkedCoding = []string{"chunked"}
 // parseHeader parses the header fields of a plain request: block is the
 // block after the request line, without its final empty line; names and
 // values are slices of it. ok is false for anything net/http must judge:
-// a malformed field, a folded line, a missing or repeated Host, a
+// a malformed field, a folded line, a missing, repeated or malformed Host, a
 // Content-Length that is not one decimal number, a Transfer-Encoding
 // other than one "chunked" (or with a Content-Length), an Expect other
 // than one "100-continue", Upgrade, TE or Trailer.
@@ -516,7 +661,7 @@ func parseHeader(block string) (hd header, ok bool) {
 		name := textproto.CanonicalMIMEHeaderKey(l[:colon])
 		switch name {
 		case "Host":
-			if hasHost {
+			if hasHost || !httpguts.ValidHostHeader(v) {
 				return hd, false
 			}
 			hd.host, hasHost = v, true

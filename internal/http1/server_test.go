@@ -124,7 +124,11 @@ func TestPlainRequestsAreServedHereOnOneConnection(t *testing.T) {
 	}
 }
 
-func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
+// TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection: a request
+// that is not plain is answered by net/http, which then closes the
+// connection (what the client sent after it is not read), so the
+// client's next request comes here again.
+func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 	addr, _ := start(t, echo, func(s *Server) {
 		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
 	})
@@ -136,11 +140,11 @@ func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
 			"GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n" +
 				"POST /db/b HTTP/1.1\r\nHost: x\r\nTE: trailers\r\nContent-Length: 3\r\n\r\nabc" +
 				"GET /db/c HTTP/1.1\r\nHost: x\r\n\r\n",
-			[]string{"http1 GET /db/a ", "net/http POST /db/b abc", "net/http GET /db/c "},
+			[]string{"http1 GET /db/a ", "net/http POST /db/b abc"},
 		},
 		"handed off by the server": {
 			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
-			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a ", "net/http GET /db/a "},
+			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a "},
 		},
 		"HTTP/1.0":             {"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n", []string{"net/http GET /db/a "}},
 		"Trailer":              {"POST /db/a HTTP/1.1\r\nHost: x\r\nTrailer: X\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX: y\r\n\r\n", []string{"net/http POST /db/a hi"}},
@@ -152,11 +156,21 @@ func TestUnusualRequestsAndTheRestOfTheirConnectionGoToNetHTTP(t *testing.T) {
 		"folded":               {"GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", []string{"net/http GET /db/a "}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, bodies, _ := exchange(t, addr, tc.raw, len(tc.want))
+			resps, bodies, c := exchange(t, addr, tc.raw, len(tc.want))
 			for i, w := range tc.want {
 				if bodies[i] != w {
 					t.Errorf("answer %d = %q, want %q", i, bodies[i], w)
 				}
+			}
+			if last := resps[len(resps)-1]; !last.Close {
+				t.Error("net/http's answer does not say Connection: close")
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+				t.Errorf("after net/http's answer: read %d, %v; want the connection closed", n, err)
+			}
+			if _, bodies, _ := exchange(t, addr, "GET /db/next HTTP/1.1\r\nHost: x\r\n\r\n", 1); bodies[0] != "http1 GET /db/next " {
+				t.Errorf("the next connection's request: %q", bodies[0])
 			}
 		})
 	}
@@ -508,19 +522,112 @@ func isReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET)
 }
 
+// netHTTP serves h with net/http alone, with http1's header limit.
+func netHTTP(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &http.Server{Handler: h, MaxHeaderBytes: 64 << 10}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().String()
+}
+
+// refusing answers what BadRequest is given, so a test sees who refused
+// a request and why.
+func refusing(s *Server) {
+	s.BadRequest = func(w http.ResponseWriter, r *http.Request, status int, detail string) {
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "%s refused %s %s: %s", via(r), r.Method, r.URL.Path, detail)
+	}
+}
+
 func TestBadTargetIsAnsweredHereWhenTheServerSaysHow(t *testing.T) {
-	addr, _ := start(t, echo, func(s *Server) {
-		s.BadTarget = func(w http.ResponseWriter, r *http.Request, err error) {
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, "%s bad target %s", via(r), r.URL.Path)
-		}
-	})
+	addr, _ := start(t, echo, refusing)
 	resps, bodies, _ := exchange(t, addr, "PUT /db/%zz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 2)
-	if resps[0].StatusCode != 400 || bodies[0] != "http1 bad target /db/%zz" {
-		t.Errorf("bad target: %d %q", resps[0].StatusCode, bodies[0])
+	if want := `http1 refused PUT /db/%zz: request target is not a valid URI: invalid URL escape "%zz"`; resps[0].StatusCode != 400 || bodies[0] != want {
+		t.Errorf("bad target: %d %q, want 400 %q", resps[0].StatusCode, bodies[0], want)
 	}
 	if bodies[1] != "http1 GET /db/a " {
 		t.Errorf("the request after it: %q", bodies[1])
+	}
+}
+
+// TestWhatNetHTTPRefusesIsRefusedHereAlike: with BadRequest set, a request
+// net/http would refuse before its handler is answered by BadRequest with
+// the status net/http gives it (the same input is sent to a server
+// without BadRequest, where net/http answers), and the connection ends
+// after the answer; what net/http accepts is still served by it.
+func TestWhatNetHTTPRefusesIsRefusedHereAlike(t *testing.T) {
+	stream := func(s *Server) { s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) } }
+	ours, _ := start(t, echo, func(s *Server) { stream(s); refusing(s) })
+	theirs := netHTTP(t, echo)
+	long := "GET /db/a HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 70<<10) + "\r\n\r\n"
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+		detail    string // what BadRequest was told; "" when net/http serves the request
+	}{
+		{"no Host", "GET /db/a HTTP/1.1\r\n\r\n", 400, "the request has no Host header (HTTP/1.1 requires one)"},
+		{"two Hosts", "GET /db/a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "the request cannot be parsed: too many Host headers"},
+		{"malformed Host", "GET /db/a HTTP/1.1\r\nHost: a\"b\r\n\r\n", 400, `the Host header "a\"b" is malformed`},
+		{"space before colon", "GET /db/a HTTP/1.1\r\nHost : x\r\n\r\n", 400, "the request has no Host header (HTTP/1.1 requires one)"},
+		{"two lengths", "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400, `the request cannot be parsed: http: message cannot contain multiple Content-Length headers; got ["1" "2"]`},
+		{"bad length", "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\na", 400, `the request cannot be parsed: bad Content-Length "1x"`},
+		{"control in a value", "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n", 400, `the request cannot be parsed: malformed MIME header line: "X: a\x01b"`},
+		{"no request line", "HELLO\r\nHost: x\r\n\r\n", 400, `the request cannot be parsed: malformed HTTP request "HELLO"`},
+		{"bad escape, streaming route", "GET /_stream/%G1 HTTP/1.1\r\nHost: x\r\n\r\n", 400, `the request cannot be parsed: parse "/_stream/%G1": invalid URL escape "%G1"`},
+		{"gzip coding", "POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "transfer coding not supported (only chunked is)"},
+		{"chunked twice", "PUT /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", 501, "transfer coding not supported (only chunked is)"},
+		{"invalid field name", "GET /db/a HTTP/1.1\r\nHost: x\r\nX\x7fY: 1\r\n\r\n", 400, `the request cannot be parsed: malformed MIME header line: "X\x7fY: 1"`},
+		{"Expect another", "PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: something\r\nContent-Length: 1\r\n\r\na", 417, "only Expect: 100-continue is supported"},
+		{"HTTP/2.0", "GET /db/a HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/2.0 is not supported: use HTTP/1.1"},
+		{"header too long", long, 431, "the request header is longer than 65536 bytes"},
+		{"HTTP/1.0", "GET /db/a HTTP/1.0\r\n\r\n", 200, ""},
+		{"OPTIONS", "OPTIONS /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 200, ""},
+		{"bare LF", "GET /db/a HTTP/1.1\nHost: x\n\n", 200, ""},
+		{"folded", "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 200, ""},
+		{"streaming route", "GET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\n", 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// net/http answers a header too long while the client still
+			// sends it, and resets the connection: its answer may be lost.
+			if tc.status != 431 {
+				if want, _, _ := exchange(t, theirs, tc.raw, 1); want[0].StatusCode != tc.status {
+					t.Fatalf("net/http answers %d, the test expects %d", want[0].StatusCode, tc.status)
+				}
+			}
+			resps, bodies, c := exchange(t, ours, tc.raw, 1)
+			if resps[0].StatusCode != tc.status {
+				t.Errorf("status %d, want %d", resps[0].StatusCode, tc.status)
+			}
+			if tc.detail == "" {
+				if !strings.HasPrefix(bodies[0], "net/http ") {
+					t.Errorf("answer %q, want net/http's handler", bodies[0])
+				}
+				return
+			}
+			method, _, _ := strings.Cut(tc.raw, " ")
+			if knownMethod([]byte(method)) == "" {
+				method = "OTHER"
+			}
+			path := ""
+			if _, rest, ok := strings.Cut(strings.SplitN(tc.raw, "\r\n", 2)[0], " "); ok {
+				path, _, _ = strings.Cut(rest, " ")
+			}
+			if want := fmt.Sprintf("http1 refused %s %s: %s", method, path, tc.detail); bodies[0] != want {
+				t.Errorf("answer %q, want %q", bodies[0], want)
+			}
+			if !resps[0].Close {
+				t.Error("the answer does not say Connection: close")
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+				t.Errorf("after the refusal: read %d, %v; want the connection closed", n, err)
+			}
+		})
 	}
 }
 

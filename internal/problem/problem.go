@@ -28,6 +28,13 @@ const (
 	// outcome was not learnt before the deadline; it may or may not be
 	// applied, so it must not be retried blindly (read to find out).
 	Indeterminate
+	// The protocol refusals, answered before any route: 417 (an Expect
+	// other than 100-continue), 431 (a header block too long), 501 (a
+	// transfer coding other than chunked), 505 (not HTTP/1.x).
+	ExpectationFailed
+	HeaderTooLarge
+	NotImplemented
+	VersionNotSupported
 )
 
 var kinds = [...]struct {
@@ -35,17 +42,21 @@ var kinds = [...]struct {
 	slug   string
 	title  string
 }{
-	Malformed:     {http.StatusBadRequest, "malformed", "Malformed request"},
-	NotFound:      {http.StatusNotFound, "not-found", "Not found"},
-	NotAllowed:    {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
-	Conflict:      {http.StatusConflict, "conflict", "Conflict"},
-	Precondition:  {http.StatusPreconditionFailed, "precondition-failed", "Precondition failed"},
-	TooLarge:      {http.StatusRequestEntityTooLarge, "too-large", "Too large"},
-	MediaType:     {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
-	Invalid:       {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
-	Unavailable:   {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
-	Gone:          {http.StatusGone, "checkpoint-expired", "Checkpoint no longer retained"},
-	Indeterminate: {http.StatusGatewayTimeout, "outcome-unknown", "Outcome unknown"},
+	Malformed:           {http.StatusBadRequest, "malformed", "Malformed request"},
+	NotFound:            {http.StatusNotFound, "not-found", "Not found"},
+	NotAllowed:          {http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+	Conflict:            {http.StatusConflict, "conflict", "Conflict"},
+	Precondition:        {http.StatusPreconditionFailed, "precondition-failed", "Precondition failed"},
+	TooLarge:            {http.StatusRequestEntityTooLarge, "too-large", "Too large"},
+	MediaType:           {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
+	Invalid:             {http.StatusUnprocessableEntity, "schema-mismatch", "Document does not match its schema"},
+	Unavailable:         {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	Gone:                {http.StatusGone, "checkpoint-expired", "Checkpoint no longer retained"},
+	Indeterminate:       {http.StatusGatewayTimeout, "outcome-unknown", "Outcome unknown"},
+	ExpectationFailed:   {http.StatusExpectationFailed, "expectation-failed", "Expectation failed"},
+	HeaderTooLarge:      {http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "Request header too large"},
+	NotImplemented:      {http.StatusNotImplemented, "not-implemented", "Not implemented"},
+	VersionNotSupported: {http.StatusHTTPVersionNotSupported, "version-not-supported", "HTTP version not supported"},
 }
 
 // Status is the HTTP status of k.

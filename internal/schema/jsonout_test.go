@@ -1,10 +1,13 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendJSONKeepsSchemaOrderAndRoundTrips(t *testing.T) {
@@ -129,5 +132,55 @@ func TestEncodeAllocatesOnceForAlikeDocuments(t *testing.T) {
 	})
 	if allocs != 1 && !raceEnabled {
 		t.Fatalf("Encode of a 10-field document: %v allocations, want 1", allocs)
+	}
+}
+
+// TestPlainWordIsPlainJSONOfEachByte: the eight-byte test agrees with the
+// byte table for every byte value at every position, among plain bytes
+// and next to each of the bytes that end a run.
+func TestPlainWordIsPlainJSONOfEachByte(t *testing.T) {
+	for _, fill := range []byte{'a', ' ', '~', '"', 0x1f, 0x80} {
+		for c := range 256 {
+			for pos := range 8 {
+				w := []byte(strings.Repeat(string(fill), 8))
+				w[pos] = byte(c)
+				want := true
+				for _, b := range w {
+					want = want && plainJSON[b]
+				}
+				if got := plainWord(load64(string(w), 0)); got != want {
+					t.Fatalf("plainWord(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestJSONStringsRoundTrip: random strings of plain, escaped, multi-byte
+// and invalid bytes, at every alignment, read back by encoding/json as
+// the string with each invalid byte replaced by U+FFFD.
+func TestJSONStringsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20261125, 2))
+	pieces := []string{"a", "xyz01234", " ", "~", `"`, `\`, "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "é", "€", "\u2028", "\u2029", "😀", "\xff", "\xe2\x82", "\xc3"}
+	for range 20000 {
+		var b strings.Builder
+		for n := rng.IntN(40); n > 0; n-- {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		s := b.String()
+		var want []rune
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			want = append(want, r)
+			i += size
+		}
+		out := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(out, &got); err != nil || got != string(want) {
+			t.Fatalf("%q: wrote %s, read back %q (%v), want %q", s, out, got, err, string(want))
+		}
+		if bytes.ContainsAny(out, "\u2028\u2029") || !utf8.Valid(out) {
+			t.Fatalf("%q: wrote %q", s, out)
+		}
 	}
 }

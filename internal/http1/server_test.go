@@ -561,8 +561,10 @@ func TestBadTargetIsAnsweredHereWhenTheServerSaysHow(t *testing.T) {
 // without BadRequest, where net/http answers), and the connection ends
 // after the answer; what net/http accepts is still served by it.
 func TestWhatNetHTTPRefusesIsRefusedHereAlike(t *testing.T) {
-	stream := func(s *Server) { s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) } }
-	ours, _ := start(t, echo, func(s *Server) { stream(s); refusing(s) })
+	ours, _ := start(t, echo, func(s *Server) {
+		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
+		refusing(s)
+	})
 	theirs := netHTTP(t, echo)
 	long := "GET /db/a HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 70<<10) + "\r\n\r\n"
 	for _, tc := range []struct {

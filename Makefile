@@ -32,6 +32,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzApplyPatch$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSON$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeBinary$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
+	$(GO) test -run='^$$' -fuzz='^FuzzParseJSON$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/schema
 	$(GO) test -run='^$$' -fuzz='^FuzzRequest$$' -fuzztime=$(FUZZTIME_HTTP) -fuzzminimizetime=3s ./internal/api
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/query
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCheckpoint$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/changes

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -31,21 +30,17 @@ func (t *Table) DecodeJSON(body []byte) (Document, error) {
 	return t.Normalize(m)
 }
 
-// decodeJSONValue decodes exactly one JSON value, numbers as json.Number.
+// decodeJSONValue decodes exactly one JSON value, numbers as json.Number
+// (parseJSON), refusing anything else as Malformed.
 func decodeJSONValue(body []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, problem.New(problem.Malformed, "empty body: expected a JSON object")
-		}
-		return nil, problem.New(problem.Malformed, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	v, err := parseJSON(body)
+	switch err {
+	case nil:
+		return v, nil
+	case errEmptyJSON:
+		return nil, problem.New(problem.Malformed, "%v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, problem.New(problem.Malformed, "malformed JSON: unexpected data after the top-level value")
-	}
-	return v, nil
+	return nil, problem.New(problem.Malformed, "malformed JSON: %v", err)
 }
 
 // Normalize validates an already JSON-decoded document (json.Number for

@@ -58,6 +58,8 @@ type Catalog struct {
 	// rev is the revision up to which the watch (or a full load) has
 	// delivered every event; the watch resumes after it.
 	rev int64
+	// events counts the watch events applied (tests).
+	events int
 
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
@@ -444,6 +446,14 @@ func (c *Catalog) watch(ctx context.Context) {
 // the cache was reloaded; the next watch starts after the reload.
 var errReloaded = errors.New("watch revision compacted; catalog reloaded")
 
+// watchOnce watches the two key ranges the catalog reads, {prefix}/db/
+// and {prefix}/table/, not the whole prefix: the other components' keys
+// under it (leaderships, the reports every leading node writes each
+// second, checks) would otherwise reach every node, N² events a second
+// across a cluster of N. Each stream delivers its events in revision
+// order; c.rev, where both resume, is the lower of the two streams'
+// positions (applying is idempotent, so what one stream delivered twice
+// changes nothing).
 func (c *Catalog) watchOnce(ctx context.Context) error {
 	// RequireLeader makes the watch fail rather than hang silently on a
 	// member cut off from its cluster; clientv3 itself reconnects across
@@ -453,8 +463,38 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 	c.mu.RLock()
 	from := c.rev + 1
 	c.mu.RUnlock()
-	wch := c.cli.Watch(wctx, c.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
-	for resp := range wch {
+	type event struct {
+		stream int
+		resp   clientv3.WatchResponse
+	}
+	events := make(chan event)
+	closed := make(chan struct{}, 2)
+	for i, dir := range []string{"/db/", "/table/"} {
+		wch := c.cli.Watch(wctx, c.prefix+dir, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+		go func() {
+			defer func() { closed <- struct{}{} }()
+			for resp := range wch {
+				select {
+				case events <- event{i, resp}:
+				case <-wctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	// at[i]: every event of stream i up to this revision is applied.
+	at := [2]int64{from - 1, from - 1}
+	for {
+		var ev event
+		select {
+		case ev = <-events:
+		case <-closed:
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return errors.New("watch channel closed")
+		}
+		resp := ev.resp
 		if resp.CompactRevision != 0 {
 			if err := c.load(ctx); err != nil {
 				return fmt.Errorf("reload after compaction: %w", err)
@@ -465,11 +505,15 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 			return err
 		}
 		c.applyEvents(resp)
+		if n := len(resp.Events); n > 0 {
+			at[ev.stream] = max(at[ev.stream], resp.Events[n-1].Kv.ModRevision)
+		} else if resp.IsProgressNotify() {
+			at[ev.stream] = max(at[ev.stream], resp.Header.Revision)
+		}
+		c.mu.Lock()
+		c.rev = max(c.rev, min(at[0], at[1]))
+		c.mu.Unlock()
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errors.New("watch channel closed")
 }
 
 func (c *Catalog) applyEvents(resp clientv3.WatchResponse) {
@@ -482,14 +526,7 @@ func (c *Catalog) applyEvents(resp clientv3.WatchResponse) {
 		}
 		changed = changed || ch
 	}
-	// Events arrive in revision order, so after the last one every earlier
-	// revision was delivered. A progress notification carries no events and
-	// vouches for its header revision.
-	if n := len(resp.Events); n > 0 {
-		c.rev = max(c.rev, resp.Events[n-1].Kv.ModRevision)
-	} else if resp.IsProgressNotify() {
-		c.rev = max(c.rev, resp.Header.Revision)
-	}
+	c.events += len(resp.Events)
 	c.mu.Unlock()
 	if changed {
 		c.notify()

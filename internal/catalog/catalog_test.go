@@ -472,3 +472,32 @@ func TestLookupReadsThroughOnAMiss(t *testing.T) {
 		t.Fatal("LookupTable(mail, Nope) found a table that was never created")
 	}
 }
+
+// TestTheWatchCarriesOnlyCatalogKeys: the other components' keys under
+// the prefix (leaderships, reports, checks: some written every second by
+// every node) never reach the catalog's watch, while a database and a
+// table written after them arrive, through the other catalog's watch.
+func TestTheWatchCarriesOnlyCatalogKeys(t *testing.T) {
+	srv, cli, a := setup(t)
+	b := open(t, newClient(t, srv))
+	for i := range 50 {
+		for _, dir := range []string{"/da/", "/dc/", "/leaders/", "/reports/", "/tablet/", "/zz/"} {
+			if _, err := cli.Put(ctx(t), fmt.Sprintf("%s%s%d", prefix, dir, i), "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b sees the table", func() bool { _, ok := b.Table("mail", "Message"); return ok })
+	b.mu.RLock()
+	events := b.events
+	b.mu.RUnlock()
+	if events != 2 {
+		t.Fatalf("b's watch applied %d events, want 2 (the database and the table)", events)
+	}
+}

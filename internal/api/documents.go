@@ -262,7 +262,7 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts 
 	// The answer's five header values share one slice (h.Set would
 	// allocate one per value).
 	vals := make([]string, 5)
-	vals[0], vals[1], vals[2] = etag, mtime.Format(http.TimeFormat), rec.SCN.String()
+	vals[0], vals[1], vals[2] = etag, httpDate(mtime), rec.SCN.String()
 	h[canonicalETag], h[canonicalLastModified], h[canonicalSCN] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
 	if notModified(r, etag, mtime) {
 		w.WriteHeader(http.StatusNotModified)
@@ -324,9 +324,24 @@ func notModified(r *http.Request, etag string, mtime time.Time) bool {
 }
 
 func acceptsAvro(r *http.Request) bool {
-	for _, a := range strings.Split(r.Header.Get("Accept"), ",") {
+	accept := r.Header.Get("Accept")
+	if !containsFold(accept, "avro") {
+		return false // most answers: no media type of Avro's asked for
+	}
+	for _, a := range strings.Split(accept, ",") {
 		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(a))
 		if mt == mediaAvro {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s contains the lower-case ASCII word, in
+// any case.
+func containsFold(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(word)], word) {
 			return true
 		}
 	}
@@ -617,7 +632,7 @@ func (s *Server) answerWrite(w http.ResponseWriter, tg target, res partition.Res
 	h.Set(headerSCN, res.SCN.String())
 	if op.ETag != "" {
 		h.Set("ETag", op.ETag)
-		h.Set("Last-Modified", time.UnixMilli(res.Mtime).UTC().Format(http.TimeFormat))
+		h.Set("Last-Modified", httpDate(time.UnixMilli(res.Mtime)))
 	}
 	if status == http.StatusCreated {
 		h.Set("Location", documentPath(tg.db.Name, tg.table.Def.Name, op.Key))

@@ -16,7 +16,12 @@ type SCN struct {
 }
 
 // String renders "g:s", the wire form of X-Doppio-SCN.
-func (s SCN) String() string { return fmt.Sprintf("%d:%d", s.Generation, s.Sequence) }
+func (s SCN) String() string {
+	var b [41]byte // two uint64s and the colon
+	out := strconv.AppendUint(b[:0], s.Generation, 10)
+	out = append(out, ':')
+	return string(strconv.AppendUint(out, s.Sequence, 10))
+}
 
 // Less orders SCNs.
 func (s SCN) Less(o SCN) bool {

@@ -158,19 +158,12 @@ func (p *jsonParser) object(depth int) (any, error) {
 			return nil, err
 		}
 		m[k] = v // a repeated name: the last value
-		p.space()
-		if p.i < len(p.b) {
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.space()
-				continue
-			case '}':
-				p.i++
-				return m, nil
-			}
+		switch p.separator('}') {
+		case sepEnd:
+			return m, nil
+		case sepBad:
+			return nil, p.fail("after object key:value pair")
 		}
-		return nil, p.fail("after object key:value pair")
 	}
 }
 
@@ -188,20 +181,37 @@ func (p *jsonParser) array(depth int) (any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		p.space()
-		if p.i < len(p.b) {
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.space()
-				continue
-			case ']':
-				p.i++
-				return a, nil
-			}
+		switch p.separator(']') {
+		case sepEnd:
+			return a, nil
+		case sepBad:
+			return nil, p.fail("after array element")
 		}
-		return nil, p.fail("after array element")
 	}
+}
+
+const (
+	sepMore = iota // a comma: another member or element follows
+	sepEnd         // the closing bracket
+	sepBad         // anything else
+)
+
+// separator reads what follows a member or element: a comma, or the
+// closing byte.
+func (p *jsonParser) separator(closing byte) int {
+	p.space()
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.space()
+			return sepMore
+		case closing:
+			p.i++
+			return sepEnd
+		}
+	}
+	return sepBad
 }
 
 // number reads a JSON number as written: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?

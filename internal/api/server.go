@@ -179,8 +179,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(sw, r, err)
 	}
-	s.requests.WithLabelValues(pattern, r.Method, strconv.Itoa(sw.status())).Inc()
-	s.latency.WithLabelValues(pattern, r.Method).Observe(time.Since(start).Seconds())
+	s.requests.WithLabelValues(pattern, methodLabel(r.Method), strconv.Itoa(sw.status())).Inc()
+	s.latency.WithLabelValues(pattern, methodLabel(r.Method)).Observe(time.Since(start).Seconds())
 }
 
 // HTTPServer returns the server for this handler: plain requests are
@@ -190,6 +190,18 @@ func (s *Server) HTTPServer() *http1.Server {
 	hs := http1.New(s, s.log)
 	hs.BadRequest, hs.HandOff = s.badRequest, s.streaming
 	return hs
+}
+
+// methodLabel is the method as a metric label: one of HTTP's, or OTHER,
+// so that requests with made-up methods (net/http accepts any token)
+// cannot grow /metrics without bound.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
 }
 
 // refusals maps the statuses internal/http1 refuses requests with to
@@ -214,8 +226,8 @@ func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, status int, 
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	writeProblem(sw, problemFor(problem.New(kind, "%s", detail), r.URL.Path), 0, "", false)
-	s.requests.WithLabelValues("unmatched", r.Method, strconv.Itoa(sw.status())).Inc()
-	s.latency.WithLabelValues("unmatched", r.Method).Observe(time.Since(start).Seconds())
+	s.requests.WithLabelValues("unmatched", methodLabel(r.Method), strconv.Itoa(sw.status())).Inc()
+	s.latency.WithLabelValues("unmatched", methodLabel(r.Method)).Observe(time.Since(start).Seconds())
 }
 
 // call runs a handler, turning a panic into a 500 so no input can take the

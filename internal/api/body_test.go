@@ -92,8 +92,9 @@ func rawExchange(t *testing.T, raw string, halfClose bool) []*http.Response {
 
 // TestAfterAChunkedUploadABadTargetStillGetsProblemJSON: a chunked upload
 // is served like any request, so a malformed target sent after it on the
-// same connection gets the API's problem+json 400 (a connection handed to
-// net/http would get its plain-text one).
+// same connection gets the API's problem+json 400 (before chunked bodies
+// were served by internal/http1, the connection went to net/http, which
+// answered in plain text).
 func TestAfterAChunkedUploadABadTargetStillGetsProblemJSON(t *testing.T) {
 	db := newDB(t)
 	doc := `{"name":"chunked"}`

@@ -62,9 +62,8 @@ func scrape(t *testing.T, sample string) float64 {
 }
 
 // sendAlone sends one request without a body on a connection of its own
-// and returns the answer's status. (The shared client's connections may
-// have been handed to net/http by an earlier test's chunked request, and
-// net/http answers a bad target itself, uncounted.)
+// and returns the answer's status, so that nothing an earlier test left
+// on the shared client's connections comes between.
 func sendAlone(t *testing.T, method, path string) int {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Engine is an open Pebble store.
@@ -46,6 +47,8 @@ type Options struct {
 	// leaves the row cache alone. Unset: every range deletion empties it.
 	RowCacheSpans func(start, end []byte) bool
 	Logger        *slog.Logger
+
+	fs vfs.FS // the file system under Pebble; unset: coalescingFS over the OS's
 }
 
 // Open opens (creating if needed) the store in dir.
@@ -60,6 +63,10 @@ func Open(dir string, o Options) (*Engine, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		MemTableSize:       64 << 20,
 		Logger:             quietLogger{o.Logger},
+		FS:                 o.fs,
+	}
+	if opts.FS == nil {
+		opts.FS = coalescingFS{vfs.Default}
 	}
 	// Values of 256 bytes or more (documents, change-log entries) go to
 	// blob files that compactions reference rather than rewrite: under

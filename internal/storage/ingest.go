@@ -37,7 +37,7 @@ func (w *SSTWriter) Close() error { return w.w.Close() }
 
 // FileWritable creates the file path for an sstable; Finish syncs it.
 func FileWritable(path string) (objstorage.Writable, error) {
-	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	f, err := coalescingFS{vfs.Default}.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
 	}

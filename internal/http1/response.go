@@ -59,6 +59,10 @@ type response struct {
 	body    []byte // the body written so far, not yet sent
 	sent    bool   // the header has been sent
 	chunked bool
+	// untilClose: the body sent before the end has no declared length
+	// and ends when the connection closes (HTTP/1.0 has no chunked
+	// coding).
+	untilClose bool
 	// contentLength is the handler's Content-Length, or -1.
 	contentLength int64
 	written       int64 // body bytes written by the handler
@@ -138,7 +142,11 @@ func (w *response) flush(final bool) {
 	out := getBuffer()
 	defer func() { putBuffer(out) }()
 	if !w.sent {
-		w.chunked = !final && w.contentLength < 0 && bodyAllowed(w.status) && w.req.Method != http.MethodHead
+		streamed := !final && w.contentLength < 0 && bodyAllowed(w.status) && w.req.Method != http.MethodHead
+		w.chunked = streamed && w.req.ProtoMinor == 1
+		if streamed && !w.chunked {
+			w.untilClose, w.closeAfter = true, true
+		}
 		out = w.appendHeader(out)
 		w.sent = true
 	}
@@ -184,13 +192,20 @@ func (w *response) finish() bool {
 
 // appendHeader appends the status line and header fields, adding Date,
 // Content-Length (of a whole answer), Content-Type (sniffed, as net/http
-// does) and Connection: close when the answer closes the connection.
+// does) and, as net/http does, Connection: close when an HTTP/1.1
+// answer closes the connection, Connection: keep-alive when an HTTP/1.0
+// one does not.
 func (w *response) appendHeader(b []byte) []byte {
 	h := w.header
 	if hasToken(h.Get("Connection"), "close") || w.req.Close || w.c.s.closing.Load() {
 		w.closeAfter = true
 	}
-	b = append(b, "HTTP/1.1 "...)
+	http10 := w.req.ProtoMinor == 0
+	if http10 {
+		b = append(b, "HTTP/1.0 "...)
+	} else {
+		b = append(b, "HTTP/1.1 "...)
+	}
 	b = strconv.AppendInt(b, int64(w.status), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(w.status)...)
@@ -215,14 +230,18 @@ func (w *response) appendHeader(b []byte) []byte {
 		switch {
 		case w.chunked:
 			b = append(b, "Transfer-Encoding: chunked\r\n"...)
+		case w.untilClose:
 		case w.contentLength < 0:
 			b = append(b, "Content-Length: "...)
 			b = strconv.AppendInt(b, w.written, 10)
 			b = append(b, "\r\n"...)
 		}
 	}
-	if w.closeAfter && !hasToken(h.Get("Connection"), "close") {
+	switch {
+	case w.closeAfter && !http10 && !hasToken(h.Get("Connection"), "close"):
 		b = append(b, "Connection: close\r\n"...)
+	case !w.closeAfter && http10 && !hasToken(h.Get("Connection"), "keep-alive"):
+		b = append(b, "Connection: keep-alive\r\n"...)
 	}
 	return append(b, "\r\n"...)
 }

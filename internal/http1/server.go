@@ -8,7 +8,9 @@
 // routes), a Host header, a body of declared length or chunked (no other
 // transfer coding), no Upgrade, no Expect but 100-continue (answered when
 // the handler first reads the body), a header block of at most
-// MaxHeaderBytes. The answer is built in buffers
+// MaxHeaderBytes; or HTTP/1.0 the same way, with or without a Host, with
+// no transfer coding and no Expect (answered as net/http answers 1.0: a
+// 1.0 status line, the connection kept only on Connection: keep-alive). The answer is built in buffers
 // from a pool shared by all connections and leaves in one write (unless
 // the handler streams more than StreamAfter bytes or flushes). What net/http spends per request beyond
 // that, and this server does not, is a goroutine's background read to
@@ -45,7 +47,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// Server serves HTTP/1.1 connections.
+// Server serves HTTP/1.1 (and 1.0) connections.
 type Server struct {
 	// Handler answers the requests served here; Fallback's Handler
 	// answers the others.
@@ -463,7 +465,15 @@ func (c *conn) readRequest() (*http.Request, error) {
 	method := knownMethod(line[:sp1])
 	rest := line[sp1+1:]
 	sp2 := bytes.IndexByte(rest, ' ')
-	if method == "" || sp2 <= 0 || string(rest[sp2+1:]) != "HTTP/1.1" {
+	if method == "" || sp2 <= 0 {
+		return nil, errHandOff
+	}
+	minor := 1
+	switch string(rest[sp2+1:]) {
+	case "HTTP/1.1":
+	case "HTTP/1.0":
+		minor = 0
+	default:
 		return nil, errHandOff
 	}
 	target := rest[:sp2]
@@ -481,7 +491,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 		block = string(head[nl+2:])
 	}
 	hd, ok := parseHeader(block)
-	if !ok {
+	// HTTP/1.1 requires a Host; HTTP/1.0 had no chunked coding and no
+	// 100-continue, so net/http judges those requests.
+	if !ok || (minor == 1 && !hd.hasHost) || (minor == 0 && (hd.chunked || hd.expectContinue)) {
 		return nil, errHandOff
 	}
 	raw := string(target)
@@ -503,6 +515,11 @@ func (c *conn) readRequest() (*http.Request, error) {
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: hd.fields, Host: hd.host, RemoteAddr: c.remote, RequestURI: raw,
 		ContentLength: hd.contentLength, Close: hd.close, Body: http.NoBody,
+	}
+	if minor == 0 {
+		// An HTTP/1.0 connection persists only when the client asks.
+		req.Proto, req.ProtoMinor = "HTTP/1.0", 0
+		req.Close = hd.close || !hd.keepAlive
 	}
 	switch {
 	case hd.chunked:
@@ -620,7 +637,9 @@ type header struct {
 	fields        http.Header
 	host          string
 	contentLength int64
+	hasHost       bool
 	close         bool // Connection: close
+	keepAlive     bool // Connection: keep-alive (HTTP/1.0's way to persist)
 	chunked       bool // Transfer-Encoding: chunked
 	// expectContinue: Expect: 100-continue.
 	expectContinue bool
@@ -631,7 +650,7 @@ var chunkedCoding = []string{"chunked"}
 // parseHeader parses the header fields of a plain request: block is the
 // block after the request line, without its final empty line; names and
 // values are slices of it. ok is false for anything net/http must judge:
-// a malformed field, a folded line, a missing, repeated or malformed Host, a
+// a malformed field, a folded line, a repeated or malformed Host, a
 // Content-Length that is not one decimal number, a Transfer-Encoding
 // other than one "chunked" (or with a Content-Length), an Expect other
 // than one "100-continue", Upgrade, TE or Trailer.
@@ -639,7 +658,7 @@ func parseHeader(block string) (hd header, ok bool) {
 	n := strings.Count(block, "\n") + 1
 	hd.fields = make(http.Header, n)
 	values := make([]string, n) // one allocation for every field's value slice
-	hasHost, hasLength := false, false
+	hasLength := false
 	for len(block) > 0 {
 		l, rest, _ := strings.Cut(block, "\r\n")
 		block = rest
@@ -661,10 +680,10 @@ func parseHeader(block string) (hd header, ok bool) {
 		name := textproto.CanonicalMIMEHeaderKey(l[:colon])
 		switch name {
 		case "Host":
-			if hasHost || !httpguts.ValidHostHeader(v) {
+			if hd.hasHost || !httpguts.ValidHostHeader(v) {
 				return hd, false
 			}
-			hd.host, hasHost = v, true
+			hd.host, hd.hasHost = v, true
 		case "Content-Length":
 			if hasLength || v == "" || len(v) > 18 || strings.Trim(v, "0123456789") != "" {
 				return hd, false
@@ -688,6 +707,7 @@ func parseHeader(block string) (hd header, ok bool) {
 				return hd, false
 			}
 			hd.close = hd.close || hasToken(v, "close")
+			hd.keepAlive = hd.keepAlive || hasToken(v, "keep-alive")
 		}
 		values[0] = v
 		if old, ok := hd.fields[name]; ok {
@@ -697,7 +717,7 @@ func parseHeader(block string) (hd header, ok bool) {
 		}
 		values = values[1:]
 	}
-	return hd, hasHost && !(hd.chunked && hasLength)
+	return hd, !(hd.chunked && hasLength)
 }
 
 // knownMethod returns the method as a constant string (no allocation),

@@ -146,7 +146,7 @@ func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a "},
 		},
-		"HTTP/1.0":             {"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n", []string{"net/http GET /db/a "}},
+		"HTTP/1.0 chunked":     {"PUT /db/a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", []string{"net/http PUT /db/a "}}, // 1.0 has no chunked coding: net/http reads no body
 		"Trailer":              {"POST /db/a HTTP/1.1\r\nHost: x\r\nTrailer: X\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX: y\r\n\r\n", []string{"net/http POST /db/a hi"}},
 		"chunked and a length": {"PUT /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n1\r\na\r\n0\r\n\r\n", []string{"net/http PUT /db/a a"}},
 		"chunked twice":        {"PUT /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", []string{"Unsupported transfer encoding"}}, // net/http's 501
@@ -587,7 +587,7 @@ func TestWhatNetHTTPRefusesIsRefusedHereAlike(t *testing.T) {
 		{"Expect another", "PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: something\r\nContent-Length: 1\r\n\r\na", 417, "only Expect: 100-continue is supported"},
 		{"HTTP/2.0", "GET /db/a HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/2.0 is not supported: use HTTP/1.1"},
 		{"header too long", long, 431, "the request header is longer than 65536 bytes"},
-		{"HTTP/1.0", "GET /db/a HTTP/1.0\r\n\r\n", 200, ""},
+		{"HTTP/1.0 chunked", "PUT /db/a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 200, ""},
 		{"OPTIONS", "OPTIONS /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 200, ""},
 		{"bare LF", "GET /db/a HTTP/1.1\nHost: x\n\n", 200, ""},
 		{"folded", "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 200, ""},
@@ -779,4 +779,77 @@ func TestExpectContinue(t *testing.T) {
 			t.Errorf("after the answer: read %d bytes, %v; want the connection closed", n, err)
 		}
 	})
+}
+
+// TestHTTP10IsServedHereAsNetHTTPWould: HTTP/1.0 requests are served here,
+// answered as net/http answers them (the same input goes to a net/http
+// server): an HTTP/1.0 status line; the connection kept only when the
+// client asks with Connection: keep-alive, which the answer repeats; no
+// Host needed; an answer streamed without a length is not chunked (1.0
+// has no chunked coding) but ends with the connection.
+func TestHTTP10IsServedHereAsNetHTTPWould(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Via", via(r))
+		if r.URL.Path == "/big" {
+			for range 40 {
+				w.Write(bytes.Repeat([]byte("x"), 10<<10))
+			}
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, b)
+	})
+	ours, _ := start(t, h, func(s *Server) { s.StreamAfter = 64 << 10 })
+	theirs := netHTTP(t, h)
+	type answer struct {
+		proto, connection, transferEncoding string
+		contentLength                       int64
+		body                                string
+		open                                bool // the connection serves a next request
+	}
+	ask := func(addr, raw string) answer {
+		c := dial(t, addr)
+		io.WriteString(c, raw+"GET /next HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		method, _, _ := strings.Cut(raw, " ")
+		r, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Fatalf("%q: body: %v", raw, err)
+		}
+		if via := r.Header.Get("X-Via"); (addr == ours) != (via == "http1") {
+			t.Errorf("%q was answered by %s", raw, via)
+		}
+		a := answer{proto: r.Proto, connection: r.Header.Get("Connection"), transferEncoding: strings.Join(r.TransferEncoding, ","),
+			contentLength: r.ContentLength, body: string(b)}
+		if next, err := http.ReadResponse(br, nil); err == nil {
+			b, _ := io.ReadAll(next.Body)
+			a.open = string(b) == "GET /next "
+		}
+		return a
+	}
+	for _, raw := range []string{
+		"GET /db/a HTTP/1.0\r\n\r\n",
+		"GET /db/a HTTP/1.0\r\nHost: x\r\n\r\n",
+		"GET /db/a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+		"PUT /db/a HTTP/1.0\r\nConnection: Keep-Alive\r\nContent-Length: 5\r\n\r\nhello",
+		"DELETE /db/a HTTP/1.0\r\nConnection: close\r\n\r\n",
+		"HEAD /db/a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+		"GET /big HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+		"GET /big HTTP/1.0\r\n\r\n",
+	} {
+		want, got := ask(theirs, raw), ask(ours, raw)
+		if want.body != got.body {
+			t.Errorf("%q: body of %d bytes here, %d from net/http", raw, len(got.body), len(want.body))
+		}
+		got.body, want.body = "", ""
+		if got != want {
+			t.Errorf("%q:\n here     %+v\n net/http %+v", raw, got, want)
+		}
+	}
 }

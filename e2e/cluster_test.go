@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/testport"
 	"github.com/doppio-db/doppio/internal/testwait"
 )
 
@@ -59,15 +59,15 @@ func nodeHost(id string) string {
 	return fmt.Sprintf("127.0.0.%d", 10+n)
 }
 
-// freePortOn returns host:port with a port free on host at the moment.
+// freePortOn returns host:port with a port free on host now, below the
+// kernel's ephemeral range (see testport).
 func freePortOn(t *testing.T, host string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	addr, err := testport.Free(host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // processReadyLine is what a node or a router logs once it serves.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/testport"
 )
 
 // localCluster is three `doppio start` processes on 127.0.0.1 sharing an
@@ -47,40 +47,16 @@ func (c *localCluster) Endpoints() []string {
 
 var localReady = regexp.MustCompile(`doppio node ready.* http=(\S+)`)
 
-// localPort returns a loopback address whose port is free now and lies
-// below the kernel's ephemeral range, so that no outgoing connection can
-// take it before the node binds it. A port from Listen(":0") is in that
-// range and, once released, was taken by a connection before the node
-// started ("bind: address already in use", seen in make test).
+// localPort returns a loopback address whose port is free now, below the
+// kernel's ephemeral range (see testport).
 func localPort(t *testing.T) string {
 	t.Helper()
-	lo := 32768 // Linux's default, when the range cannot be read
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(b), &lo)
+	addr, err := testport.Free("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 1000 {
-		p := 10000 + rand.IntN(max(lo-10000, 1000))
-		if portsGiven[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		portsGiven[p] = true
-		return l.Addr().String()
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	return addr
 }
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{} // never handed out twice in a run
-)
 
 // startLocalCluster starts n nodes of the package's doppio binary.
 func startLocalCluster(t *testing.T, n int) *localCluster {

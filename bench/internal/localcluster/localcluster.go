@@ -24,6 +24,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/testport"
 )
 
 // HTTPClient keeps many idle connections per node: up to one prober per
@@ -75,15 +76,9 @@ type Cluster struct {
 	Nodes []*Proc
 }
 
-// FreePort returns a loopback address with a port free at the moment.
-func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// FreePort returns a loopback address with a port free at the moment,
+// below the kernel's ephemeral range (see testport).
+func FreePort() (string, error) { return testport.Free("127.0.0.1") }
 
 // Start starts etcd and n nodes (n1, n2, …) with the extra flags, data
 // under dir.

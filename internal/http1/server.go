@@ -10,9 +10,10 @@
 // the handler first reads the body), a header block of at most
 // MaxHeaderBytes; or HTTP/1.0 the same way, with or without a Host, with
 // no transfer coding and no Expect (answered as net/http answers 1.0: a
-// 1.0 status line, the connection kept only on Connection: keep-alive). The answer is built in buffers
-// from a pool shared by all connections and leaves in one write (unless
-// the handler streams more than StreamAfter bytes or flushes). What net/http spends per request beyond
+// 1.0 status line, the connection kept only on Connection: keep-alive).
+// The answer is built in buffers from a pool shared by all connections
+// and leaves in one write (unless the handler streams more than
+// StreamAfter bytes or flushes). What net/http spends per request beyond
 // that, and this server does not, is a goroutine's background read to
 // notice a client that disconnects (this server notices at the next read
 // or write: no request's context is cancelled by a disconnect), the

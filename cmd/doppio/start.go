@@ -113,6 +113,8 @@ func runNode(cmd *cobra.Command, cfg node.Config) error {
 	if err != nil {
 		return err
 	}
+	report := n.StorageReport
+	storageReport.Store(&report)
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down")
 	return n.Close()

@@ -348,6 +348,10 @@ func (n *Node) etcdEndpoints() []string {
 	return n.cfg.EtcdEndpoints
 }
 
+// StorageReport is the storage engine's report of its LSM: levels,
+// flushes, compactions, blob files, caches (Pebble's Metrics, as text).
+func (n *Node) StorageReport() string { return n.engine.Metrics().String() }
+
 // Close stops serving and closes everything, in reverse order of opening.
 func (n *Node) Close() error {
 	n.handOff(3 * time.Second)

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
+
+	"github.com/doppio-db/doppio/internal/node"
 )
 
-// storageReport, once the node runs, returns its storage engine's LSM
-// report for /debug/pebble.
-var storageReport atomic.Pointer[func() string]
+// running is the node once it runs, for /debug/pebble.
+var running atomic.Pointer[node.Node]
 
 // servePprof serves net/http/pprof on addr (for profiling under load, e.g.
 // the YCSB benchmark), and /debug/pebble: the storage engine's report of
@@ -39,11 +40,11 @@ func servePprof(addr string, logger *slog.Logger) error {
 }
 
 func servePebble(w http.ResponseWriter, _ *http.Request) {
-	report := storageReport.Load()
-	if report == nil {
+	n := running.Load()
+	if n == nil {
 		http.Error(w, "the node has not started yet", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, (*report)())
+	io.WriteString(w, n.StorageReport())
 }

@@ -113,8 +113,7 @@ func runNode(cmd *cobra.Command, cfg node.Config) error {
 	if err != nil {
 		return err
 	}
-	report := n.StorageReport
-	storageReport.Store(&report)
+	running.Store(n)
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down")
 	return n.Close()

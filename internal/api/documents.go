@@ -628,8 +628,9 @@ func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation)
 
 func (s *Server) answerWrite(w http.ResponseWriter, tg target, res partition.Result, status int) error {
 	op := res.Ops[0]
+	scn := res.SCN.String()
 	h := w.Header()
-	h.Set(headerSCN, res.SCN.String())
+	h.Set(headerSCN, scn)
 	if op.ETag != "" {
 		h.Set("ETag", op.ETag)
 		h.Set("Last-Modified", httpDate(time.UnixMilli(res.Mtime)))
@@ -637,7 +638,7 @@ func (s *Server) answerWrite(w http.ResponseWriter, tg target, res partition.Res
 	if status == http.StatusCreated {
 		h.Set("Location", documentPath(tg.db.Name, tg.table.Def.Name, op.Key))
 	}
-	return writeJSON(w, status, writeBody{Key: op.Key, ETag: op.ETag, SCN: res.SCN.String(), Version: op.Version})
+	return writeJSON(w, status, writeBody{Key: op.Key, ETag: op.ETag, SCN: scn, Version: op.Version})
 }
 
 // documentPath is the URI path of a document.

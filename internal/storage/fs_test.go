@@ -176,7 +176,7 @@ func BenchmarkFlush(b *testing.B) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					for i := 0; ; i++ {
+					for {
 						select {
 						case <-stop:
 							return

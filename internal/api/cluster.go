@@ -64,6 +64,9 @@ func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr str
 		}
 	}
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	if s.catalog != nil {
+		req.Header.Set(headerCatalogRevision, strconv.FormatInt(s.catalog.Revision(), 10))
+	}
 	if deadline, ok := r.Context().Deadline(); ok {
 		// The leader answers within what is left here, keeping a margin for
 		// the answer to come back (and, if it refuses, to route again).
@@ -101,8 +104,20 @@ func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFun
 		d = min(d, t)
 	}
 	ctx, cancel := lazyctx.WithTimeout(r.Context(), d)
+	if v, err := strconv.ParseInt(r.Header.Get(headerCatalogRevision), 10, 64); err == nil && v > 0 {
+		ctx = context.WithValue(ctx, catalogSince{}, v)
+	}
 	return r.WithContext(ctx), cancel, nil
 }
+
+// headerCatalogRevision carries a forwarding node's catalog revision
+// (catalog.Revision) to the node that serves the request, which reads the
+// request's schema from etcd if its own catalog is older (a hint between
+// nodes: a value that is not a positive number is ignored).
+const headerCatalogRevision = "X-Doppio-Catalog-Revision"
+
+// catalogSince is the context key of that revision.
+type catalogSince struct{}
 
 // access is what a read asks of the replica: linearizable, unless
 // X-Doppio-Staleness allows an older answer.

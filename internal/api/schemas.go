@@ -108,7 +108,13 @@ func (s *Server) table(ctx context.Context, db, name string) (*schema.Table, err
 	if _, err := s.database(ctx, db); err != nil {
 		return nil, err
 	}
-	t, ok := s.catalog.LookupTable(ctx, db, name)
+	var t *schema.Table
+	var ok bool
+	if since, forwarded := ctx.Value(catalogSince{}).(int64); forwarded {
+		t, ok = s.catalog.LookupTableSince(ctx, db, name, since)
+	} else {
+		t, ok = s.catalog.LookupTable(ctx, db, name)
+	}
 	if !ok {
 		return nil, problem.New(problem.NotFound, "table %q does not exist in database %q", name, db)
 	}

@@ -58,6 +58,9 @@ type Catalog struct {
 	// rev is the revision up to which the watch (or a full load) has
 	// delivered every event; the watch resumes after it.
 	rev int64
+	// applied is the highest revision of a database or table entry in
+	// the cache (see Revision).
+	applied int64
 	// events counts the watch events applied (tests).
 	events int
 
@@ -137,6 +140,30 @@ func (c *Catalog) LookupTable(ctx context.Context, db, table string) (*schema.Ta
 	}
 	c.refresh(ctx, c.tableKey(db, table))
 	return c.Table(db, table)
+}
+
+// Revision is the highest etcd revision of a database or table entry this
+// catalog holds. A node forwarding a request sends it along, so that the
+// node serving it can tell it may be behind (LookupTableSince).
+func (c *Catalog) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.applied
+}
+
+// LookupTableSince is LookupTable for a request forwarded by a node whose
+// catalog was at revision since: if this catalog has applied nothing that
+// recent, its watch may not have delivered a change the other node made
+// or saw (a schema version registered there just before the request), so
+// the table's entry and its database's are read from etcd first. Without
+// it, a write sent right after a new schema version through another node
+// could be refused by the leader as not matching the older one it knew.
+func (c *Catalog) LookupTableSince(ctx context.Context, db, table string, since int64) (*schema.Table, bool) {
+	if since > c.Revision() {
+		c.refresh(ctx, c.dbKey(db))
+		c.refresh(ctx, c.tableKey(db, table))
+	}
+	return c.LookupTable(ctx, db, table)
 }
 
 // refresh reads one key from etcd and applies it to the cache (revisions
@@ -566,6 +593,9 @@ func (c *Catalog) applyLocked(key string, val []byte, rev int64, deleted bool) (
 		return false, nil
 	}
 	c.revs[key] = rev
+	if _, _, ok := c.parseTableKey(key); ok || strings.HasPrefix(key, c.prefix+"/db/") {
+		c.applied = max(c.applied, rev)
+	}
 	if db, table, ok := c.parseTableKey(key); ok {
 		_, had := c.tables[db][table]
 		if !deleted {

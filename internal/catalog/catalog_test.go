@@ -501,3 +501,39 @@ func TestTheWatchCarriesOnlyCatalogKeys(t *testing.T) {
 		t.Fatalf("b's watch applied %d events, want 2 (the database and the table)", events)
 	}
 }
+
+// TestLookupTableSinceReadsWhatTheWatchHasNotBrought: a catalog whose
+// watch has not delivered a new schema version (here: it runs none) finds
+// it when asked on behalf of a node that holds it (LookupTableSince with
+// that node's Revision), and keeps its cache when asked with a revision
+// it has already reached.
+func TestLookupTableSinceReadsWhatTheWatchHasNotBrought(t *testing.T) {
+	srv, _, a := setup(t)
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+		t.Fatal(err)
+	}
+	b := newCatalog(newClient(t, srv), prefix) // no watch: only what it reads
+	if err := b.load(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	behind := b.Revision()
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
+		t.Fatal(err)
+	}
+	if a.Revision() <= behind {
+		t.Fatalf("a's revision %d after a new version, b's %d", a.Revision(), behind)
+	}
+	if tb, _ := b.LookupTableSince(ctx(t), "mail", "Message", behind); tb.Latest() != 1 {
+		t.Fatalf("asked since a revision it has, b read etcd: version %d", tb.Latest())
+	}
+	tb, ok := b.LookupTableSince(ctx(t), "mail", "Message", a.Revision())
+	if !ok || tb.Latest() != 2 {
+		t.Fatalf("asked since a's revision, b has version %v (found %v), want 2", tb.Latest(), ok)
+	}
+	if b.Revision() < a.Revision() {
+		t.Errorf("b's revision %d after the read, a's %d", b.Revision(), a.Revision())
+	}
+}

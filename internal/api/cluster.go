@@ -104,8 +104,10 @@ func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFun
 		d = min(d, t)
 	}
 	ctx, cancel := lazyctx.WithTimeout(r.Context(), d)
-	if v, err := strconv.ParseInt(r.Header.Get(headerCatalogRevision), 10, 64); err == nil && v > 0 {
-		ctx = context.WithValue(ctx, catalogSince{}, v)
+	if v := r.Header.Get(headerCatalogRevision); v != "" { // only forwarded requests carry it
+		if rev, err := strconv.ParseInt(v, 10, 64); err == nil && rev > 0 {
+			ctx = context.WithValue(ctx, catalogSince{}, rev)
+		}
 	}
 	return r.WithContext(ctx), cancel, nil
 }

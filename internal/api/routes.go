@@ -85,25 +85,32 @@ func routes() []*route {
 // rejecting empty, "." and ".." segments: a key part can hold any byte only
 // when percent-encoded, and no path trick can address another resource.
 func splitPath(escaped string) ([]string, error) {
+	segs, _, err := splitPathRaw(escaped)
+	return segs, err
+}
+
+// splitPathRaw is splitPath that also returns the segments as they came,
+// still escaped.
+func splitPathRaw(escaped string) (segs, raw []string, err error) {
 	if !strings.HasPrefix(escaped, "/") {
-		return nil, problem.New(problem.Malformed, "path must start with /")
+		return nil, nil, problem.New(problem.Malformed, "path must start with /")
 	}
-	raw := strings.Split(escaped[1:], "/")
-	segs := make([]string, len(raw))
+	raw = strings.Split(escaped[1:], "/")
+	segs = make([]string, len(raw))
 	for i, s := range raw {
 		if s == "" || s == "." || s == ".." {
 			if i == len(raw)-1 && s == "" && i > 0 {
-				return nil, problem.New(problem.Malformed, "path ends with a slash")
+				return nil, nil, problem.New(problem.Malformed, "path ends with a slash")
 			}
-			return nil, problem.New(problem.Malformed, "path segment %d is %q", i+1, s)
+			return nil, nil, problem.New(problem.Malformed, "path segment %d is %q", i+1, s)
 		}
 		v, err := url.PathUnescape(s)
 		if err != nil {
-			return nil, problem.New(problem.Malformed, "path segment %d is not percent-encoded correctly", i+1)
+			return nil, nil, problem.New(problem.Malformed, "path segment %d is not percent-encoded correctly", i+1)
 		}
 		segs[i] = v
 	}
-	return segs, nil
+	return segs, raw, nil
 }
 
 // match finds the route for method and the escaped path; a known path with
@@ -118,11 +125,10 @@ func matchAmong(candidates func(first string) []*route, method, escaped string) 
 	if escaped == "/" {
 		return nil, params{}, problem.New(problem.NotFound, "no resource at /")
 	}
-	segs, err := splitPath(escaped)
+	segs, raw, err := splitPathRaw(escaped)
 	if err != nil {
 		return nil, params{}, err
 	}
-	raw := strings.Split(escaped[1:], "/")
 	pathKnown := false
 	for _, rt := range candidates(segs[0]) {
 		p, ok := rt.bind(segs, raw)

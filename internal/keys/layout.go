@@ -45,25 +45,25 @@ func (p Partition) section(s byte, extra int) []byte {
 
 // Table returns the prefix of every document of table in this partition.
 func (p Partition) Table(table string) []byte {
-	return AppendString(p.section(sectionDocument, len(table)+2), table)
+	return AppendString(p.section(sectionDocument, len(table)+3), table)
 }
 
 // Document returns the key of the document (or collection prefix, when key
 // holds only leading parts) of table.
 func (p Partition) Document(table string, key []byte) []byte {
-	return append(p.Table(table), key...)
+	return append(AppendString(p.section(sectionDocument, len(table)+3+len(key)), table), key...)
 }
 
 // AutoIncrement returns the key holding the last auto-increment value handed
 // out in the collection whose encoded leading key parts are collection.
 func (p Partition) AutoIncrement(table string, collection []byte) []byte {
-	b := AppendString(p.section(sectionAutoInc, len(table)+len(collection)+2), table)
+	b := AppendString(p.section(sectionAutoInc, len(table)+len(collection)+3), table)
 	return append(b, collection...)
 }
 
 // IndexTable returns the prefix of every index entry of table.
 func (p Partition) IndexTable(table string) []byte {
-	return AppendString(p.section(sectionIndex, len(table)+2), table)
+	return AppendString(p.section(sectionIndex, len(table)+3), table)
 }
 
 // Index returns the prefix of the index entries of field (a dotted path) in
@@ -96,7 +96,7 @@ func (p Partition) ParseLog(key []byte) (generation, sequence uint64, ok bool) {
 
 // Meta returns the key of the partition metadata item name.
 func (p Partition) Meta(name string) []byte {
-	return AppendString(p.section(sectionMeta, len(name)+2), name)
+	return AppendString(p.section(sectionMeta, len(name)+3), name)
 }
 
 // MetaPrefix returns the prefix of every partition metadata key.

@@ -58,3 +58,41 @@ func TestMayHoldDocumentsIsFalseOnlyForSpansOfAnotherSection(t *testing.T) {
 		}
 	}
 }
+
+// Every request encodes its key and builds its document key: each is one
+// allocation of the exact size (appending to nil or to a slice sized two
+// bytes short grew them several times per request).
+func TestKeysAreBuiltInOneAllocation(t *testing.T) {
+	p := Partition("\x01db\x00\x01\x02")
+	tuple := Tuple{"user0001", int64(42), "profile"}
+	var key []byte
+	if n := testing.AllocsPerRun(100, func() { key, _ = EncodeTuple(tuple) }); n != 1 {
+		t.Errorf("EncodeTuple: %v allocations, want 1", n)
+	}
+	if len(key) != cap(key) {
+		t.Errorf("EncodeTuple: length %d, capacity %d: not sized exactly", len(key), cap(key))
+	}
+	for name, build := range map[string]func() []byte{
+		"Document":      func() []byte { return p.Document("usertable", key) },
+		"Table":         func() []byte { return p.Table("usertable") },
+		"IndexTable":    func() []byte { return p.IndexTable("usertable") },
+		"AutoIncrement": func() []byte { return p.AutoIncrement("usertable", key) },
+		"Meta":          func() []byte { return p.Meta("applied") },
+	} {
+		var b []byte
+		if n := testing.AllocsPerRun(100, func() { b = build() }); n != 1 {
+			t.Errorf("%s: %v allocations, want 1", name, n)
+		}
+		if len(b) != cap(b) {
+			t.Errorf("%s: length %d, capacity %d: not sized exactly", name, len(b), cap(b))
+		}
+	}
+	if got, want := p.Document("usertable", key), append(p.Table("usertable"), key...); string(got) != string(want) {
+		t.Errorf("Document = %x, want the table prefix and the key %x", got, want)
+	}
+	// A string holding zero bytes is escaped, and still encoded right.
+	zero, _ := EncodeTuple(Tuple{"a\x00b"})
+	if want := []byte{tagString, 'a', 0, 0xFF, 'b', 0, 1}; string(zero) != string(want) {
+		t.Errorf("EncodeTuple with a zero byte = %x, want %x", zero, want)
+	}
+}

@@ -84,8 +84,23 @@ func AppendTuple(dst []byte, t Tuple) ([]byte, error) {
 	return dst, nil
 }
 
-// EncodeTuple returns the encoding of t.
-func EncodeTuple(t Tuple) ([]byte, error) { return AppendTuple(nil, t) }
+// EncodeTuple returns the encoding of t, in one allocation unless a string
+// holds zero bytes (appending to nil grew the slice several times per
+// part, and every request encodes its key this way).
+func EncodeTuple(t Tuple) ([]byte, error) { return AppendTuple(make([]byte, 0, tupleSize(t)), t) }
+
+// tupleSize is the length of t's encoding when no string holds a zero byte.
+func tupleSize(t Tuple) int {
+	n := 0
+	for _, v := range t {
+		if s, ok := v.(string); ok {
+			n += len(s) + 3
+		} else {
+			n += 9
+		}
+	}
+	return n
+}
 
 // DecodeOne decodes the first element of b and returns the rest.
 func DecodeOne(b []byte) (any, []byte, error) {

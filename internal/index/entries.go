@@ -152,8 +152,15 @@ func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
 	} else {
 		addText(v)
 	}
-	// Group positions by term; tokens come in position order.
-	slices.SortStableFunc(toks, func(a, b Token) int { return strings.Compare(a.Term, b.Term) })
+	// Group positions by term, each term's in order. Positions are
+	// distinct, so this order is total and an unstable sort gives it (a
+	// stable sort by term alone was a quarter of this function's time).
+	slices.SortFunc(toks, func(a, b Token) int {
+		if c := strings.Compare(a.Term, b.Term); c != 0 {
+			return c
+		}
+		return a.Pos - b.Pos
+	})
 	// Every key and value is carved from one buffer: a 60-word body gives
 	// some 40 entries, which were 80 allocations.
 	size := 0

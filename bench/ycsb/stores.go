@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/testport"
 )
 
 // store is one system under test, started privately in its own directory.
@@ -44,13 +46,18 @@ var allStores = []storeSpec{
 	{"mariadb", "MariaDB"},
 }
 
+// freePort returns a port free now for a store to bind, below the kernel's
+// ephemeral range (see testport).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testport.Free("127.0.0.1")
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 // freePorts finds n consecutive free ports and returns the first.

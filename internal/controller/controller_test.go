@@ -577,3 +577,79 @@ func TestTheDeadNodeDelayOutlivesTheController(t *testing.T) {
 		return err == nil && len(resp.Kvs) == 0, fmt.Sprint(resp, err)
 	})
 }
+
+// A node that comes back while no controller is active, and dies again, is
+// judged by its second death: its registration deleted the record of the
+// first, so the next controller starts the delay when it finds the node
+// dead, instead of replacing its replicas at once because the first death
+// is more than a delay old.
+func TestANodeBackWithNoControllerIsNotJudgedByItsEarlierDeath(t *testing.T) {
+	const delay = 4 * time.Second
+	c := newCluster(t)
+	for i := range 4 {
+		c.register(fmt.Sprint("n", i), "")
+	}
+	c.groups(t)
+	c.createDB("db", 8, 3)
+	stop, _ := c.run("n0", Options{DeadNodeDelay: delay})
+	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	onN3 := func() (int, string) {
+		rec, ok := view.Placement("db")
+		if !ok || len(rec.Partitions) != 8 {
+			return -1, "no placement"
+		}
+		n := 0
+		for _, pp := range rec.Partitions {
+			if slices.Contains(pp.Replicas, "n3") {
+				n++
+			}
+		}
+		return n, fmt.Sprintf("%+v", rec.Partitions)
+	}
+	eventually(t, 10*time.Second, "replicas placed on n3", func() (bool, string) {
+		n, js := onN3()
+		return n > 0, js
+	})
+	deathRecord := func() (bool, string) {
+		resp, err := c.cli.Get(context.Background(), prefix+membership.DeathsDir+"n3")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(resp.Kvs) == 1, fmt.Sprint(resp.Kvs)
+	}
+
+	firstDeath := time.Now()
+	c.kill("n3")
+	eventually(t, 5*time.Second, "the first death recorded", deathRecord)
+	stop() // no controller from here until n3 has died again
+	c.register("n3", "")
+	if recorded, kvs := deathRecord(); recorded {
+		t.Fatalf("n3 registered again, and its death record is still there: %s", kvs)
+	}
+	// n3 stays up past a delay from its first death, then dies again.
+	time.Sleep(time.Until(firstDeath.Add(delay + time.Second)))
+	c.kill("n3")
+	c.run("n1", Options{DeadNodeDelay: delay})
+	eventually(t, 5*time.Second, "n1 the active controller", func() (bool, string) {
+		id := c.active()
+		return id == "n1", id
+	})
+	tookOver := time.Now()
+	eventually(t, 5*time.Second, "the second death recorded", deathRecord)
+	// Had the first record survived, n3's replicas would go at once.
+	time.Sleep(delay / 2)
+	if n, js := onN3(); n <= 0 {
+		t.Fatalf("n3's replicas were replaced %v after the takeover, within the delay of its second death: %s", time.Since(tookOver), js)
+	}
+	eventually(t, 3*delay, "n3's replicas recreated after the delay", func() (bool, string) {
+		n, js := onN3()
+		return n == 0, js
+	})
+	if since := time.Since(tookOver); since < delay {
+		t.Fatalf("n3's replicas replaced %v after the takeover, before the delay of %v", since, delay)
+	}
+}

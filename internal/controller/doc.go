@@ -26,7 +26,8 @@
 //     than Options.DeadNodeDelay: keeps its replicas, leads nothing) or
 //     gone (its replicas are recreated elsewhere). The delay runs from when
 //     a controller first found the node dead, recorded in etcd
-//     ({prefix}/deaths/{id}, deleted when the node is back), so a
+//     ({prefix}/deaths/{id}, deleted by the node's registration when it is
+//     back, whether a controller is active then or not), so a
 //     controller that takes over continues it rather than starting it
 //     again: controllers moving more often than the delay would otherwise
 //     never replace a dead node's replicas;

@@ -375,19 +375,19 @@ func (d *driver) recordDeaths(ctx context.Context) {
 // deathKey holds when node id was found dead (RFC 3339), while it stays
 // dead: the dead-node delay runs from it, whichever controller is active.
 func deathKey(prefix string, id placement.NodeID) string {
-	return prefix + "/deaths/" + string(id)
+	return prefix + membership.DeathsDir + string(id)
 }
 
 // readDeaths reads every recorded death (none if etcd does not answer).
 func readDeaths(ctx context.Context, cli *clientv3.Client, prefix string) map[placement.NodeID]time.Time {
 	out := map[placement.NodeID]time.Time{}
-	resp, err := cli.Get(ctx, prefix+"/deaths/", clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, prefix+membership.DeathsDir, clientv3.WithPrefix())
 	if err != nil {
 		return out
 	}
 	for _, kv := range resp.Kvs {
 		if t, err := time.Parse(time.RFC3339Nano, string(kv.Value)); err == nil {
-			out[placement.NodeID(strings.TrimPrefix(string(kv.Key), prefix+"/deaths/"))] = t
+			out[placement.NodeID(strings.TrimPrefix(string(kv.Key), prefix+membership.DeathsDir))] = t
 		}
 	}
 	return out

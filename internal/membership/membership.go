@@ -28,6 +28,12 @@ const (
 	PlacementDir = "/placement/"
 	LeadersDir   = "/leaders/"
 	GroupsDir    = "/groups/"
+	// DeathsDir holds when the controller found each dead node dead (RFC
+	// 3339), so that a new controller continues the dead-node delay. A
+	// node's registration deletes its own record: a node that comes back
+	// while no controller is active, and dies again, is not judged by its
+	// earlier death.
+	DeathsDir = "/deaths/"
 )
 
 // Node is a node's registration.

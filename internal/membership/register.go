@@ -67,7 +67,7 @@ func Register(ctx context.Context, cli *clientv3.Client, prefix string, node Nod
 }
 
 // grant takes a new lease, writes the node key and the leaderships under
-// it and starts keeping it alive.
+// it (deleting the node's death record) and starts keeping it alive.
 func (r *Registration) grant(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	secs := int64((r.ttl + time.Second - 1) / time.Second)
 	lg, err := r.cli.Grant(ctx, secs)
@@ -77,7 +77,12 @@ func (r *Registration) grant(ctx context.Context) (<-chan *clientv3.LeaseKeepAli
 	r.leaseMu.Lock()
 	val, _ := json.Marshal(r.node) // Leave changes it under leaseMu
 	r.leaseMu.Unlock()
-	if _, err := r.cli.Put(ctx, r.prefix+NodesDir+r.node.ID, string(val), clientv3.WithLease(lg.ID)); err != nil {
+	// The node is back: its death record (if a controller wrote one) goes
+	// in the same transaction.
+	if _, err := r.cli.Txn(ctx).Then(
+		clientv3.OpPut(r.prefix+NodesDir+r.node.ID, string(val), clientv3.WithLease(lg.ID)),
+		clientv3.OpDelete(r.prefix+DeathsDir+r.node.ID),
+	).Commit(); err != nil {
 		return nil, err
 	}
 	r.leaseMu.Lock()

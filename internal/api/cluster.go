@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/router"
@@ -65,7 +66,7 @@ func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr str
 	}
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
 	if s.catalog != nil {
-		req.Header.Set(headerCatalogRevision, strconv.FormatInt(s.catalog.Revision(), 10))
+		req.Header.Set(headerCatalogRevision, s.catalog.Revision().String())
 	}
 	if deadline, ok := r.Context().Deadline(); ok {
 		// The leader answers within what is left here, keeping a margin for
@@ -105,17 +106,19 @@ func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFun
 	}
 	ctx, cancel := lazyctx.WithTimeout(r.Context(), d)
 	if v := r.Header.Get(headerCatalogRevision); v != "" { // only forwarded requests carry it
-		if rev, err := strconv.ParseInt(v, 10, 64); err == nil && rev > 0 {
-			ctx = context.WithValue(ctx, catalogSince{}, rev)
+		if since, ok := catalog.ParsePosition(v); ok {
+			ctx = context.WithValue(ctx, catalogSince{}, since)
 		}
 	}
 	return r.WithContext(ctx), cancel, nil
 }
 
-// headerCatalogRevision carries a forwarding node's catalog revision
-// (catalog.Revision) to the node that serves the request, which reads the
-// request's schema from etcd if its own catalog is older (a hint between
-// nodes: a value that is not a positive number is ignored).
+// headerCatalogRevision carries a forwarding node's catalog position
+// (catalog.Revision: "<databases>/<tables>", the revisions of the newest
+// entries of each kind it holds) to the node that serves the request,
+// which reads the request's schema from etcd if its own watch has not
+// reached them (a hint between nodes: a value that does not parse is
+// ignored).
 const headerCatalogRevision = "X-Doppio-Catalog-Revision"
 
 // catalogSince is the context key of that revision.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
 )
@@ -110,7 +111,7 @@ func (s *Server) table(ctx context.Context, db, name string) (*schema.Table, err
 	}
 	var t *schema.Table
 	var ok bool
-	if since, forwarded := ctx.Value(catalogSince{}).(int64); forwarded {
+	if since, forwarded := ctx.Value(catalogSince{}).(catalog.Position); forwarded {
 		t, ok = s.catalog.LookupTableSince(ctx, db, name, since)
 	} else {
 		t, ok = s.catalog.LookupTable(ctx, db, name)

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,9 +59,11 @@ type Catalog struct {
 	// rev is the revision up to which the watch (or a full load) has
 	// delivered every event; the watch resumes after it.
 	rev int64
-	// applied is the highest revision of a database or table entry in
-	// the cache (see Revision).
-	applied int64
+	// held is the newest database entry and the newest table entry in the
+	// cache, however they came (see Revision); complete is, per watch
+	// stream, the revision up to which the cache holds every entry of
+	// that kind (see LookupTableSince).
+	held, complete Position
 	// events counts the watch events applied (tests).
 	events int
 
@@ -142,25 +145,59 @@ func (c *Catalog) LookupTable(ctx context.Context, db, table string) (*schema.Ta
 	return c.Table(db, table)
 }
 
-// Revision is the highest etcd revision of a database or table entry this
-// catalog holds. A node forwarding a request sends it along, so that the
-// node serving it can tell it may be behind (LookupTableSince).
-func (c *Catalog) Revision() int64 {
+// Position is a revision per kind of catalog entry: databases and tables.
+type Position struct{ DB, Table int64 }
+
+// String renders p as the X-Doppio-Catalog-Revision header carries it:
+// "<databases>/<tables>".
+func (p Position) String() string {
+	return strconv.FormatInt(p.DB, 10) + "/" + strconv.FormatInt(p.Table, 10)
+}
+
+// ParsePosition parses what String renders. A single number (what nodes
+// sent before positions had two parts) stands for both kinds.
+func ParsePosition(s string) (Position, bool) {
+	db, table, two := strings.Cut(s, "/")
+	if !two {
+		table = db
+	}
+	d, err1 := strconv.ParseInt(db, 10, 64)
+	t, err2 := strconv.ParseInt(table, 10, 64)
+	if err1 != nil || err2 != nil || d < 0 || t < 0 {
+		return Position{}, false
+	}
+	return Position{d, t}, true
+}
+
+// Revision is the revision of the newest database entry and of the newest
+// table entry this catalog holds. A node forwarding a request sends it
+// along, so that the node serving it can tell whether it may be behind
+// (LookupTableSince).
+func (c *Catalog) Revision() Position {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.applied
+	return c.held
 }
 
 // LookupTableSince is LookupTable for a request forwarded by a node whose
-// catalog was at revision since: if this catalog has applied nothing that
-// recent, its watch may not have delivered a change the other node made
-// or saw (a schema version registered there just before the request), so
-// the table's entry and its database's are read from etcd first. Without
-// it, a write sent right after a new schema version through another node
-// could be refused by the leader as not matching the older one it knew.
-func (c *Catalog) LookupTableSince(ctx context.Context, db, table string, since int64) (*schema.Table, bool) {
-	if since > c.Revision() {
+// catalog held entries as recent as since: if this catalog's watch has
+// not delivered every database (table) entry up to since.DB (since.Table),
+// it may lack a change the other node made or saw (a schema version
+// registered there just before the request), so the table's database
+// (table) entry is read from etcd first. Without it, a write sent right
+// after a new schema version through another node could be refused by the
+// leader as not matching the older one it knew. Each kind is compared
+// with the position of its own watch stream, so a newer entry of the
+// other kind, or of another table read through, cannot hide that the
+// table stream is behind.
+func (c *Catalog) LookupTableSince(ctx context.Context, db, table string, since Position) (*schema.Table, bool) {
+	c.mu.RLock()
+	at := c.complete
+	c.mu.RUnlock()
+	if since.DB > at.DB {
 		c.refresh(ctx, c.dbKey(db))
+	}
+	if since.Table > at.Table {
 		c.refresh(ctx, c.tableKey(db, table))
 	}
 	return c.LookupTable(ctx, db, table)
@@ -441,6 +478,7 @@ func (c *Catalog) load(ctx context.Context) error {
 		}
 	}
 	c.rev = max(c.rev, rev)
+	c.complete = Position{max(c.complete.DB, rev), max(c.complete.Table, rev)}
 	c.mu.Unlock()
 	if changed {
 		c.notify()
@@ -539,6 +577,7 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		c.rev = max(c.rev, min(at[0], at[1]))
+		c.complete = Position{max(c.complete.DB, at[0]), max(c.complete.Table, at[1])}
 		c.mu.Unlock()
 	}
 }
@@ -593,8 +632,10 @@ func (c *Catalog) applyLocked(key string, val []byte, rev int64, deleted bool) (
 		return false, nil
 	}
 	c.revs[key] = rev
-	if _, _, ok := c.parseTableKey(key); ok || strings.HasPrefix(key, c.prefix+"/db/") {
-		c.applied = max(c.applied, rev)
+	if _, _, ok := c.parseTableKey(key); ok {
+		c.held.Table = max(c.held.Table, rev)
+	} else if strings.HasPrefix(key, c.prefix+"/db/") {
+		c.held.DB = max(c.held.DB, rev)
 	}
 	if db, table, ok := c.parseTableKey(key); ok {
 		_, had := c.tables[db][table]

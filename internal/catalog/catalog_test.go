@@ -523,17 +523,83 @@ func TestLookupTableSinceReadsWhatTheWatchHasNotBrought(t *testing.T) {
 	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
 		t.Fatal(err)
 	}
-	if a.Revision() <= behind {
-		t.Fatalf("a's revision %d after a new version, b's %d", a.Revision(), behind)
+	if a.Revision().Table <= behind.Table || a.Revision().DB != behind.DB {
+		t.Fatalf("a's position %v after a new version, b's %v", a.Revision(), behind)
 	}
 	if tb, _ := b.LookupTableSince(ctx(t), "mail", "Message", behind); tb.Latest() != 1 {
-		t.Fatalf("asked since a revision it has, b read etcd: version %d", tb.Latest())
+		t.Fatalf("asked since a position it has, b read etcd: version %d", tb.Latest())
 	}
 	tb, ok := b.LookupTableSince(ctx(t), "mail", "Message", a.Revision())
 	if !ok || tb.Latest() != 2 {
-		t.Fatalf("asked since a's revision, b has version %v (found %v), want 2", tb.Latest(), ok)
+		t.Fatalf("asked since a's position, b has version %v (found %v), want 2", tb.Latest(), ok)
 	}
-	if b.Revision() < a.Revision() {
-		t.Errorf("b's revision %d after the read, a's %d", b.Revision(), a.Revision())
+	if b.Revision() != a.Revision() {
+		t.Errorf("b's position %v after the read, a's %v", b.Revision(), a.Revision())
+	}
+}
+
+// A catalog that holds a newer entry than the forwarding node's (another
+// table's version, read through; a database created since) has not
+// thereby seen the forwarded table's new version: each kind is compared
+// with how far its own stream has come, not with the newest entry held.
+func TestLookupTableSinceComparesEachKindWithItsOwnStream(t *testing.T) {
+	srv, _, a := setup(t)
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"Message", "Draft"} {
+		if _, _, _, err := a.PutTable(ctx(t), "mail", table, msgKey, json.RawMessage(msgV1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newCatalog(newClient(t, srv), prefix) // no watch: only what it reads
+	if err := b.load(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Message v2, then Draft v2 and a new database, all after b's load.
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
+		t.Fatal(err)
+	}
+	forwarder := a.Revision() // holds Message v2
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Draft", msgKey, json.RawMessage(msgV2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "archive"}); err != nil {
+		t.Fatal(err)
+	}
+	// b reads Draft and the new database through: it now holds entries
+	// newer than any the forwarder holds, of both kinds.
+	if tb, ok := b.LookupTableSince(ctx(t), "mail", "Draft", a.Revision()); !ok || tb.Latest() != 2 {
+		t.Fatalf("Draft read through: version %v (found %v), want 2", tb.Latest(), ok)
+	}
+	if _, ok := b.LookupDatabase(ctx(t), "archive"); !ok {
+		t.Fatal("the new database not read through")
+	}
+	if held := b.Revision(); held.DB <= forwarder.DB || held.Table <= forwarder.Table {
+		t.Fatalf("b holds %v, not newer than the forwarder's %v: the test proves nothing", held, forwarder)
+	}
+	tb, ok := b.LookupTableSince(ctx(t), "mail", "Message", forwarder)
+	if !ok || tb.Latest() != 2 {
+		t.Fatalf("forwarded from a node holding Message v2, b has version %v (found %v), want 2", tb.Latest(), ok)
+	}
+}
+
+func TestPositionsRoundTripThroughTheHeader(t *testing.T) {
+	for in, want := range map[string]Position{
+		"12/34": {12, 34},
+		"0/7":   {0, 7},
+		"56":    {56, 56}, // a node that sent one revision for both
+	} {
+		if got, ok := ParsePosition(in); !ok || got != want {
+			t.Errorf("ParsePosition(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "/", "1/", "/2", "a/b", "-1/2", "1/2/3", " 1/2"} {
+		if p, ok := ParsePosition(bad); ok {
+			t.Errorf("ParsePosition(%q) = %v, accepted", bad, p)
+		}
+	}
+	if p := (Position{12, 34}); p.String() != "12/34" {
+		t.Errorf("String = %q", p.String())
 	}
 }

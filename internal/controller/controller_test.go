@@ -503,25 +503,24 @@ func TestRebalanceProgress(t *testing.T) {
 	}
 }
 
-// TestTheDeadNodeDelayOutlivesTheController: a node dies, the controller
-// that found it dead gives way before the delay has run out, and its
-// successor recreates the dead node's replicas once the delay has run
-// from the death, not from the takeover.
-func TestTheDeadNodeDelayOutlivesTheController(t *testing.T) {
-	const delay = 4 * time.Second
-	c := newCluster(t)
+// deadNodeCluster registers nodes n0-n3, places database db (8 partitions,
+// 3 replicas) with n0's controller under delay, and waits until every node
+// holds replicas. onNode counts the partitions with a replica on node id
+// (-1 before the placement exists) and renders the placement.
+func deadNodeCluster(t *testing.T, delay time.Duration) (c *cluster, stop func(), onNode func(id string) (int, string)) {
+	c = newCluster(t)
 	for i := range 4 {
 		c.register(fmt.Sprint("n", i), "")
 	}
 	c.groups(t)
 	c.createDB("db", 8, 3)
-	stop, _ := c.run("n0", Options{DeadNodeDelay: delay})
+	stop, _ = c.run("n0", Options{DeadNodeDelay: delay})
 	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer view.Close()
-	onNode := func(id string) (int, string) {
+	t.Cleanup(view.Close)
+	onNode = func(id string) (int, string) {
 		rec, ok := view.Placement("db")
 		if !ok || len(rec.Partitions) != 8 {
 			return -1, "no placement"
@@ -542,6 +541,16 @@ func TestTheDeadNodeDelayOutlivesTheController(t *testing.T) {
 		}
 		return true, ""
 	})
+	return c, stop, onNode
+}
+
+// TestTheDeadNodeDelayOutlivesTheController: a node dies, the controller
+// that found it dead gives way before the delay has run out, and its
+// successor recreates the dead node's replicas once the delay has run
+// from the death, not from the takeover.
+func TestTheDeadNodeDelayOutlivesTheController(t *testing.T) {
+	const delay = 4 * time.Second
+	c, stop, onNode := deadNodeCluster(t, delay)
 
 	killed := time.Now()
 	c.kill("n3")
@@ -585,35 +594,8 @@ func TestTheDeadNodeDelayOutlivesTheController(t *testing.T) {
 // is more than a delay old.
 func TestANodeBackWithNoControllerIsNotJudgedByItsEarlierDeath(t *testing.T) {
 	const delay = 4 * time.Second
-	c := newCluster(t)
-	for i := range 4 {
-		c.register(fmt.Sprint("n", i), "")
-	}
-	c.groups(t)
-	c.createDB("db", 8, 3)
-	stop, _ := c.run("n0", Options{DeadNodeDelay: delay})
-	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer view.Close()
-	onN3 := func() (int, string) {
-		rec, ok := view.Placement("db")
-		if !ok || len(rec.Partitions) != 8 {
-			return -1, "no placement"
-		}
-		n := 0
-		for _, pp := range rec.Partitions {
-			if slices.Contains(pp.Replicas, "n3") {
-				n++
-			}
-		}
-		return n, fmt.Sprintf("%+v", rec.Partitions)
-	}
-	eventually(t, 10*time.Second, "replicas placed on n3", func() (bool, string) {
-		n, js := onN3()
-		return n > 0, js
-	})
+	c, stop, onNode := deadNodeCluster(t, delay)
+	onN3 := func() (int, string) { return onNode("n3") }
 	deathRecord := func() (bool, string) {
 		resp, err := c.cli.Get(context.Background(), prefix+membership.DeathsDir+"n3")
 		if err != nil {

@@ -72,8 +72,8 @@ func (p Partition) IndexTable(table string) []byte {
 // appends the encoded value or term, then the document key's encoded parts
 // after the partition key.
 func (p Partition) Index(table string, group []byte, field string) []byte {
-	b := append(p.IndexTable(table), group...)
-	return AppendString(b, field)
+	b := AppendString(p.section(sectionIndex, len(table)+3+len(group)+len(field)+3), table)
+	return AppendString(append(b, group...), field)
 }
 
 // LogPrefix returns the prefix of the partition's change log.

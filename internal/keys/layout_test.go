@@ -76,6 +76,7 @@ func TestKeysAreBuiltInOneAllocation(t *testing.T) {
 		"Document":      func() []byte { return p.Document("usertable", key) },
 		"Table":         func() []byte { return p.Table("usertable") },
 		"IndexTable":    func() []byte { return p.IndexTable("usertable") },
+		"Index":         func() []byte { return p.Index("usertable", key, "address.city") },
 		"AutoIncrement": func() []byte { return p.AutoIncrement("usertable", key) },
 		"Meta":          func() []byte { return p.Meta("applied") },
 	} {
@@ -89,6 +90,9 @@ func TestKeysAreBuiltInOneAllocation(t *testing.T) {
 	}
 	if got, want := p.Document("usertable", key), append(p.Table("usertable"), key...); string(got) != string(want) {
 		t.Errorf("Document = %x, want the table prefix and the key %x", got, want)
+	}
+	if got, want := p.Index("usertable", key, "city"), AppendString(append(p.IndexTable("usertable"), key...), "city"); string(got) != string(want) {
+		t.Errorf("Index = %x, want the table's index prefix, the group and the field %x", got, want)
 	}
 	// A string holding zero bytes is escaped, and still encoded right.
 	zero, _ := EncodeTuple(Tuple{"a\x00b"})

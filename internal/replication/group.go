@@ -727,12 +727,16 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 			g.readsWaiting = append(g.readsWaiting, w)
 		}
 	}
+	// Reads whose index is applied are answered after the publish below,
+	// so that a reader sees the lease its round earned (a reader answered
+	// first could read the view before it, and a test once did).
+	var answered []*readWaiter
 	if len(g.readsWaiting) > 0 {
 		applied := g.st.applied.Index
 		keep := g.readsWaiting[:0]
 		for _, w := range g.readsWaiting {
 			if w.index <= applied {
-				w.finish(nil)
+				answered = append(answered, w)
 			} else {
 				keep = append(keep, w)
 			}
@@ -746,6 +750,9 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 		g.freshAt = g.leaderContact
 	}
 	g.publish()
+	for _, w := range answered {
+		w.finish(nil)
+	}
 	if h.cfg.OnLeadership != nil && (g.lead != g.notified[0] || g.term != g.notified[1]) {
 		g.notified = [2]uint64{g.lead, g.term}
 		h.cfg.OnLeadership(g.prefix, g.lead, g.term)

@@ -56,13 +56,11 @@ type Catalog struct {
 	// later delivers the same event; comparing revisions makes applying
 	// idempotent and keeps an old event from overwriting a newer value.
 	revs map[string]int64
-	// rev is the revision up to which the watch (or a full load) has
-	// delivered every event; the watch resumes after it.
-	rev int64
 	// held is the newest database entry and the newest table entry in the
 	// cache, however they came (see Revision); complete is, per watch
-	// stream, the revision up to which the cache holds every entry of
-	// that kind (see LookupTableSince).
+	// stream, the revision up to which the watch (or a full load) has
+	// delivered every event of that kind (see LookupTableSince). The watch
+	// resumes after the lower of the two.
 	held, complete Position
 	// events counts the watch events applied (tests).
 	events int
@@ -477,7 +475,6 @@ func (c *Catalog) load(ctx context.Context) error {
 			}
 		}
 	}
-	c.rev = max(c.rev, rev)
 	c.complete = Position{max(c.complete.DB, rev), max(c.complete.Table, rev)}
 	c.mu.Unlock()
 	if changed {
@@ -516,9 +513,9 @@ var errReloaded = errors.New("watch revision compacted; catalog reloaded")
 // under it (leaderships, the reports every leading node writes each
 // second, checks) would otherwise reach every node, N² events a second
 // across a cluster of N. Each stream delivers its events in revision
-// order; c.rev, where both resume, is the lower of the two streams'
-// positions (applying is idempotent, so what one stream delivered twice
-// changes nothing).
+// order; c.complete holds each stream's position, and both resume after
+// the lower of the two (applying is idempotent, so what one stream
+// delivered twice changes nothing).
 func (c *Catalog) watchOnce(ctx context.Context) error {
 	// RequireLeader makes the watch fail rather than hang silently on a
 	// member cut off from its cluster; clientv3 itself reconnects across
@@ -526,7 +523,7 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	c.mu.RLock()
-	from := c.rev + 1
+	from := min(c.complete.DB, c.complete.Table) + 1
 	c.mu.RUnlock()
 	type event struct {
 		stream int
@@ -534,6 +531,7 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 	}
 	events := make(chan event)
 	closed := make(chan struct{}, 2)
+	// Stream 0 is the databases', 1 the tables'.
 	for i, dir := range []string{"/db/", "/table/"} {
 		wch := c.cli.Watch(wctx, c.prefix+dir, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 		go func() {
@@ -547,8 +545,6 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 			}
 		}()
 	}
-	// at[i]: every event of stream i up to this revision is applied.
-	at := [2]int64{from - 1, from - 1}
 	for {
 		var ev event
 		select {
@@ -570,14 +566,18 @@ func (c *Catalog) watchOnce(ctx context.Context) error {
 			return err
 		}
 		c.applyEvents(resp)
+		var at int64 // every event of this stream up to it is applied
 		if n := len(resp.Events); n > 0 {
-			at[ev.stream] = max(at[ev.stream], resp.Events[n-1].Kv.ModRevision)
+			at = resp.Events[n-1].Kv.ModRevision
 		} else if resp.IsProgressNotify() {
-			at[ev.stream] = max(at[ev.stream], resp.Header.Revision)
+			at = resp.Header.Revision
 		}
 		c.mu.Lock()
-		c.rev = max(c.rev, min(at[0], at[1]))
-		c.complete = Position{max(c.complete.DB, at[0]), max(c.complete.Table, at[1])}
+		if ev.stream == 0 {
+			c.complete.DB = max(c.complete.DB, at)
+		} else {
+			c.complete.Table = max(c.complete.Table, at)
+		}
 		c.mu.Unlock()
 	}
 }
@@ -632,12 +632,8 @@ func (c *Catalog) applyLocked(key string, val []byte, rev int64, deleted bool) (
 		return false, nil
 	}
 	c.revs[key] = rev
-	if _, _, ok := c.parseTableKey(key); ok {
-		c.held.Table = max(c.held.Table, rev)
-	} else if strings.HasPrefix(key, c.prefix+"/db/") {
-		c.held.DB = max(c.held.DB, rev)
-	}
 	if db, table, ok := c.parseTableKey(key); ok {
+		c.held.Table = max(c.held.Table, rev)
 		_, had := c.tables[db][table]
 		if !deleted {
 			var t *schema.Table
@@ -656,6 +652,7 @@ func (c *Catalog) applyLocked(key string, val []byte, rev int64, deleted bool) (
 		return had, err
 	}
 	if name, ok := strings.CutPrefix(key, c.prefix+"/db/"); ok {
+		c.held.DB = max(c.held.DB, rev)
 		cur, had := c.dbs[name]
 		if !deleted {
 			var d schema.Database

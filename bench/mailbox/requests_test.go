@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// The mailbox benchmark's two request types, one at a time, against Doppio
+// The mailbox benchmark's three request types, one at a time, against Doppio
 // and PostgreSQL started in the same run (the peer the goal is measured
 // against), on a small set A (64 mailboxes of 100 messages), 8 concurrent
 // clients:
@@ -108,6 +108,13 @@ func BenchmarkRequests(b *testing.B) {
 				if err == nil && len(hits) != pageSize {
 					err = fmt.Errorf("inbox answered %d messages, want %d", len(hits), pageSize)
 				}
+				return err
+			})
+		})
+		b.Run(label+"/search", func(b *testing.B) {
+			s := benchOpen(b, name)
+			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
+				_, err := s.sys.Search(ctx, mailboxName("A", r.IntN(benchBoxes)), vocabulary[r.IntN(len(vocabulary))], pageSize)
 				return err
 			})
 		})

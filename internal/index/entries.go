@@ -15,10 +15,16 @@ import (
 type Entry struct {
 	Key   []byte
 	Value []byte
+	// pending is, for the pending entry of a text field, the length of its
+	// list's prefix in Key; 0 for any other entry.
+	pending int
 }
 
-// Entries returns the index entries of doc, sorted by key: for every indexed
-// field of indexes that has a value in doc, the key
+// Pending reports whether e is the pending entry of a text field.
+func (e Entry) Pending() bool { return e.pending > 0 }
+
+// Entries returns the index entries of doc in their final form, sorted by
+// key: for every indexed field of indexes that has a value in doc, the key
 //
 //	prefix.Index(table, group, field) + value-or-term + rest
 //
@@ -27,7 +33,16 @@ type Entry struct {
 // element of an array) with an empty value; a text field gives one entry per
 // distinct term whose value is the term's positions (uvarint deltas). Null
 // and absent values (including a null record on the path) give none.
+//
+// A backfill writes these; the write path writes a text field's entries in
+// the pending form instead (see Diff).
 func Entries(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, doc schema.Document) []Entry {
+	return entries(indexes, prefix, table, group, rest, doc, false)
+}
+
+// entries returns the entries of doc; with pending set, a text field's are
+// one pending entry instead of one per term.
+func entries(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, doc schema.Document, pending bool) []Entry {
 	if doc == nil {
 		return nil
 	}
@@ -38,10 +53,13 @@ func Entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 			continue
 		}
 		list := prefix.Index(table, group, ix.String())
-		if ix.Kind == "text" {
-			out = appendTextEntries(out, list, rest, v)
-		} else {
+		switch {
+		case ix.Kind != "text":
 			out = appendAttributeEntries(out, list, rest, v)
+		case pending:
+			out = appendPendingEntry(out, list, rest, v)
+		default:
+			out = appendTextEntries(out, list, rest, v)
 		}
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
@@ -52,17 +70,36 @@ func Entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 // of after (either may be nil: an insert or a delete): only entries whose
 // key or value changes are written, so an update touches only the lists of
 // the values and terms that changed.
+//
+// A text field's entries are written in the pending form: one entry per
+// document holding all its terms and positions, under the field's list
+// (see PendingSpan), instead of one entry per term: an insert of a
+// 50-word message writes one key for its text where it wrote some 40. The
+// executor reads a collection's pending entries beside its term lists, and
+// Fold turns them into the final form later, in batches. A text value that
+// changes (or goes) deletes both forms of the old one, since which form it
+// is in is not known here; an unchanged one is left in its form.
 func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document) (puts []Entry, deletes [][]byte) {
-	old := Entries(indexes, prefix, table, group, rest, before)
-	cur := Entries(indexes, prefix, table, group, rest, after)
+	old := entries(indexes, prefix, table, group, rest, before, true)
+	cur := entries(indexes, prefix, table, group, rest, after, true)
 	if len(old) == 0 {
 		return cur, nil // an insert
+	}
+	dropOld := func(e Entry) {
+		if e.pending > 0 {
+			// The document's terms may have been folded into the lists.
+			folded, _ := Fold(e.Key[:e.pending], e.Key[e.pending+1:], e.Value)
+			for _, f := range folded {
+				deletes = append(deletes, f.Key)
+			}
+		}
 	}
 	i, j := 0, 0
 	for i < len(old) || j < len(cur) {
 		switch {
 		case j == len(cur) || (i < len(old) && bytes.Compare(old[i].Key, cur[j].Key) < 0):
 			deletes = append(deletes, old[i].Key)
+			dropOld(old[i])
 			i++
 		case i == len(old) || bytes.Compare(old[i].Key, cur[j].Key) > 0:
 			puts = append(puts, cur[j])
@@ -70,6 +107,7 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 		default:
 			if !bytes.Equal(old[i].Value, cur[j].Value) {
 				puts = append(puts, cur[j])
+				dropOld(old[i])
 			}
 			i++
 			j++
@@ -123,21 +161,15 @@ func appendAttributeEntries(out []Entry, list, rest []byte, v any) []Entry {
 	return out
 }
 
-// tokenSlices pools the token lists of appendTextEntries (a message body's
-// grew by doubling, 3 KB per insert).
+// tokenSlices pools the token lists of textTokens (a message body's grew
+// by doubling, 3 KB per insert).
 var tokenSlices = sync.Pool{New: func() any { return new([]Token) }}
 
-func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
+// textTokens returns the tokens of a text value (every element of an
+// array), ordered by term then position; release gives the list back.
+func textTokens(v any) (toks []Token, release func()) {
 	pooled := tokenSlices.Get().(*[]Token)
-	toks := (*pooled)[:0]
-	defer func() {
-		if cap(toks) > 1<<12 {
-			return // a huge text's list is not kept
-		}
-		clear(toks) // no term outlives the call in the pool
-		*pooled = toks[:0]
-		tokenSlices.Put(pooled)
-	}()
+	toks = (*pooled)[:0]
 	pos := 0
 	addText := func(x any) {
 		if s, ok := x.(string); ok {
@@ -161,6 +193,30 @@ func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
 		}
 		return a.Pos - b.Pos
 	})
+	return toks, func() {
+		if cap(toks) > 1<<12 {
+			return // a huge text's list is not kept
+		}
+		clear(toks) // no term outlives the call in the pool
+		*pooled = toks[:0]
+		tokenSlices.Put(pooled)
+	}
+}
+
+// appendPositions appends the positions of the term starting at toks[i]
+// (uvarint deltas) and returns the index of the next term.
+func appendPositions(dst []byte, toks []Token, i int) ([]byte, int) {
+	j, prev := i, 0
+	for ; j < len(toks) && toks[j].Term == toks[i].Term; j++ {
+		dst = binary.AppendUvarint(dst, uint64(toks[j].Pos-prev))
+		prev = toks[j].Pos
+	}
+	return dst, j
+}
+
+func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
+	toks, release := textTokens(v)
+	defer release()
 	// Every key and value is carved from one buffer: a 60-word body gives
 	// some 40 entries, which were 80 allocations.
 	size := 0
@@ -177,16 +233,45 @@ func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
 		buf = keys.AppendString(buf, toks[i].Term)
 		buf = append(buf, rest...)
 		key := buf[start:len(buf):len(buf)]
-		j, prev := i, 0
 		start = len(buf)
-		for ; j < len(toks) && toks[j].Term == toks[i].Term; j++ {
-			buf = binary.AppendUvarint(buf, uint64(toks[j].Pos-prev))
-			prev = toks[j].Pos
-		}
+		var j int
+		buf, j = appendPositions(buf, toks, i)
 		out = append(out, Entry{Key: key, Value: buf[start:len(buf):len(buf)]})
 		i = j
 	}
 	return out
+}
+
+// appendPendingEntry appends the pending entry of a text value: nothing
+// when it has no term.
+func appendPendingEntry(out []Entry, list, rest []byte, v any) []Entry {
+	toks, release := textTokens(v)
+	defer release()
+	if len(toks) == 0 {
+		return out
+	}
+	size := len(list) + 1 + len(rest)
+	for i, t := range toks {
+		if i == 0 || t.Term != toks[i-1].Term {
+			size += len(t.Term) + 2*binary.MaxVarintLen32
+		}
+		size += binary.MaxVarintLen32
+	}
+	buf := make([]byte, 0, size)
+	buf = append(append(append(buf, list...), tagPending), rest...)
+	key := buf[:len(buf):len(buf)]
+	start := len(buf)
+	var pos []byte
+	for i := 0; i < len(toks); {
+		var j int
+		pos, j = appendPositions(pos[:0], toks, i)
+		buf = binary.AppendUvarint(buf, uint64(len(toks[i].Term)))
+		buf = append(buf, toks[i].Term...)
+		buf = binary.AppendUvarint(buf, uint64(len(pos)))
+		buf = append(buf, pos...)
+		i = j
+	}
+	return append(out, Entry{Key: key, Value: buf[start:len(buf):len(buf)], pending: len(list)})
 }
 
 // decodePositions appends the positions encoded in an entry's value.

@@ -46,6 +46,9 @@ type Result struct {
 	SortValues [][]byte
 	// Count is the number of matches, when Options.Count was set.
 	Count int
+	// Pending is the most pending entries (see PendingSpan) the query read
+	// in one text list: the caller may fold them when they pile up.
+	Pending int
 	// Next is the cursor of the next page, or "" on the last page.
 	Next string
 }
@@ -98,9 +101,11 @@ func ExecuteIter(it *storage.Iter, prefix keys.Partition, table string, group, r
 		return Result{}, err
 	}
 	if o.Count {
-		return Result{Count: p.count}, nil
+		return Result{Count: p.count, Pending: e.pendingSeen}, nil
 	}
-	return p.result(o.Sort, cursorVersion), nil
+	res := p.result(o.Sort, cursorVersion)
+	res.Pending = e.pendingSeen
+	return res, nil
 }
 
 // start is where the walk of one group begins: a cursor, or the global
@@ -160,6 +165,21 @@ type executor struct {
 	overflow        bool
 
 	arena []byte // backs the strings of rests (see intern)
+
+	// pending holds, for a probing walk (which cannot move the iterator
+	// to read them when it needs them), the group's pending entries of
+	// each text field the query reads; pendingSeen is the most pending
+	// entries read in one list.
+	pending     map[string]*pendingList
+	pendingSeen int
+}
+
+// pendingList is the pending entries of one text list of the group (of the
+// documents under restPrefix): their document key rests and values.
+type pendingList struct {
+	rests  [][]byte
+	values [][]byte
+	at     map[string]int // rest -> index
 }
 
 // read counts one entry read by eval; false once past the budget.
@@ -176,6 +196,9 @@ func (e *executor) read() bool {
 
 // reset readies the executor for another document group.
 func (e *executor) reset(group []byte) {
+	if !bytes.Equal(group, e.group) {
+		clear(e.pending) // the pending entries of another group
+	}
 	e.group = group
 	if len(e.ords) > 256 {
 		e.ords = make(map[string]uint32) // clearing a large map costs its capacity
@@ -185,6 +208,106 @@ func (e *executor) reset(group []byte) {
 	clear(e.rests)
 	e.rests = e.rests[:0]
 	e.universe = nil
+}
+
+// loadPending reads the pending entries of every text field q reads into
+// e.pending.
+func (e *executor) loadPending(q Op) error {
+	var field string
+	switch q := q.(type) {
+	case Equal:
+		if q.Text {
+			field = q.Field
+		}
+	case Prefix:
+		if q.Text {
+			field = q.Field
+		}
+	case Phrase:
+		field = q.Field
+	case Not:
+		return e.loadPending(q.Op)
+	case And:
+		for _, o := range q {
+			if err := e.loadPending(o); err != nil {
+				return err
+			}
+		}
+	case Or:
+		for _, o := range q {
+			if err := e.loadPending(o); err != nil {
+				return err
+			}
+		}
+	}
+	if field == "" {
+		return nil
+	}
+	if _, ok := e.pending[field]; ok {
+		return nil
+	}
+	list := e.list(field)
+	lower, upper := PendingSpan(list)
+	lower = append(lower, e.restPrefix...)
+	pl := &pendingList{}
+	var data []byte
+	var ends []int
+	e.it.SetBounds(lower, upper)
+	for ok := e.it.First(); ok && bytes.HasPrefix(e.it.Key()[len(list)+1:], e.restPrefix); ok = e.it.Next() {
+		data = append(data, e.it.Key()[len(list)+1:]...)
+		ends = append(ends, len(data))
+		data = append(data, e.it.Value()...)
+		ends = append(ends, len(data))
+	}
+	if err := e.it.Error(); err != nil {
+		return err
+	}
+	pl.at = make(map[string]int, len(ends)/2)
+	for i := 0; i < len(ends); i += 2 {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		rest := data[start:ends[i]:ends[i]]
+		pl.at[string(rest)] = len(pl.rests)
+		pl.rests = append(pl.rests, rest)
+		pl.values = append(pl.values, data[ends[i]:ends[i+1]:ends[i+1]])
+	}
+	if e.pending == nil {
+		e.pending = make(map[string]*pendingList)
+	}
+	e.pending[field] = pl
+	e.pendingSeen = max(e.pendingSeen, len(pl.rests))
+	return nil
+}
+
+// addPending adds to set the documents of field's pending entries whose
+// value match accepts; with insert unset, only documents met before.
+func (e *executor) addPending(set *roaring.Bitmap, field string, insert bool, match func(value []byte) (bool, error)) error {
+	list := e.list(field)
+	lower, upper := PendingSpan(list)
+	lower = append(lower, e.restPrefix...)
+	n := 0
+	e.it.SetBounds(lower, upper)
+	for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
+		rest := e.it.Key()[len(list)+1:]
+		if !bytes.HasPrefix(rest, e.restPrefix) {
+			break
+		}
+		n++
+		m, err := match(e.it.Value())
+		if err != nil {
+			return err
+		}
+		if !m {
+			continue
+		}
+		if o, known := e.ord(rest, insert); known {
+			set.Add(o)
+		}
+	}
+	e.pendingSeen = max(e.pendingSeen, n)
+	return e.it.Error()
 }
 
 // run evaluates q in the executor's group and returns at most limit
@@ -205,6 +328,9 @@ func (e *executor) run(q Op, o Options, st start, limit int) (page, error) {
 		e.budget, e.scanned, e.overflow = 0, 0, false
 		if err == nil && over {
 			e.reset(e.group)
+			if err := e.loadPending(q); err != nil {
+				return page{}, err
+			}
 			p, ok, err := e.probeSorted(q, o.Sort, st, page{limit: limit})
 			if err != nil || ok {
 				return p, err
@@ -329,11 +455,22 @@ func (e *executor) eval(q Op, insert bool) (*roaring.Bitmap, error) {
 		if !ok {
 			return roaring.New(), nil
 		}
-		return e.collect(list, lower, keys.PrefixEnd(lower), insert)
+		set, err := e.collect(list, lower, keys.PrefixEnd(lower), insert)
+		if term, ok := q.Value.(string); ok && q.Text && err == nil {
+			err = e.addPending(set, q.Field, insert, func(v []byte) (bool, error) {
+				pos, err := pendingPositions(v, term)
+				return pos != nil, err
+			})
+		}
+		return set, err
 	case Prefix:
 		list := e.list(q.Field)
 		lower := appendStringPrefix(slices.Clip(list), q.Prefix)
-		return e.collect(list, lower, keys.PrefixEnd(lower), insert)
+		set, err := e.collect(list, lower, keys.PrefixEnd(lower), insert)
+		if q.Text && err == nil {
+			err = e.addPending(set, q.Field, insert, func(v []byte) (bool, error) { return pendingHasPrefix(v, q.Prefix) })
+		}
+		return set, err
 	case Range:
 		list := e.list(q.Field)
 		lower, upper := list, keys.PrefixEnd(list)
@@ -492,7 +629,8 @@ func (e *executor) phrase(q Phrase, insert bool) (*roaring.Bitmap, error) {
 	for o := range starts {
 		set.Add(o)
 	}
-	return set, nil
+	err := e.addPending(set, q.Field, insert, func(v []byte) (bool, error) { return pendingPhrase(v, q.Terms) })
+	return set, err
 }
 
 // page gathers one page of results with their positions.

@@ -56,6 +56,40 @@ func (s *store) put(group, rest []byte, doc schema.Document) {
 	}
 }
 
+// fold moves the group's pending text entries into the term lists, as the
+// partition's fold job does.
+func (s *store) fold(group []byte) {
+	s.t.Helper()
+	var fields []string
+	for _, ix := range s.indexes {
+		if ix.Kind == "text" {
+			fields = append(fields, ix.String())
+		}
+	}
+	refs, more, err := index.PendingKeys(s.e, s.p, s.table, group, fields, 1<<20)
+	if err != nil || more {
+		s.t.Fatal(err, more)
+	}
+	b := s.e.NewBatch()
+	for _, ref := range refs {
+		v, err := s.e.Get(ref.Key)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		folded, err := ref.Fold(v)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, e := range folded {
+			b.Set(e.Key, e.Value)
+		}
+		b.Delete(ref.Key)
+	}
+	if err := s.e.Commit(b); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 func str(s string) []byte { return keys.AppendString(nil, s) }
 
 func tuple(parts ...any) []byte {

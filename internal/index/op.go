@@ -20,10 +20,11 @@ type Op interface {
 type All struct{}
 
 // Equal matches documents whose field holds Value: an attribute value (any
-// element, for an array) or, for a text field, the term Value.
+// element, for an array) or, for a text field (Text set), the term Value.
 type Equal struct {
 	Field string
 	Value any
+	Text  bool
 }
 
 // Phrase matches documents whose text field holds Terms at consecutive
@@ -44,10 +45,11 @@ type Range struct {
 }
 
 // Prefix matches documents whose string, enum or bytes attribute, or one of
-// whose text terms, starts with Prefix.
+// whose text terms (Text set), starts with Prefix.
 type Prefix struct {
 	Field  string
 	Prefix string
+	Text   bool
 }
 
 // And matches documents matched by every operand.

@@ -105,6 +105,14 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 	case All:
 		return true, nil
 	case Equal:
+		if term, ok := q.Value.(string); ok && q.Text {
+			if pl := e.pending[q.Field]; pl != nil {
+				if i, ok := pl.at[string(rest)]; ok {
+					pos, err := pendingPositions(pl.values[i], term)
+					return pos != nil, err
+				}
+			}
+		}
 		k, ok := AppendValue(append((*key)[:0], e.list(q.Field)...), q.Value)
 		if !ok {
 			return false, nil

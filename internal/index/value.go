@@ -12,10 +12,13 @@ import (
 // encoding is self-delimiting, so an entry's document key starts right after
 // its value, and byte order is value order within one type.
 const (
-	tagString byte = 0x02 // keys.AppendString
-	tagInt    byte = 0x15 // keys.AppendInt
-	tagFloat  byte = 0x21
-	tagBool   byte = 0x26
+	// tagPending begins a text list's pending entries (see PendingSpan):
+	// before every value, and not a value itself.
+	tagPending byte = 0x01
+	tagString  byte = 0x02 // keys.AppendString
+	tagInt     byte = 0x15 // keys.AppendInt
+	tagFloat   byte = 0x21
+	tagBool    byte = 0x26
 )
 
 // AppendValue appends the order-preserving encoding of an indexed value in
@@ -75,6 +78,8 @@ func valueLen(b []byte) (int, error) {
 		return 0, fmt.Errorf("index: empty value")
 	}
 	switch b[0] {
+	case tagPending:
+		return 1, nil
 	case tagString:
 		for i := 1; i+1 < len(b); i++ {
 			if b[i] == 0 {

@@ -65,6 +65,19 @@ type indexes struct {
 	epoch      sync.RWMutex
 	minVersion map[string]int
 	jobs       sync.WaitGroup
+	// ctx is the context of the background jobs, from the first
+	// SyncIndexes.
+	ctx context.Context
+}
+
+// jobContext is the context background jobs run under.
+func (r *Replica) jobContext() context.Context {
+	r.idx.mu.Lock()
+	defer r.idx.mu.Unlock()
+	if r.idx.ctx == nil {
+		return context.Background()
+	}
+	return r.idx.ctx
 }
 
 // WaitIndexJobs waits for the background index jobs to end (after the
@@ -146,6 +159,9 @@ func (r *Replica) SyncIndexes(ctx context.Context, tables []*schema.Table, log *
 
 	r.idx.mu.Lock()
 	defer r.idx.mu.Unlock()
+	if r.idx.ctx == nil {
+		r.idx.ctx = ctx
+	}
 	if !r.idx.loaded {
 		if err := r.loadIndexStates(); err != nil {
 			return err
@@ -441,6 +457,10 @@ func (r *Replica) backfillGroup(ctx context.Context, t *schema.Table, fresh []sc
 
 // dropIndex removes every entry of the index on path of table, in chunks.
 func (r *Replica) dropIndex(ctx context.Context, table, path string, log *slog.Logger) {
+	// A fold that read this index among the text ones ends first (see
+	// folding.drop); later ones no longer see it.
+	r.folds.drop.Lock()
+	r.folds.drop.Unlock()
 	start := r.prefix.IndexTable(table)
 	end := keys.PrefixEnd(start)
 	for ctx.Err() == nil {

@@ -200,6 +200,9 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	res.SCN, res.Changed = scn, true
+	for table, n := range ev.pendingPuts {
+		r.notePending(table, group, n)
+	}
 	return res, nil
 }
 
@@ -263,6 +266,9 @@ type evaluation struct {
 	// index entries go with one range deletion.
 	cleared map[string]*schema.Table
 	group   []byte // encoded partition key of the request
+	// pendingPuts counts, by table, the pending text entries written (see
+	// fold.go).
+	pendingPuts map[string]int
 }
 
 func (ev *evaluation) load(table string, key []byte) (*pending, error) {
@@ -563,6 +569,12 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 	x.Puts = slices.Grow(x.Puts, len(puts))
 	for _, e := range puts {
 		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
+		if e.Pending() {
+			if ev.pendingPuts == nil {
+				ev.pendingPuts = map[string]int{}
+			}
+			ev.pendingPuts[p.table]++
+		}
 	}
 	x.Deletes = append(x.Deletes, deletes...)
 	return nil

@@ -54,6 +54,7 @@ type Replica struct {
 	limits Limits
 	latch  latches
 	idx    indexes
+	folds  folding
 }
 
 // New returns the replica of partition id of db, stored in e and replicated
@@ -153,7 +154,9 @@ func (r *Replica) Scan(table string, prefix, after []byte, limit int) ([]Entry, 
 // document group group (encoded partition key), narrowed to the encoded
 // leading key parts restPrefix that follow the partition key.
 func (r *Replica) Query(table string, group, restPrefix []byte, op index.Op, o index.Options) (index.Result, error) {
-	return index.Execute(r.engine, r.prefix, table, group, restPrefix, op, o)
+	res, err := index.Execute(r.engine, r.prefix, table, group, restPrefix, op, o)
+	r.foldIfPiled(table, group, res)
+	return res, err
 }
 
 // QueryDocuments is Query with the documents of the page, read through the
@@ -171,6 +174,7 @@ func (r *Replica) QueryDocuments(table string, group, restPrefix []byte, op inde
 	}
 	defer it.Close()
 	res, err := index.ExecuteIter(it, r.prefix, table, group, restPrefix, op, o)
+	r.foldIfPiled(table, group, res)
 	if err != nil || len(res.Keys) == 0 {
 		return res, nil, err
 	}

@@ -45,6 +45,10 @@ type WriteSet struct {
 	// put and delete, applied in the same batch as the documents. It is
 	// replicated but not part of the change log.
 	Index IndexWrites
+	// Fold marks a write set that only folds pending text index entries
+	// into the term lists (see fold.go): it changes no document and no
+	// query's answer. It is part of the change-log entry.
+	Fold bool
 
 	// logLen is the length of the encoding's change-log part (everything
 	// but Index), set by Encode and DecodeWriteSet.
@@ -107,11 +111,15 @@ func (ws *WriteSet) Size() int {
 
 // writeSetFormat 2 stores a pre-image as its difference from the
 // post-image (see appendImage); format 1 stored both whole, and is still
-// read.
+// read. Format 3 is format 2 with a flags byte after the counters (bit 0:
+// Fold), written only when a flag is set.
 const (
-	writeSetFormat   = 2
-	writeSetFormatV1 = 1
+	writeSetFormat      = 2
+	writeSetFormatV1    = 1
+	writeSetFormatFlags = 3
 )
+
+const flagFold = 1
 
 // Encode returns the binary form of ws. Its first LogLen bytes, alone, are
 // the change-log entry: a valid encoding of ws without Index.
@@ -122,7 +130,11 @@ func (ws *WriteSet) Encode() []byte { return ws.AppendEncoding(nil) }
 func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 	start := len(dst)
 	b := slices.Grow(dst, ws.Size())
-	b = append(b, writeSetFormat)
+	if ws.Fold {
+		b = append(b, writeSetFormatFlags)
+	} else {
+		b = append(b, writeSetFormat)
+	}
 	b = binary.AppendVarint(b, ws.Mtime)
 	b = binary.AppendUvarint(b, uint64(len(ws.Writes)))
 	for _, w := range ws.Writes {
@@ -139,6 +151,9 @@ func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 		b = appendBytes(b, []byte(c.Table))
 		b = appendBytes(b, c.Collection)
 		b = binary.AppendVarint(b, c.Value)
+	}
+	if ws.Fold {
+		b = append(b, flagFold)
 	}
 	ws.logLen = len(b) - start
 	if ws.Index.empty() {
@@ -171,7 +186,7 @@ var errCorrupt = errors.New("corrupt write set")
 func DecodeWriteSet(b []byte) (*WriteSet, error) {
 	d := decoder{b: b}
 	format := d.byte()
-	if format != writeSetFormat && format != writeSetFormatV1 {
+	if format != writeSetFormat && format != writeSetFormatV1 && format != writeSetFormatFlags {
 		return nil, errCorrupt
 	}
 	ws := &WriteSet{Mtime: d.varint()}
@@ -207,6 +222,13 @@ func DecodeWriteSet(b []byte) (*WriteSet, error) {
 		c.Table = string(d.bytes())
 		c.Collection = d.bytes()
 		c.Value = d.varint()
+	}
+	if format == writeSetFormatFlags {
+		flags := d.byte()
+		if flags&^flagFold != 0 {
+			return nil, errCorrupt
+		}
+		ws.Fold = flags&flagFold != 0
 	}
 	ws.logLen = len(b) - len(d.b)
 	if d.err == nil && len(d.b) > 0 {

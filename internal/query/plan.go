@@ -222,7 +222,7 @@ func (b *binder) term(n Term, ix schema.Index) (index.Op, error) {
 		case 0:
 			return nil, errAt(n.Pos(), "%q has no word to search for in text field %q (words are letters and digits)", n.Value, f)
 		case 1:
-			return index.Equal{Field: f, Value: toks[0].Term}, nil
+			return index.Equal{Field: f, Value: toks[0].Term, Text: true}, nil
 		}
 		terms := make([]string, len(toks))
 		for i, t := range toks {
@@ -248,7 +248,7 @@ func (b *binder) prefix(n Prefix, ix schema.Index) (index.Op, error) {
 		if len(toks) != 1 {
 			return nil, errAt(n.Pos(), "the prefix %q on text field %q must be one word", n.Prefix+"*", f)
 		}
-		return index.Prefix{Field: f, Prefix: toks[0].Term}, nil
+		return index.Prefix{Field: f, Prefix: toks[0].Term, Text: true}, nil
 	case ix.Type == "string" || ix.Type == "enum":
 		return index.Prefix{Field: f, Prefix: n.Prefix}, nil
 	}

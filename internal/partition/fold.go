@@ -1,0 +1,202 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/index"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// Folding. The write path writes a document's text index entries in the
+// pending form (index.Diff): one entry per document and text field instead
+// of one per term. Once a document group's writes have added foldAfter of
+// them, a job on the leader folds the group's pending entries into the
+// term lists with the documents it folds latched, so no write of theirs
+// falls between what the fold reads and what it writes.
+// A fold changes no query's answer; it is replicated like any write set
+// (marked Fold, so an incremental backup knows it changed nothing) and
+// consumes an SCN with an empty change-log entry. A query that reads more
+// than twice foldAfter pending entries in one list asks for a fold too:
+// the counts are the leader's, in memory, and a new leader starts afresh.
+
+// foldAfter is how many pending entries a document group's writes add
+// before the group is folded; a variable so tests can fold often.
+var foldAfter = 128
+
+// A fold writes foldDocs documents' entries per write set, and at most
+// foldRounds write sets per job (writes of the group go on meanwhile and
+// may add more; the next job takes them).
+const foldDocs, foldRounds = 64, 16
+
+// maxFoldCounts bounds the groups whose count is kept: past it, the counts
+// start again (the groups left behind are folded when queries find their
+// pending entries piled up, or after foldAfter more writes).
+const maxFoldCounts = 1 << 16
+
+type folding struct {
+	mu      sync.Mutex
+	counts  map[string]int  // table "\x00" group -> pending entries written since
+	running map[string]bool // folds queued or at work
+	// drop: a fold holds it shared from before it reads which indexes are
+	// text until its write is applied; dropping an index takes it
+	// exclusively once its build is gone, so no fold writes entries of an
+	// index after its removal began.
+	drop sync.RWMutex
+}
+
+// notePending counts n pending entries written to group of table, and
+// starts a fold of the group once they reach foldAfter.
+func (r *Replica) notePending(table string, group []byte, n int) {
+	if n == 0 {
+		return
+	}
+	k := table + "\x00" + string(group)
+	f := &r.folds
+	f.mu.Lock()
+	if f.counts == nil || len(f.counts) >= maxFoldCounts {
+		f.counts = map[string]int{}
+	}
+	f.counts[k] += n
+	due := f.counts[k] >= foldAfter
+	if due {
+		delete(f.counts, k)
+	}
+	f.mu.Unlock()
+	if due {
+		r.startFold(table, group)
+	}
+}
+
+// startFold folds group of table in the background, unless a fold of it
+// is already queued.
+func (r *Replica) startFold(table string, group []byte) {
+	k := table + "\x00" + string(group)
+	f := &r.folds
+	f.mu.Lock()
+	if f.running == nil {
+		f.running = map[string]bool{}
+	}
+	busy := f.running[k]
+	f.running[k] = true
+	f.mu.Unlock()
+	if busy {
+		return
+	}
+	group = append([]byte(nil), group...)
+	r.spawn(func() {
+		defer func() {
+			f.mu.Lock()
+			delete(f.running, k)
+			f.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(r.jobContext(), 30*time.Second)
+		defer cancel()
+		// A failure (leadership lost, shutting down) leaves the entries
+		// pending, where queries read them: the next fold takes them.
+		r.Fold(ctx, table, group)
+	})
+}
+
+// Fold folds the pending text entries of the document group group of
+// table into the term lists (up to foldRounds chunks of foldDocs
+// documents). It runs on the leader only; a replica that does not lead
+// returns its Lead error. It latches only the documents it folds, so the
+// group's other writes go on meanwhile.
+func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
+	if err := r.repl.Lead(ctx); err != nil {
+		return err
+	}
+	if err := r.refuseWhileRestoring(); err != nil {
+		return err
+	}
+	r.folds.drop.RLock()
+	defer r.folds.drop.RUnlock()
+	fields := r.textFields(table)
+	if len(fields) == 0 {
+		return nil
+	}
+	for range foldRounds {
+		more, err := r.foldChunk(ctx, table, group, fields)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// foldChunk folds the first foldDocs pending entries of group.
+func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fields []string) (more bool, err error) {
+	// Which entries are pending is read unlatched, then each is read
+	// again with its document latched: a write between the two is seen.
+	refs, more, err := index.PendingKeys(r.engine, r.prefix, table, group, fields, foldDocs)
+	if err != nil || len(refs) == 0 {
+		return false, err
+	}
+	docs := make([]string, len(refs))
+	for i, ref := range refs {
+		docs[i] = string(r.prefix.Document(table, append(slices.Clip(group), ref.Rest()...)))
+	}
+	release, err := r.latch.acquireDocs(ctx, string(group), docs)
+	if err != nil {
+		return false, err
+	}
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
+	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true}
+	for _, ref := range refs {
+		v, err := r.engine.GetShared(ref.Key)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue // the document was written since: deleted, or folded
+		}
+		if err != nil {
+			return false, err
+		}
+		folded, err := ref.Fold(v)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range folded {
+			ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
+		}
+		ws.Index.Deletes = append(ws.Index.Deletes, ref.Key)
+	}
+	if ws.Index.empty() {
+		return more, nil
+	}
+	if _, err := r.repl.Replicate(ctx, ws); err != nil {
+		held = !releaseWhenSettled(err, release)
+		return false, err
+	}
+	return more, nil
+}
+
+// textFields returns the fields of table this partition indexes as text.
+func (r *Replica) textFields(table string) []string {
+	r.idx.mu.Lock()
+	defer r.idx.mu.Unlock()
+	var out []string
+	for key, b := range r.idx.builds {
+		t, path, _ := strings.Cut(key, "\x00")
+		if t == table && strings.HasPrefix(b.sig, "text/") {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// foldIfPiled starts a fold of group when a query read more pending
+// entries in one of its lists than folds should leave.
+func (r *Replica) foldIfPiled(table string, group []byte, res index.Result) {
+	if res.Pending > 2*foldAfter {
+		r.startFold(table, group)
+	}
+}

@@ -26,7 +26,7 @@ import (
 
 // foldAfter is how many pending entries a document group's writes add
 // before the group is folded; a variable so tests can fold often.
-var foldAfter = 128
+var foldAfter = 256
 
 // A fold writes foldDocs documents' entries per write set, and at most
 // foldRounds write sets per job (writes of the group go on meanwhile and

@@ -1,0 +1,290 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/doppio-db/doppio/internal/index"
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+func setFoldAfter(n int) (restore func()) {
+	old := foldAfter
+	foldAfter = n
+	return func() { foldAfter = old }
+}
+
+const foldSchema = `{"type":"record","name":"M","fields":[
+	{"name":"subject","type":"string","index":"text"},
+	{"name":"at","type":"long","index":"attribute"}]}`
+
+// foldFixture is a fixture whose replica indexes table Msg (box, id):
+// subject as text, at as an attribute.
+func foldFixture(t *testing.T) (*fixture, *schema.Table) {
+	t.Helper()
+	f := newFixture(t)
+	msgs := table(t, "Msg", []schema.KeyPart{{Name: "box", Type: "string"}, {Name: "id", Type: "long"}}, foldSchema)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); f.rep.WaitIndexJobs() })
+	if err := f.rep.SyncIndexes(ctx, []*schema.Table{msgs}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	return f, msgs
+}
+
+// indexSpan returns the index entries of box, key to value.
+func indexSpan(t *testing.T, f *fixture, tb *schema.Table, box string) map[string]string {
+	t.Helper()
+	group, _ := keys.EncodeTuple(keys.Tuple{box})
+	start, end := index.GroupSpan(f.rep.prefix, tb.Def.Name, group)
+	it, err := f.engine.NewIter(start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	out := map[string]string{}
+	for ok := it.First(); ok; ok = it.Next() {
+		out[string(it.Key())] = string(it.Value())
+	}
+	return out
+}
+
+// pendingCount is the number of pending entries of box's subjects.
+func pendingCount(t *testing.T, f *fixture, tb *schema.Table, box string) int {
+	t.Helper()
+	group, _ := keys.EncodeTuple(keys.Tuple{box})
+	start, _ := index.PendingSpan(f.rep.prefix.Index(tb.Def.Name, group, "subject"))
+	n := 0
+	for k := range indexSpan(t, f, tb, box) {
+		if strings.HasPrefix(k, string(start)) {
+			n++
+		}
+	}
+	return n
+}
+
+// foldedEntries is what box's index span must hold once every pending
+// entry is folded: the final-form entries of its live documents.
+func foldedEntries(t *testing.T, f *fixture, tb *schema.Table, box string) map[string]string {
+	t.Helper()
+	group, _ := keys.EncodeTuple(keys.Tuple{box})
+	docs, _, err := f.rep.Scan(tb.Def.Name, group, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, d := range docs {
+		doc, err := tb.Decode(d.Record.Avro, int(d.Record.Version), tb.Latest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range index.Entries(tb.Indexes(), f.rep.prefix, tb.Def.Name, group, d.Key[len(group):], doc) {
+			want[string(e.Key)] = string(e.Value)
+		}
+	}
+	return want
+}
+
+func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T) {
+	defer setFoldAfter(4)()
+	f, msgs := foldFixture(t)
+	subjects := []string{"lunch on friday", "budget review", "friday lunch menu", "team lunch"}
+	for i, s := range subjects[:3] {
+		f.exec(t, put(msgs, keys.Tuple{"a", int64(i + 1)}, schema.Document{"subject": s, "at": int64(i)}))
+	}
+	f.rep.WaitIndexJobs()
+	if n := pendingCount(t, f, msgs, "a"); n != 3 {
+		t.Fatalf("%d pending entries after 3 writes below the threshold of 4, want 3", n)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			q    string
+			want []int64
+		}{
+			{"subject:lunch", []int64{1, 3, 4}},
+			{`subject:"friday lunch"`, []int64{3}},
+			{"subject:fri*", []int64{1, 3}},
+			{"subject:budget AND at:1", []int64{2}},
+			{"NOT subject:lunch", []int64{2}},
+			{"subject:*", []int64{1, 2, 3, 4}},
+		} {
+			want := slices.DeleteFunc(slices.Clone(c.want), func(id int64) bool { return id > int64(len(subjects)) })
+			if got := queryIDs(t, f, msgs, "a", c.q, ""); !slices.Equal(got, want) {
+				t.Errorf("%s: %s = %v, want %v", when, c.q, got, want)
+			}
+			// Sorted: the walk of the sort list.
+			got := queryIDs(t, f, msgs, "a", c.q, "-at")
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: %s sorted by -at = %v, want %v", when, c.q, got, want)
+			}
+		}
+	}
+	subjects = subjects[:3]
+	check("pending")
+	// The fourth pending entry starts a fold of the group.
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(4)}, schema.Document{"subject": "team lunch", "at": int64(3)}))
+	subjects = append(subjects, "team lunch")
+	f.rep.WaitIndexJobs()
+	if n := pendingCount(t, f, msgs, "a"); n != 0 {
+		t.Fatalf("%d pending entries after the fourth write, want 0 (folded)", n)
+	}
+	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
+		t.Fatalf("folded index has %d entries, want the live documents' %d", len(got), len(want))
+	}
+	check("folded")
+	// A folded document updated and one deleted: their term entries go,
+	// the update's text is pending again.
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "dinner on saturday", "at": int64(0)}))
+	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", int64(3)}})
+	if n := pendingCount(t, f, msgs, "a"); n != 1 {
+		t.Fatalf("%d pending entries after an update, want 1", n)
+	}
+	for _, c := range []struct {
+		q    string
+		want []int64
+	}{{"subject:lunch", []int64{4}}, {"subject:saturday", []int64{1}}, {"subject:friday", nil}, {"subject:budget", []int64{2}}} {
+		if got := queryIDs(t, f, msgs, "a", c.q, ""); !slices.Equal(got, c.want) {
+			t.Errorf("after an update and a delete: %s = %v, want %v", c.q, got, c.want)
+		}
+	}
+	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
+	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
+		t.Fatalf("after an update, a delete and a fold: %d index entries, want the live documents' %d", len(got), len(want))
+	}
+}
+
+// TestFoldsRacingWritesLeaveExactlyTheLiveEntries folds after every other
+// write while writers replace and delete the same documents: a fold that
+// wrote the terms of a version a writer had replaced (or of a deleted
+// document) would leave entries no live document has.
+func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
+	defer setFoldAfter(2)()
+	f, msgs := foldFixture(t)
+	words := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 300 {
+				key := keys.Tuple{"a", int64(r.IntN(12))}
+				var op Operation
+				if r.IntN(5) == 0 {
+					op = Operation{Kind: Delete, Table: msgs, Key: key}
+				} else {
+					op = put(msgs, key, schema.Document{"subject": words[r.IntN(5)] + " " + words[r.IntN(5)], "at": int64(r.IntN(3))})
+				}
+				// A delete of an absent document fails; so may its
+				// confirmation, when another write was applied meanwhile.
+				_, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{op}})
+				if err != nil && !errors.Is(err, ErrStaleEvaluation) && !strings.Contains(err.Error(), "does not exist") {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	f.rep.WaitIndexJobs()
+	// The answers, with some entries pending and some folded.
+	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
+	docs, _, err := f.rep.Scan(msgs.Def.Name, group, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, word := range words {
+		var want []int64
+		for _, d := range docs {
+			doc, _ := msgs.Decode(d.Record.Avro, int(d.Record.Version), msgs.Latest())
+			if slices.Contains(strings.Fields(doc["subject"].(string)), word) {
+				tup, _ := keys.DecodeTuple(d.Key[len(group):])
+				want = append(want, tup[0].(int64))
+			}
+		}
+		if got := queryIDs(t, f, msgs, "a", "subject:"+word, ""); !slices.Equal(got, want) {
+			t.Errorf("subject:%s = %v, want %v", word, got, want)
+		}
+	}
+	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
+		t.Fatal(err)
+	}
+	got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a")
+	if !maps.Equal(got, want) {
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("stale entry %x", k)
+			}
+		}
+		t.Fatalf("%d index entries, want the live documents' %d", len(got), len(want))
+	}
+}
+
+func TestAFoldCarriesItsFlagThroughTheLog(t *testing.T) {
+	ws := &WriteSet{Mtime: 7, Fold: true, Index: IndexWrites{Puts: []IndexEntry{{Key: []byte("k"), Value: []byte("v")}}, Deletes: [][]byte{[]byte("p")}}}
+	b := ws.Encode()
+	got, err := DecodeWriteSet(b)
+	if err != nil || !got.Fold || got.Mtime != 7 || len(got.Index.Puts) != 1 || len(got.Index.Deletes) != 1 {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	// The change-log part alone keeps the flag.
+	if logged, err := DecodeWriteSet(b[:ws.LogLen()]); err != nil || !logged.Fold {
+		t.Fatalf("change-log part decoded %+v, %v", logged, err)
+	}
+	// Any other write set keeps format 2, byte for byte what it was.
+	plain := &WriteSet{Mtime: 7, Index: ws.Index}
+	if b := plain.Encode(); b[0] != writeSetFormat {
+		t.Fatalf("a write set without flags encodes in format %d", b[0])
+	}
+	if _, err := DecodeWriteSet(append(bytes.Clone(b[:ws.LogLen()-1]), 2)); err == nil {
+		t.Fatal("an unknown flag decoded")
+	}
+}
+
+func TestIncrementalBackupSkipsFolds(t *testing.T) {
+	defer setFoldAfter(1 << 20)()
+	f, msgs := foldFixture(t)
+	for i := range 6 {
+		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%3, " common"), "at": int64(i)}))
+	}
+	full, fullFiles := backupTo(t, f, nil, t.TempDir())
+	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
+	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
+		t.Fatal(err)
+	}
+	if n := pendingCount(t, f, msgs, "a"); n != 0 {
+		t.Fatalf("%d pending entries after the fold", n)
+	}
+	inc, incFiles := backupTo(t, f, &BackupPoint{full.SCN, full.Entry}, t.TempDir())
+	if !inc.Incremental {
+		t.Fatalf("a backup after a fold is full: %s", inc.FullReason)
+	}
+	// The restored group has its entries pending, as the full backup saw
+	// them; it answers as the folded source does.
+	r, e := openAs(t, "copy")
+	restoreInto(t, r, "s", f.rep.prefix, inc.SCN, append(fullFiles, incFiles...)...)
+	g := &fixture{rep: r, engine: e}
+	if n := pendingCount(t, g, msgs, "a"); n != 6 {
+		t.Fatalf("restored %d pending entries, want the full backup's 6", n)
+	}
+	for _, q := range []string{"subject:word0", "subject:word1", "subject:common", `subject:"word2 common"`} {
+		if got, want := queryIDs(t, g, msgs, "a", q, ""), queryIDs(t, f, msgs, "a", q, ""); !slices.Equal(got, want) || len(want) == 0 {
+			t.Errorf("restored %s = %v, source %v", q, got, want)
+		}
+	}
+}

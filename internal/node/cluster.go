@@ -355,6 +355,8 @@ type collector struct {
 	rowBytes   *prometheus.Desc
 	reads      *prometheus.Desc
 	walSync    *prometheus.Desc
+	folds      *prometheus.Desc
+	folded     *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -373,6 +375,8 @@ func newCollector(n *Node) *collector {
 		rowBytes:   prometheus.NewDesc("doppio_row_cache_bytes", "Bytes held by the row cache.", nil, nil),
 		walSync:    prometheus.NewDesc("doppio_storage_wal_sync_seconds", "Duration of the storage engine's write-ahead log syncs (each makes every write waiting for it durable).", nil, nil),
 		reads:      prometheus.NewDesc("doppio_linearizable_reads_total", "Linearizable read confirmations by how they were confirmed: under the leader's lease, by a quorum round (ReadIndex), or as the partition's only voter.", []string{"confirmed"}, nil),
+		folds:      prometheus.NewDesc("doppio_index_folds_total", "Write sets that folded pending text index entries into the term lists, by each hosted partition while it led.", []string{"database", "partition"}, nil),
+		folded:     prometheus.NewDesc("doppio_index_folded_documents_total", "Documents whose pending text index entries were folded into the term lists, by each hosted partition while it led.", []string{"database", "partition"}, nil),
 	}
 }
 
@@ -390,12 +394,18 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rowBytes
 	ch <- c.reads
 	ch <- c.walSync
+	ch <- c.folds
+	ch <- c.folded
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for db, ps := range c.n.router.All() {
 		for _, p := range ps {
-			ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(p.Applied().Sequence), db, strconv.Itoa(p.ID))
+			id := strconv.Itoa(p.ID)
+			ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(p.Applied().Sequence), db, id)
+			writes, docs := p.FoldStats()
+			ch <- prometheus.MustNewConstMetric(c.folds, prometheus.CounterValue, float64(writes), db, id)
+			ch <- prometheus.MustNewConstMetric(c.folded, prometheus.CounterValue, float64(docs), db, id)
 		}
 	}
 	m := c.n.engine.Metrics()

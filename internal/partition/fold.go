@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/index"
@@ -47,6 +48,14 @@ type folding struct {
 	// exclusively once its build is gone, so no fold writes entries of an
 	// index after its removal began.
 	drop sync.RWMutex
+	// writes and docs count the fold write sets and the documents folded.
+	writes, docs atomic.Int64
+}
+
+// FoldStats returns how many write sets folded pending text entries on
+// this replica (as leader), and how many documents' entries they folded.
+func (r *Replica) FoldStats() (writeSets, documents int64) {
+	return r.folds.writes.Load(), r.folds.docs.Load()
 }
 
 // notePending counts n pending entries written to group of table, and
@@ -176,6 +185,8 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 		held = !releaseWhenSettled(err, release)
 		return false, err
 	}
+	r.folds.writes.Add(1)
+	r.folds.docs.Add(int64(len(ws.Index.Deletes)))
 	return more, nil
 }
 

@@ -143,6 +143,9 @@ func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T)
 	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
 		t.Fatalf("folded index has %d entries, want the live documents' %d", len(got), len(want))
 	}
+	if writes, docs := f.rep.FoldStats(); writes != 1 || docs != 4 {
+		t.Fatalf("FoldStats = %d write sets, %d documents; want 1, 4", writes, docs)
+	}
 	check("folded")
 	// A folded document updated and one deleted: their term entries go,
 	// the update's text is pending again.

@@ -21,8 +21,9 @@ var mailIndexes = []schema.Index{
 }
 
 // loadMailbox writes n messages of mailbox "m" in batches (entries only,
-// plus the document keys).
-func loadMailbox(b *testing.B, n int) *store {
+// plus the document keys), their text entries in the final form or, with
+// pending set, in the pending form the write path writes.
+func loadMailbox(b *testing.B, n int, pending bool) *store {
 	s := newStore(b, mailIndexes)
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	words := make([]string, 2000)
@@ -46,7 +47,11 @@ func loadMailbox(b *testing.B, n int) *store {
 			"folder":    []string{"inbox", "work", "travel"}[r.IntN(3)],
 		}
 		rest := keys.AppendInt(nil, int64(i))
-		for _, e := range index.Entries(mailIndexes, s.p, s.table, g, rest, doc) {
+		entries := index.Entries(mailIndexes, s.p, s.table, g, rest, doc)
+		if pending {
+			entries, _ = index.Diff(mailIndexes, s.p, s.table, g, rest, nil, doc)
+		}
+		for _, e := range entries {
 			batch.Set(e.Key, e.Value)
 		}
 		batch.Set(s.p.Document(s.table, append(append([]byte{}, g...), rest...)), make([]byte, 300))
@@ -68,7 +73,7 @@ func loadMailbox(b *testing.B, n int) *store {
 func BenchmarkQuery(b *testing.B) {
 	for _, n := range []int{100, 50_000} {
 		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
-			s := loadMailbox(b, n)
+			s := loadMailbox(b, n, false)
 			p, err := query.Compile("isInbox:true AND subject:meeting", "-createdOn", query.Schema{Indexes: mailIndexes})
 			if err != nil {
 				b.Fatal(err)
@@ -85,11 +90,36 @@ func BenchmarkQuery(b *testing.B) {
 	}
 }
 
+// BenchmarkQueryPending: subject:meeting sorted by createdOn descending,
+// first page of 20, over a mailbox whose text entries are all folded or
+// all pending: what a text query pays per pending entry.
+func BenchmarkQueryPending(b *testing.B) {
+	for _, n := range []int{100, 512} {
+		for _, pending := range []bool{false, true} {
+			b.Run(fmt.Sprintf("docs=%d/pending=%t", n, pending), func(b *testing.B) {
+				s := loadMailbox(b, n, pending)
+				p, err := query.Compile("subject:meeting", "-createdOn", query.Schema{Indexes: mailIndexes})
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts := index.Options{Sort: p.Sort, Limit: 20}
+				b.ResetTimer()
+				for b.Loop() {
+					res, err := index.Execute(s.e, s.p, s.table, str("m"), nil, p.Op, opts)
+					if err != nil || len(res.Keys) == 0 || (res.Pending > 0) != pending {
+						b.Fatalf("%d keys, %d pending, %v", len(res.Keys), res.Pending, err)
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkQueryNot: a negation needs every document of the mailbox.
 func BenchmarkQueryNot(b *testing.B) {
 	for _, n := range []int{100, 50_000} {
 		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
-			s := loadMailbox(b, n)
+			s := loadMailbox(b, n, false)
 			p, err := query.Compile("NOT folder:inbox", "-createdOn", query.Schema{Indexes: mailIndexes})
 			if err != nil {
 				b.Fatal(err)

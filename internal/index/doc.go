@@ -10,9 +10,11 @@
 // asks about. Attribute entries have an empty value; text entries hold the
 // term's positions for phrase matching.
 //
-// The write path calls Entries or Diff and writes the result in the same
-// batch as the document, so queries see their own writes. Diff touches only
-// the entries that change.
+// The write path calls Diff and writes the result in the same batch as the
+// document, so queries see their own writes. Diff touches only the entries
+// that change, and writes a text field's entries in the pending form, one
+// entry per document (see pending.go), which a fold turns into the term
+// entries above; Entries gives the final form (backfills write it).
 //
 // Execute runs a plan (operators And, Or, Not, Equal, Phrase, Range, Prefix,
 // All; built by package query) over one collection: each list scanned gives a

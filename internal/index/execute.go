@@ -289,7 +289,9 @@ func (e *executor) addPending(set *roaring.Bitmap, field string, insert bool, ma
 	lower = append(lower, e.restPrefix...)
 	n := 0
 	e.it.SetBounds(lower, upper)
-	for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
+	// Not counted against a gathering budget (e.read): a probing walk
+	// would read them all too.
+	for ok := e.it.First(); ok; ok = e.it.Next() {
 		rest := e.it.Key()[len(list)+1:]
 		if !bytes.HasPrefix(rest, e.restPrefix) {
 			break

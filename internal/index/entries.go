@@ -71,20 +71,20 @@ func entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 // key or value changes are written, so an update touches only the lists of
 // the values and terms that changed.
 //
-// A text field's entries are written in the pending form: one entry per
-// document holding all its terms and positions, under the field's list
-// (see PendingSpan), instead of one entry per term: an insert of a
-// 50-word message writes one key for its text where it wrote some 40. The
-// executor reads a collection's pending entries beside its term lists, and
-// Fold turns them into the final form later, in batches. A text value that
-// changes (or goes) deletes both forms of the old one, since which form it
-// is in is not known here; an unchanged one is left in its form.
-func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document) (puts []Entry, deletes [][]byte) {
+// With pending set, a text field's entries are written in the pending
+// form: one entry per document holding all its terms and positions, under
+// the field's list (see PendingSpan), instead of one entry per term: an
+// insert of a 50-word message writes one key for its text where it wrote
+// some 40. The executor reads a collection's pending entries beside its
+// term lists, and a fold turns them into the final form later, in
+// batches; a write of many documents at once writes the final form
+// (pending unset) and needs no fold. Either way, a text value that changes
+// (or goes) deletes both forms of the old one, since which form it is in
+// is not known here (a put of a key the deletes name wins: puts are
+// applied last); an unchanged one is left in its form.
+func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, pending bool) (puts []Entry, deletes [][]byte) {
 	old := entries(indexes, prefix, table, group, rest, before, true)
 	cur := entries(indexes, prefix, table, group, rest, after, true)
-	if len(old) == 0 {
-		return cur, nil // an insert
-	}
 	dropOld := func(e Entry) {
 		if e.pending > 0 {
 			// The document's terms may have been folded into the lists.
@@ -108,10 +108,26 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 			if !bytes.Equal(old[i].Value, cur[j].Value) {
 				puts = append(puts, cur[j])
 				dropOld(old[i])
+				if !pending && old[i].pending > 0 {
+					deletes = append(deletes, old[i].Key) // not rewritten below
+				}
 			}
 			i++
 			j++
 		}
+	}
+	if !pending {
+		// The text values that changed are written in the final form.
+		final := make([]Entry, 0, len(puts))
+		for _, e := range puts {
+			if e.pending == 0 {
+				final = append(final, e)
+				continue
+			}
+			folded, _ := Fold(e.Key[:e.pending], e.Key[e.pending+1:], e.Value)
+			final = append(final, folded...)
+		}
+		puts = final
 	}
 	return puts, deletes
 }

@@ -59,7 +59,7 @@ func TestDiffTouchesOnlyChangedEntries(t *testing.T) {
 	group, rest := str("m1"), tuple(int64(7))
 	before := mustJSON(t, tb, `{"subject":"hello world","isInbox":true,"createdOn":5,"tags":["a","b"],"from":{"city":"Paris"}}`)
 	after := mustJSON(t, tb, `{"subject":"world hello","isInbox":true,"createdOn":5,"tags":["b","c"],"from":{"city":"Paris"},"note":"x"}`)
-	puts, dels := index.Diff(ix, p, "T", group, rest, before, after)
+	puts, dels := index.Diff(ix, p, "T", group, rest, before, after, true)
 	key := func(field string, v any) []byte {
 		b, _ := index.AppendValue(p.Index("T", group, field), v)
 		return append(b, rest...)
@@ -80,14 +80,30 @@ func TestDiffTouchesOnlyChangedEntries(t *testing.T) {
 	if !reflect.DeepEqual(putKeys, wantPuts) || !reflect.DeepEqual(dels, wantDels) {
 		t.Fatalf("puts %x\ndels %x\nwant puts %x\ndels %x", putKeys, dels, wantPuts, wantDels)
 	}
-	if puts, dels := index.Diff(ix, p, "T", group, rest, before, before); len(puts)+len(dels) != 0 {
+	if puts, dels := index.Diff(ix, p, "T", group, rest, before, before, true); len(puts)+len(dels) != 0 {
 		t.Fatal("an unchanged document must write nothing")
 	}
 	// A delete removes every entry in both forms: the final one and the
 	// pending entry.
 	all := index.Entries(ix, p, "T", group, rest, before)
-	if puts, dels := index.Diff(ix, p, "T", group, rest, before, nil); len(puts) != 0 || len(dels) != len(all)+1 || !slices.ContainsFunc(dels, func(k []byte) bool { return bytes.Equal(k, pendingKey) }) {
+	if puts, dels := index.Diff(ix, p, "T", group, rest, before, nil, true); len(puts) != 0 || len(dels) != len(all)+1 || !slices.ContainsFunc(dels, func(k []byte) bool { return bytes.Equal(k, pendingKey) }) {
 		t.Fatalf("a delete removes every entry: %d puts %d dels of %d and the pending one", len(puts), len(dels), len(all))
+	}
+	// Written in the final form (a write of many documents): the changed
+	// text's terms, and the old pending key deleted; unchanged, nothing.
+	puts, dels = index.Diff(ix, p, "T", group, rest, before, after, false)
+	putKeys = putKeys[:0]
+	for _, e := range puts {
+		putKeys = append(putKeys, e.Key)
+	}
+	wantPuts = [][]byte{key("subject", "hello"), key("subject", "world"), key("tags", "c")}
+	sortKeys(wantPuts)
+	wantDels = [][]byte{key("subject", "hello"), key("subject", "world"), pendingKey, key("tags", "a")}
+	if !reflect.DeepEqual(putKeys, wantPuts) || !reflect.DeepEqual(dels, wantDels) {
+		t.Fatalf("final form: puts %x\ndels %x\nwant puts %x\ndels %x", putKeys, dels, wantPuts, wantDels)
+	}
+	if puts, dels := index.Diff(ix, p, "T", group, rest, before, before, false); len(puts)+len(dels) != 0 {
+		t.Fatal("an unchanged document must write nothing in the final form either")
 	}
 	start, end := index.GroupSpan(p, "T", group)
 	for _, e := range all {

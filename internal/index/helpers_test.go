@@ -19,6 +19,9 @@ type store struct {
 	table   string
 	indexes []schema.Index
 	docs    map[string]schema.Document // group+rest -> document
+	// final writes text entries in the final form, as a write of many
+	// documents does, instead of pending.
+	final bool
 }
 
 func newStore(t testing.TB, indexes []schema.Index) *store {
@@ -36,12 +39,14 @@ func (s *store) put(group, rest []byte, doc schema.Document) {
 	s.t.Helper()
 	id := string(group) + string(rest)
 	b := s.e.NewBatch()
-	puts, dels := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc)
-	for _, e := range puts {
-		b.Set(e.Key, e.Value)
-	}
+	puts, dels := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc, !s.final)
+	// Deletes first, as the partition applies them: a put of a key they
+	// name wins.
 	for _, k := range dels {
 		b.Delete(k)
+	}
+	for _, e := range puts {
+		b.Set(e.Key, e.Value)
 	}
 	dk := s.p.Document(s.table, append(append([]byte{}, group...), rest...))
 	if doc == nil {

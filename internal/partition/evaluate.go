@@ -266,9 +266,11 @@ type evaluation struct {
 	// index entries go with one range deletion.
 	cleared map[string]*schema.Table
 	group   []byte // encoded partition key of the request
-	// pendingPuts counts, by table, the pending text entries written (see
+	// pendingPuts counts, by table, the pending text entries written; final
+	// says text entries are written in the final form instead (see
 	// fold.go).
 	pendingPuts map[string]int
+	final       bool
 }
 
 func (ev *evaluation) load(table string, key []byte) (*pending, error) {
@@ -515,6 +517,9 @@ func (ev *evaluation) writeSet() (*WriteSet, error) {
 		}
 	}
 	slices.SortFunc(ps, func(a, b *pending) int { return a.sequence - b.sequence })
+	// A write of many documents writes their text entries in the final
+	// form: they would be folded at once (see fold.go).
+	ev.final = len(ps) >= foldDocs
 	ws := &WriteSet{Mtime: ev.now, Counters: ev.counters}
 	for _, p := range ps {
 		w := Write{Table: p.table, Key: p.key}
@@ -565,7 +570,7 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 		before = d
 	}
 	rest := p.key[len(ev.group):]
-	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc)
+	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, !ev.final)
 	x.Puts = slices.Grow(x.Puts, len(puts))
 	for _, e := range puts {
 		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})

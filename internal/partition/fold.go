@@ -29,10 +29,8 @@ import (
 // before the group is folded; a variable so tests can fold often.
 var foldAfter = 256
 
-// A fold writes foldDocs documents' entries per write set, and at most
-// foldRounds write sets per job (writes of the group go on meanwhile and
-// may add more; the next job takes them).
-const foldDocs, foldRounds = 64, 16
+// A fold writes foldDocs documents' entries per write set.
+const foldDocs = 64
 
 // maxFoldCounts bounds the groups whose count is kept: past it, the counts
 // start again (the groups left behind are folded when queries find their
@@ -42,7 +40,7 @@ const maxFoldCounts = 1 << 16
 type folding struct {
 	mu      sync.Mutex
 	counts  map[string]int  // table "\x00" group -> pending entries written since
-	running map[string]bool // folds queued or at work
+	running map[string]bool // folds at work; true: asked for again meanwhile
 	// drop: a fold holds it shared from before it reads which indexes are
 	// text until its write is applied; dropping an index takes it
 	// exclusively once its build is gone, so no fold writes entries of an
@@ -81,8 +79,8 @@ func (r *Replica) notePending(table string, group []byte, n int) {
 	}
 }
 
-// startFold folds group of table in the background, unless a fold of it
-// is already queued.
+// startFold folds group of table in the background; when a fold of it is
+// at work, that one goes over the group once more when it ends.
 func (r *Replica) startFold(table string, group []byte) {
 	k := table + "\x00" + string(group)
 	f := &r.folds
@@ -90,30 +88,39 @@ func (r *Replica) startFold(table string, group []byte) {
 	if f.running == nil {
 		f.running = map[string]bool{}
 	}
-	busy := f.running[k]
-	f.running[k] = true
+	_, busy := f.running[k]
+	f.running[k] = busy // asked again, if busy
 	f.mu.Unlock()
 	if busy {
 		return
 	}
 	group = append([]byte(nil), group...)
 	r.spawn(func() {
-		defer func() {
+		for {
+			ctx, cancel := context.WithTimeout(r.jobContext(), 10*time.Second)
+			// A failure (leadership lost, shutting down) leaves the
+			// entries pending, where queries read them: the next fold
+			// takes them.
+			err := r.Fold(ctx, table, group)
+			cancel()
 			f.mu.Lock()
-			delete(f.running, k)
+			again := f.running[k] && err == nil
+			if !again {
+				delete(f.running, k)
+			} else {
+				f.running[k] = false
+			}
 			f.mu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(r.jobContext(), 30*time.Second)
-		defer cancel()
-		// A failure (leadership lost, shutting down) leaves the entries
-		// pending, where queries read them: the next fold takes them.
-		r.Fold(ctx, table, group)
+			if !again {
+				return
+			}
+		}
 	})
 }
 
 // Fold folds the pending text entries of the document group group of
-// table into the term lists (up to foldRounds chunks of foldDocs
-// documents). It runs on the leader only; a replica that does not lead
+// table into the term lists, foldDocs documents per write set, until none
+// is left. It runs on the leader only; a replica that does not lead
 // returns its Lead error. It latches only the documents it folds, so the
 // group's other writes go on meanwhile.
 func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
@@ -129,13 +136,12 @@ func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 	if len(fields) == 0 {
 		return nil
 	}
-	for range foldRounds {
+	for {
 		more, err := r.foldChunk(ctx, table, group, fields)
 		if err != nil || !more {
 			return err
 		}
 	}
-	return nil
 }
 
 // foldChunk folds the first foldDocs pending entries of group.

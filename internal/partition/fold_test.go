@@ -291,3 +291,35 @@ func TestIncrementalBackupSkipsFolds(t *testing.T) {
 		}
 	}
 }
+
+func TestAWriteOfManyDocumentsWritesTheFinalForm(t *testing.T) {
+	defer setFoldAfter(4)()
+	f, msgs := foldFixture(t)
+	var ops []Operation
+	for i := range foldDocs {
+		ops = append(ops, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%5, " common"), "at": int64(i)}))
+	}
+	f.exec(t, ops...)
+	f.rep.WaitIndexJobs()
+	if n := pendingCount(t, f, msgs, "a"); n != 0 {
+		t.Fatalf("%d pending entries after a write of %d documents, want 0", n, foldDocs)
+	}
+	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
+		t.Fatalf("%d index entries, want the final form's %d", len(got), len(want))
+	}
+	if writes, _ := f.rep.FoldStats(); writes != 0 {
+		t.Fatalf("%d folds after a write in the final form, want 0", writes)
+	}
+	// One more document alone is pending again.
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "other words", "at": int64(1)}))
+	if n := pendingCount(t, f, msgs, "a"); n != 1 {
+		t.Fatalf("%d pending entries after one more write, want 1", n)
+	}
+	var want []int64
+	for i := int64(6); i < foldDocs; i += 5 {
+		want = append(want, i) // i%5 == 1, but document 1
+	}
+	if got := queryIDs(t, f, msgs, "a", "subject:word1", ""); !slices.Equal(got, want) {
+		t.Fatalf("subject:word1 = %v after document 1 lost the word, want %v", got, want)
+	}
+}

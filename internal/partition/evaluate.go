@@ -271,6 +271,7 @@ type evaluation struct {
 	// fold.go).
 	pendingPuts map[string]int
 	final       bool
+	folded      map[string]bool // by table: the group is marked folded
 }
 
 func (ev *evaluation) load(table string, key []byte) (*pending, error) {
@@ -570,7 +571,11 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 		before = d
 	}
 	rest := p.key[len(ev.group):]
-	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, !ev.final)
+	final, err := ev.finalForm(t)
+	if err != nil {
+		return err
+	}
+	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, !final)
 	x.Puts = slices.Grow(x.Puts, len(puts))
 	for _, e := range puts {
 		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
@@ -583,6 +588,30 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 	}
 	x.Deletes = append(x.Deletes, deletes...)
 	return nil
+}
+
+// finalForm reports whether the text entries of t's documents in the
+// request's group are written in the final form: in a write of many
+// documents, or in a group a fold has marked (see fold.go).
+func (ev *evaluation) finalForm(t *schema.Table) (bool, error) {
+	if ev.final {
+		return true, nil
+	}
+	if f, ok := ev.folded[t.Def.Name]; ok {
+		return f, nil
+	}
+	if !slices.ContainsFunc(t.Indexes(), func(ix schema.Index) bool { return ix.Kind == "text" }) {
+		return false, nil // nothing to write either way
+	}
+	_, err := ev.r.engine.GetShared(index.FoldedMark(ev.r.prefix, t.Def.Name, ev.group))
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return false, err
+	}
+	if ev.folded == nil {
+		ev.folded = map[string]bool{}
+	}
+	ev.folded[t.Def.Name] = err == nil
+	return err == nil, nil
 }
 
 // check evaluates a write's condition against the current document.

@@ -18,16 +18,27 @@ import (
 // of one per term. Once a document group's writes have added foldAfter of
 // them, a job on the leader folds the group's pending entries into the
 // term lists with the documents it folds latched, so no write of theirs
-// falls between what the fold reads and what it writes.
-// A fold changes no query's answer; it is replicated like any write set
-// (marked Fold, so an incremental backup knows it changed nothing) and
-// consumes an SCN with an empty change-log entry. A query that reads more
-// than twice foldAfter pending entries in one list asks for a fold too:
-// the counts are the leader's, in memory, and a new leader starts afresh.
+// falls between what the fold reads and what it writes, and marks the
+// group (index.FoldedMark): its writes write the final form from then on,
+// so a group is folded about once, when it outgrows a small collection.
+// A write of foldDocs documents or more writes the final form too. A fold
+// changes no query's answer; it is replicated like any write set (marked
+// Fold, so an incremental backup knows it changed nothing) and consumes an
+// SCN with an empty change-log entry. A query that reads more than twice
+// foldAfter pending entries in one list asks for a fold too: the counts
+// are the leader's, in memory, and a new leader starts afresh.
 
 // foldAfter is how many pending entries a document group's writes add
 // before the group is folded; a variable so tests can fold often.
 var foldAfter = 256
+
+// foldHook, when set, runs after a fold read the values it folds and
+// before it replicates them (tests).
+var foldHook func()
+
+// markFolds: a fold marks its group (a variable so a test can fold one
+// group again and again while its writes stay pending).
+var markFolds = true
 
 // A fold writes foldDocs documents' entries per write set.
 const foldDocs = 64
@@ -167,6 +178,10 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 		}
 	}()
 	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true}
+	if markFolds {
+		// The group's writes write the final form from now on.
+		ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: index.FoldedMark(r.prefix, table, group), Value: []byte{}})
+	}
 	for _, ref := range refs {
 		v, err := r.engine.GetShared(ref.Key)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -184,8 +199,11 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 		}
 		ws.Index.Deletes = append(ws.Index.Deletes, ref.Key)
 	}
-	if ws.Index.empty() {
+	if len(ws.Index.Deletes) == 0 {
 		return more, nil
+	}
+	if foldHook != nil {
+		foldHook()
 	}
 	if _, err := r.repl.Replicate(ctx, ws); err != nil {
 		held = !releaseWhenSettled(err, release)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/doppio-db/doppio/internal/index"
 	"github.com/doppio-db/doppio/internal/keys"
@@ -42,7 +43,8 @@ func foldFixture(t *testing.T) (*fixture, *schema.Table) {
 	return f, msgs
 }
 
-// indexSpan returns the index entries of box, key to value.
+// indexSpan returns the index entries of box, key to value (but the mark
+// of a folded group).
 func indexSpan(t *testing.T, f *fixture, tb *schema.Table, box string) map[string]string {
 	t.Helper()
 	group, _ := keys.EncodeTuple(keys.Tuple{box})
@@ -53,8 +55,11 @@ func indexSpan(t *testing.T, f *fixture, tb *schema.Table, box string) map[strin
 	}
 	defer it.Close()
 	out := map[string]string{}
+	mark := index.FoldedMark(f.rep.prefix, tb.Def.Name, group)
 	for ok := it.First(); ok; ok = it.Next() {
-		out[string(it.Key())] = string(it.Value())
+		if !bytes.Equal(it.Key(), mark) {
+			out[string(it.Key())] = string(it.Value())
+		}
 	}
 	return out
 }
@@ -147,39 +152,66 @@ func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T)
 		t.Fatalf("FoldStats = %d write sets, %d documents; want 1, 4", writes, docs)
 	}
 	check("folded")
-	// A folded document updated and one deleted: their term entries go,
-	// the update's text is pending again.
+	// The group is marked folded: a folded document updated, one deleted
+	// and one inserted write the final form.
 	f.exec(t, put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "dinner on saturday", "at": int64(0)}))
 	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", int64(3)}})
-	if n := pendingCount(t, f, msgs, "a"); n != 1 {
-		t.Fatalf("%d pending entries after an update, want 1", n)
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(5)}, schema.Document{"subject": "sunday brunch", "at": int64(5)}))
+	f.rep.WaitIndexJobs()
+	if n := pendingCount(t, f, msgs, "a"); n != 0 {
+		t.Fatalf("%d pending entries after writes to a folded group, want 0", n)
+	}
+	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
+		t.Fatalf("after writes to a folded group: %d index entries, want the live documents' %d", len(got), len(want))
 	}
 	for _, c := range []struct {
 		q    string
 		want []int64
-	}{{"subject:lunch", []int64{4}}, {"subject:saturday", []int64{1}}, {"subject:friday", nil}, {"subject:budget", []int64{2}}} {
+	}{{"subject:lunch", []int64{4}}, {"subject:saturday", []int64{1}}, {"subject:friday", nil}, {"subject:budget", []int64{2}}, {"subject:brunch", []int64{5}}} {
 		if got := queryIDs(t, f, msgs, "a", c.q, ""); !slices.Equal(got, c.want) {
 			t.Errorf("after an update and a delete: %s = %v, want %v", c.q, got, c.want)
 		}
 	}
-	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
-	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
-		t.Fatal(err)
+	if writes, _ := f.rep.FoldStats(); writes != 1 {
+		t.Fatalf("%d fold write sets after writes to a folded group, want still 1", writes)
 	}
-	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
-		t.Fatalf("after an update, a delete and a fold: %d index entries, want the live documents' %d", len(got), len(want))
+	// A group deleted whole loses its mark with its entries.
+	f.exec(t, Operation{Kind: DeleteCollection, Table: msgs, Key: keys.Tuple{"a"}})
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "fresh start", "at": int64(0)}))
+	if n := pendingCount(t, f, msgs, "a"); n != 1 {
+		t.Fatalf("%d pending entries in a group deleted and written again, want 1", n)
 	}
 }
 
 // TestFoldsRacingWritesLeaveExactlyTheLiveEntries folds after every other
-// write while writers replace and delete the same documents: a fold that
-// wrote the terms of a version a writer had replaced (or of a deleted
+// write, and in a loop besides, while writers replace and delete the same
+// documents (the group is not marked, so their text stays pending): a fold
+// that wrote the terms of a version a writer had replaced (or of a deleted
 // document) would leave entries no live document has.
 func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 	defer setFoldAfter(2)()
+	markFolds = false
+	defer func() { markFolds = true }()
 	f, msgs := foldFixture(t)
 	words := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
+	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
 	var wg sync.WaitGroup
+	done := make(chan struct{})
+	folded := make(chan struct{})
+	go func() {
+		defer close(folded)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -204,9 +236,10 @@ func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(done)
+	<-folded
 	f.rep.WaitIndexJobs()
 	// The answers, with some entries pending and some folded.
-	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
 	docs, _, err := f.rep.Scan(msgs.Def.Name, group, nil, 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +267,40 @@ func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 				t.Errorf("stale entry %x", k)
 			}
 		}
+		t.Fatalf("%d index entries, want the live documents' %d", len(got), len(want))
+	}
+}
+
+// TestAWriteDuringAFoldWaitsForIt replaces a document's text while a fold
+// holds its old text read and not yet written: the write must wait for the
+// fold, then delete the terms the fold wrote.
+func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
+	defer setFoldAfter(1 << 20)()
+	f, msgs := foldFixture(t)
+	for i := range 3 {
+		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": "old words", "at": int64(i)}))
+	}
+	wrote := make(chan error, 1)
+	foldHook = func() {
+		foldHook = nil
+		go func() {
+			_, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "new text", "at": int64(1)})}})
+			wrote <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // long enough for an unlatched write to land
+	}
+	defer func() { foldHook = nil }()
+	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
+	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if got := queryIDs(t, f, msgs, "a", "subject:old", ""); !slices.Equal(got, []int64{0, 2}) {
+		t.Fatalf("subject:old = %v, want [0 2]: document 1's old text is still indexed", got)
+	}
+	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
 		t.Fatalf("%d index entries, want the live documents' %d", len(got), len(want))
 	}
 }

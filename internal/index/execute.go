@@ -170,16 +170,8 @@ type executor struct {
 	// to read them when it needs them), the group's pending entries of
 	// each text field the query reads; pendingSeen is the most pending
 	// entries read in one list.
-	pending     map[string]*pendingList
+	pending     map[string]map[string][]byte // field -> document key rest -> value
 	pendingSeen int
-}
-
-// pendingList is the pending entries of one text list of the group (of the
-// documents under restPrefix): their document key rests and values.
-type pendingList struct {
-	rests  [][]byte
-	values [][]byte
-	at     map[string]int // rest -> index
 }
 
 // read counts one entry read by eval; false once past the budget.
@@ -249,35 +241,19 @@ func (e *executor) loadPending(q Op) error {
 	list := e.list(field)
 	lower, upper := PendingSpan(list)
 	lower = append(lower, e.restPrefix...)
-	pl := &pendingList{}
-	var data []byte
-	var ends []int
+	values := map[string][]byte{}
 	e.it.SetBounds(lower, upper)
 	for ok := e.it.First(); ok && bytes.HasPrefix(e.it.Key()[len(list)+1:], e.restPrefix); ok = e.it.Next() {
-		data = append(data, e.it.Key()[len(list)+1:]...)
-		ends = append(ends, len(data))
-		data = append(data, e.it.Value()...)
-		ends = append(ends, len(data))
+		values[string(e.it.Key()[len(list)+1:])] = slices.Clone(e.it.Value())
 	}
 	if err := e.it.Error(); err != nil {
 		return err
 	}
-	pl.at = make(map[string]int, len(ends)/2)
-	for i := 0; i < len(ends); i += 2 {
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		rest := data[start:ends[i]:ends[i]]
-		pl.at[string(rest)] = len(pl.rests)
-		pl.rests = append(pl.rests, rest)
-		pl.values = append(pl.values, data[ends[i]:ends[i+1]:ends[i+1]])
-	}
 	if e.pending == nil {
-		e.pending = make(map[string]*pendingList)
+		e.pending = make(map[string]map[string][]byte)
 	}
-	e.pending[field] = pl
-	e.pendingSeen = max(e.pendingSeen, len(pl.rests))
+	e.pending[field] = values
+	e.pendingSeen = max(e.pendingSeen, len(values))
 	return nil
 }
 

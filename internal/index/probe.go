@@ -106,11 +106,9 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 		return true, nil
 	case Equal:
 		if term, ok := q.Value.(string); ok && q.Text {
-			if pl := e.pending[q.Field]; pl != nil {
-				if i, ok := pl.at[string(rest)]; ok {
-					pos, err := pendingPositions(pl.values[i], term)
-					return pos != nil, err
-				}
+			if v, ok := e.pending[q.Field][string(rest)]; ok {
+				pos, err := pendingPositions(v, term)
+				return pos != nil, err
 			}
 		}
 		k, ok := AppendValue(append((*key)[:0], e.list(q.Field)...), q.Value)

@@ -19,10 +19,13 @@ import (
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
-func setFoldAfter(n int) (restore func()) {
+// setFoldAfter sets foldAfter for the test. Call it before foldFixture:
+// cleanups run last first, so it is restored after the fixture's fold
+// jobs, which read it, have ended.
+func setFoldAfter(t *testing.T, n int) {
 	old := foldAfter
 	foldAfter = n
-	return func() { foldAfter = old }
+	t.Cleanup(func() { foldAfter = old })
 }
 
 const foldSchema = `{"type":"record","name":"M","fields":[
@@ -101,7 +104,7 @@ func foldedEntries(t *testing.T, f *fixture, tb *schema.Table, box string) map[s
 }
 
 func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T) {
-	defer setFoldAfter(4)()
+	setFoldAfter(t, 4)
 	f, msgs := foldFixture(t)
 	subjects := []string{"lunch on friday", "budget review", "friday lunch menu", "team lunch"}
 	for i, s := range subjects[:3] {
@@ -189,9 +192,9 @@ func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T)
 // that wrote the terms of a version a writer had replaced (or of a deleted
 // document) would leave entries no live document has.
 func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
-	defer setFoldAfter(2)()
+	setFoldAfter(t, 2)
 	markFolds = false
-	defer func() { markFolds = true }()
+	t.Cleanup(func() { markFolds = true }) // after the fixture's jobs
 	f, msgs := foldFixture(t)
 	words := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
 	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
@@ -275,7 +278,7 @@ func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 // holds its old text read and not yet written: the write must wait for the
 // fold, then delete the terms the fold wrote.
 func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
-	defer setFoldAfter(1 << 20)()
+	setFoldAfter(t, 1<<20)
 	f, msgs := foldFixture(t)
 	for i := range 3 {
 		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": "old words", "at": int64(i)}))
@@ -289,7 +292,7 @@ func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
 		}()
 		time.Sleep(100 * time.Millisecond) // long enough for an unlatched write to land
 	}
-	defer func() { foldHook = nil }()
+	t.Cleanup(func() { foldHook = nil })
 	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
 	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
 		t.Fatal(err)
@@ -327,7 +330,7 @@ func TestAFoldCarriesItsFlagThroughTheLog(t *testing.T) {
 }
 
 func TestIncrementalBackupSkipsFolds(t *testing.T) {
-	defer setFoldAfter(1 << 20)()
+	setFoldAfter(t, 1<<20)
 	f, msgs := foldFixture(t)
 	for i := range 6 {
 		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%3, " common"), "at": int64(i)}))
@@ -360,7 +363,7 @@ func TestIncrementalBackupSkipsFolds(t *testing.T) {
 }
 
 func TestAWriteOfManyDocumentsWritesTheFinalForm(t *testing.T) {
-	defer setFoldAfter(4)()
+	setFoldAfter(t, 4)
 	f, msgs := foldFixture(t)
 	var ops []Operation
 	for i := range foldDocs {

@@ -21,6 +21,8 @@ type route struct {
 	// stream routes answer for as long as the client reads: no request
 	// deadline.
 	stream bool
+	// series are the route's metric series (see Server.record).
+	series routeSeries
 }
 
 // params are the values of a matched route's path parameters.

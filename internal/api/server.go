@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -179,8 +180,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(sw, r, err)
 	}
-	s.requests.WithLabelValues(pattern, methodLabel(r.Method), strconv.Itoa(sw.status())).Inc()
-	s.latency.WithLabelValues(pattern, methodLabel(r.Method)).Observe(time.Since(start).Seconds())
+	s.record(rt, pattern, r.Method, sw.status(), start)
+}
+
+// routeSeries caches a route's metric series for requests of its own
+// method: WithLabelValues hashes its labels on every call, and formatting
+// the status allocated (together some 1.6% of a read's server CPU).
+type routeSeries struct {
+	once    sync.Once
+	latency prometheus.Observer
+	codes   sync.Map // status -> prometheus.Counter
+}
+
+// record counts a request and its latency under its route (pattern),
+// method and status; rt is the matched route, or nil.
+func (s *Server) record(rt *route, pattern, method string, status int, start time.Time) {
+	d := time.Since(start).Seconds()
+	if rt == nil || method != rt.method {
+		s.requests.WithLabelValues(pattern, methodLabel(method), strconv.Itoa(status)).Inc()
+		s.latency.WithLabelValues(pattern, methodLabel(method)).Observe(d)
+		return
+	}
+	rs := &rt.series
+	rs.once.Do(func() { rs.latency = s.latency.WithLabelValues(rt.pattern, rt.method) })
+	rs.latency.Observe(d)
+	c, ok := rs.codes.Load(status)
+	if !ok {
+		c, _ = rs.codes.LoadOrStore(status, s.requests.WithLabelValues(rt.pattern, rt.method, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // HTTPServer returns the server for this handler: plain requests are

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDebugListenerServesTheStorageReport: with --pprof, the node's debug
@@ -23,10 +25,15 @@ func TestDebugListenerServesTheStorageReport(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	status, body := get("http://" + debug + "/debug/pebble")
-	if status != 200 {
-		t.Fatalf("/debug/pebble: %d %q", status, body)
-	}
+	// The node logs that it is ready just before the command registers it
+	// with the debug listener, which answers 503 until then (make test
+	// failed once on that window).
+	var status int
+	var body string
+	waitFor(t, 10*time.Second, "/debug/pebble answers", func() (bool, string) {
+		status, body = get("http://" + debug + "/debug/pebble")
+		return status == 200, fmt.Sprintf("%d %q", status, body)
+	})
 	for _, want := range []string{"level", "WAL:", "Flushes:", "Compactions:", "Block cache:"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the report lacks %q:\n%s", want, body)

@@ -74,8 +74,10 @@ torture:
 
 # YCSB A-F against Doppio (1 node; 3 nodes x 3 replicas), PostgreSQL and
 # MariaDB in one run, durable settings; needs Java 17 + Maven (installs the
-# databases with apt-get when absent); writes docs/benchmarks/ycsb/.
+# databases with apt-get when absent); writes docs/benchmarks/ycsb/, then
+# runs again with the client under SCHED_BATCH into docs/benchmarks/ycsb/client-batch/.
 # YCSB_FLAGS=-quick for a smoke run; `go run ./bench/ycsb -h` lists the flags.
 .PHONY: bench-ycsb
 bench-ycsb:
 	$(GO) run ./bench/ycsb $(YCSB_FLAGS)
+	$(GO) run ./bench/ycsb -client-sched batch -out docs/benchmarks/ycsb/client-batch $(YCSB_FLAGS)

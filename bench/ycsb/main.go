@@ -41,6 +41,7 @@ type config struct {
 	Out         string
 	Dir         string
 	Quick       bool
+	ClientSched string
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.Int64Var(&c.RowCache, "doppio-row-cache", 512<<20, "each Doppio node's --row-cache-bytes; with Pebble's 512 MiB block cache, 1 GiB of caches, as PostgreSQL's shared_buffers and MariaDB's buffer pool")
 	flag.StringVar(&c.Out, "out", "docs/benchmarks/ycsb", "report directory")
 	flag.StringVar(&c.Dir, "dir", "", "working directory for the stores' data (default a new temporary directory, removed after)")
+	flag.StringVar(&c.ClientSched, "client-sched", "normal", "the YCSB JVM's Linux scheduling policy, the same for every store: normal (SCHED_OTHER) or batch (SCHED_BATCH through chrt: its threads take their fair share of the CPUs but do not preempt a running thread when they wake, as a client on another machine would not)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke run: 5,000 records, 3 s per workload, 8 threads; report under -out/quick")
 	flag.Parse()
 	set := map[string]bool{}
@@ -87,6 +89,9 @@ func main() {
 	}
 	if c.DoppioHTTP != "socket" && c.DoppioHTTP != "jdk" {
 		fatalf("-doppio-http must be socket or jdk")
+	}
+	if c.ClientSched != "batch" && c.ClientSched != "normal" {
+		fatalf("-client-sched must be batch or normal")
 	}
 	if c.Routing != "smart" && c.Routing != "node" {
 		fatalf("-doppio-routing must be smart or node")
@@ -219,6 +224,7 @@ func runAll(ctx context.Context, c config, args string) error {
 		FieldLen: c.FieldLength,
 		Threads:  c.Threads,
 		Duration: c.Duration,
+		Sched:    c.ClientSched,
 		Settings: map[string]string{},
 	}
 	// Every store is started and loaded first; then each workload runs on
@@ -327,7 +333,7 @@ func startStore(ctx context.Context, c config, res *results, jar, bin, work, id 
 	// faster (Doppio's and the databases' commits group more writes).
 	loadThreads := c.Threads * 4
 	logf("%s: loading %d records with %d threads", id, c.Records, loadThreads)
-	lr, err := runYCSB(ctx, jar, class, "-load", loadProps, loadThreads, filepath.Join(dir, "load.out"))
+	lr, err := runYCSB(ctx, c.ClientSched, jar, class, "-load", loadProps, loadThreads, filepath.Join(dir, "load.out"))
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -358,7 +364,7 @@ func (sr *storeRun) run(ctx context.Context, c config, res *results, jar string,
 		}()
 	}
 	logf("%s: workload %s (%s), %d threads, %s", sr.id, w.Name, w.Title, c.Threads, c.Duration)
-	r, err := runYCSB(ctx, jar, sr.class, "-t", p, c.Threads, filepath.Join(sr.dir, "workload"+w.Name+".out"))
+	r, err := runYCSB(ctx, c.ClientSched, jar, sr.class, "-t", p, c.Threads, filepath.Join(sr.dir, "workload"+w.Name+".out"))
 	if err != nil {
 		return err
 	}
@@ -396,9 +402,10 @@ func (r ycsbRun) as(store, workload string, threads int) *runResult {
 		ClientCPU: r.clientCPU}
 }
 
-// runYCSB runs site.ycsb.Client in a JVM and parses its summary; the full
-// output is kept in outPath.
-func runYCSB(ctx context.Context, jar, class, phase string, props map[string]string, threads int, outPath string) (ycsbRun, error) {
+// runYCSB runs site.ycsb.Client in a JVM under the scheduling policy sched
+// (see -client-sched) and parses its summary; the full output is kept in
+// outPath.
+func runYCSB(ctx context.Context, sched, jar, class, phase string, props map[string]string, threads int, outPath string) (ycsbRun, error) {
 	args := []string{"-Xms512m", "-Xmx1g", "-cp", jar, "site.ycsb.Client", phase, "-db", class, "-threads", strconv.Itoa(threads), "-s"}
 	keys := make([]string, 0, len(props))
 	for k := range props {
@@ -416,7 +423,12 @@ func runYCSB(ctx context.Context, jar, class, phase string, props map[string]str
 		return r, err
 	}
 	defer f.Close()
-	cmd := exec.CommandContext(ctx, "java", args...)
+	args = append([]string{"java"}, args...)
+	if sched == "batch" {
+		// Every thread of the JVM inherits the policy from its start.
+		args = append([]string{"chrt", "--batch", "0"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Stdout = f
 	cmd.Stderr = f
 	if err := cmd.Run(); err != nil {
@@ -424,7 +436,7 @@ func runYCSB(ctx context.Context, jar, class, phase string, props map[string]str
 		if len(tail) > 2000 {
 			tail = tail[len(tail)-2000:]
 		}
-		return r, fmt.Errorf("java %s: %w\n%s", strings.Join(args, " "), err, tail)
+		return r, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail)
 	}
 	r.wall = time.Since(start)
 	r.loadAfter = loadAvg()

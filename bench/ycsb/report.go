@@ -33,6 +33,7 @@ type results struct {
 	FieldLen int
 	Threads  int
 	Duration time.Duration
+	Sched    string            // the YCSB JVM's scheduling policy (-client-sched)
 	Settings map[string]string // store id -> exact settings
 	Runs     []*runResult
 }
@@ -235,6 +236,7 @@ func report(r *results) string {
 		r.Machine.Doppio, r.Machine.Go, r.Machine.Postgres, r.Machine.MariaDB, r.Machine.Java, ycsbVersion, pgJDBCVersion, mariaJDBCVesion)
 	w("**Data**: %d records of %d fields × %d bytes loaded into each store (YCSB keys `user<hash>`, `insertorder=hashed`); %d client threads for every workload (4× that for the load, not compared); each workload runs %s (`maxexecutiontime`, operation count unbounded) on every store back to back (all stores are started and loaded first and stay up; before each run the harness waits until the CPUs are at least 85%% idle for two seconds in a row, at most 45 s, so that no store is measured while another still flushes, checkpoints or compacts the previous run's writes), workloads in the order %s on the loaded data; `readallfields=true`, `writeallfields=false` (an update writes one field). Latencies in milliseconds, p50 / p99 / p99.9, from YCSB's HdrHistogram.\n\n",
 		r.Records, r.Fields, r.FieldLen, r.Threads, r.Duration, strings.Join(r.workloadsRun(), ", "))
+	w("**The client's scheduling**: %s\n\n", schedNote(r.Sched))
 	w("**Settings** (durability on everywhere: a write is acknowledged after it is on disk):\n\n")
 	for _, id := range r.stores() {
 		w("- **%s**: %s\n", label(id), r.Settings[id])
@@ -382,4 +384,17 @@ func writeReport(r *results, out string) error {
 	}
 	return writeBars(r, filepath.Join(out, "read-p99.png"), "YCSB read p99 latency, scan in E (lower is better)", "ms",
 		func(x *runResult, w string) float64 { return p99(x, w) / 1000 })
+}
+
+// schedNote says under which Linux scheduling policy the YCSB JVM ran.
+func schedNote(sched string) string {
+	if sched == "batch" {
+		return "the YCSB JVM runs under `SCHED_BATCH` (`chrt --batch 0`, `-client-sched batch`) against every store. " +
+			"Its threads take their fair share of the CPUs, but a thread that wakes (its answer arrived) does not preempt the thread running on its CPU, " +
+			"as a client on another machine would not. The report run under the default policy is `../README.md`; ANALYSIS.md compares the two."
+	}
+	return "the YCSB JVM runs under the default policy (`SCHED_OTHER`) against every store: the client shares the two CPUs with the store, " +
+		"and a client thread that wakes (its answer arrived) may preempt the store's thread on its CPU in the middle of a request. " +
+		"That costs a store with a few busy threads (Doppio: two Go threads serve every connection) more than one with a thread per connection. " +
+		"The same run with the client under `SCHED_BATCH` (no wake-up preemption) is `client-batch/README.md`; ANALYSIS.md compares the two."
 }

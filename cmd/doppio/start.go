@@ -109,11 +109,11 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 func runNode(cmd *cobra.Command, cfg node.Config) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg.Opened = running.Store
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	running.Store(n)
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down")
 	return n.Close()

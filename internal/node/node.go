@@ -75,6 +75,10 @@ type Config struct {
 	// operator adds it (`doppio cluster add`), unless it already has an
 	// intent (it was added before and restarted).
 	Standby bool
+	// Opened, when set, is called once the node is open, before /readyz
+	// answers 200: what a caller keeps of the node (the command's debug
+	// listener) is there by the time the node says it is ready.
+	Opened func(*Node)
 	Logger  *slog.Logger
 
 	// CheckInterval is how long after a partition's last consistency
@@ -184,6 +188,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// restarted node serves its partitions at once.
 	n.reconcile(ctx)
 	n.findOrphans()
+	if cfg.Opened != nil {
+		cfg.Opened(n)
+	}
 	n.api.SetReady(true)
 	n.wg.Add(6)
 	go n.checkLoop()

@@ -79,7 +79,7 @@ type Config struct {
 	// answers 200: what a caller keeps of the node (the command's debug
 	// listener) is there by the time the node says it is ready.
 	Opened func(*Node)
-	Logger  *slog.Logger
+	Logger *slog.Logger
 
 	// CheckInterval is how long after a partition's last consistency
 	// check its leader checks it again (0: never; POST /_cluster/check

@@ -111,7 +111,12 @@ func toBleve(m Message) (bleveDoc, error) {
 	if err != nil {
 		return bleveDoc{}, err
 	}
-	return bleveDoc{Body: m.Body, SenderID: m.SenderID, IsInbox: m.IsInbox, CreatedOn: float64(m.CreatedOn), Src: string(src)}, nil
+	return bleveDocOf(m, src), nil
+}
+
+// bleveDocOf is what Bleve indexes of m, whose JSON is src.
+func bleveDocOf(m Message, src []byte) bleveDoc {
+	return bleveDoc{Body: m.Body, SenderID: m.SenderID, IsInbox: m.IsInbox, CreatedOn: float64(m.CreatedOn), Src: string(src)}
 }
 
 // Load creates the mailbox's index and writes its messages in batches of
@@ -154,6 +159,11 @@ func (s *bleveSystem) Insert(ctx context.Context, mailbox string, id int64, m Me
 	if err != nil {
 		return err
 	}
+	return s.insert(idx, id, d)
+}
+
+// insert writes d as one durable batch.
+func (s *bleveSystem) insert(idx bleve.Index, id int64, d bleveDoc) error {
 	b := idx.NewBatch()
 	if err := b.Index(strconv.FormatInt(id, 10), d); err != nil {
 		return err

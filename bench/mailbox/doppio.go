@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -20,8 +18,7 @@ import (
 type doppioSystem struct {
 	dir  string
 	node *node.Node
-	base string
-	hc   *http.Client
+	restClient
 }
 
 const doppioDB = "MailboxDB"
@@ -31,14 +28,7 @@ func openDoppio(ctx context.Context, dir string, clients, partitions int) (*dopp
 	if err != nil {
 		return nil, fmt.Errorf("start doppio node: %w", err)
 	}
-	s := &doppioSystem{
-		dir:  dir,
-		node: n,
-		base: "http://" + n.Addr(),
-		hc: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
-			MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 4 * clients, IdleConnTimeout: time.Minute,
-		}},
-	}
+	s := &doppioSystem{dir: dir, node: n, restClient: newRESTClient("http://"+n.Addr(), clients)}
 	if err := s.waitReady(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -67,45 +57,6 @@ func (s *doppioSystem) waitReady(ctx context.Context) error {
 }
 
 func (s *doppioSystem) Name() string { return "Doppio" }
-
-// do sends one request and returns the body, or an error naming the status
-// and the problem document when the status is not one of ok.
-func (s *doppioSystem) do(ctx context.Context, method, path string, body []byte, ok ...int) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var b []byte
-	if n := resp.ContentLength; n >= 0 && n <= 64<<20 {
-		// One allocation of the announced size (io.ReadAll doubles its way
-		// up: 64 KiB of garbage for a 27 KiB query page).
-		b = make([]byte, n)
-		_, err = io.ReadFull(resp.Body, b)
-	} else {
-		b, err = io.ReadAll(resp.Body)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, st := range ok {
-		if resp.StatusCode == st {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
-}
 
 type doppioOp struct {
 	Op       string  `json:"op"`
@@ -216,22 +167,7 @@ func (s *doppioSystem) query(ctx context.Context, mailbox, q string, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	keys, docs, err := parsePage(b)
-	if err != nil {
-		return nil, err
-	}
-	hits := make([]Hit, len(docs))
-	for i, doc := range docs {
-		if len(keys[i]) != 2 {
-			return nil, fmt.Errorf("query answer: key %q has %d parts", keys[i], len(keys[i]))
-		}
-		id, err := parseID(string(bytes.Trim(keys[i][1], `"`)))
-		if err != nil {
-			return nil, err
-		}
-		hits[i] = Hit{ID: id, Doc: doc}
-	}
-	return hits, nil
+	return pageHits(b)
 }
 
 func (s *doppioSystem) DiskBytes() int64 { return dirBytes(s.dir) }

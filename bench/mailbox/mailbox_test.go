@@ -9,8 +9,9 @@ import (
 )
 
 // TestQuickRunAgainstDoppio runs the benchmark end to end against a real
-// Doppio node at quick sizes: load, the brute-force check of both queries,
-// every mix without errors, and the report and plot written.
+// Doppio node and Bleve behind its HTTP server at quick sizes: load, the
+// brute-force check of both queries, every mix without errors, and the
+// report (with Doppio's ratios to Bleve) and plot written.
 func TestQuickRunAgainstDoppio(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Doppio node and runs a few thousand requests; skipped with -short")
@@ -21,7 +22,7 @@ func TestQuickRunAgainstDoppio(t *testing.T) {
 	b.Messages, b.Sessions = 500, 4
 	out := t.TempDir()
 	cfg := config{
-		Systems:  []string{"doppio"},
+		Systems:  []string{"doppio", "bleve-http"},
 		Sets:     []setSpec{a, b},
 		Clients:  4,
 		Seed:     7,
@@ -40,7 +41,7 @@ func TestQuickRunAgainstDoppio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Set A: 10 mailboxes of 100 messages", "## Set B: 2 mailboxes of 500 messages", "| 100% | Doppio |"} {
+	for _, want := range []string{"## Set A: 10 mailboxes of 100 messages", "## Set B: 2 mailboxes of 500 messages", "| 100% | Doppio |", "| 100% | Bleve over HTTP |", "Doppio/Bleve over HTTP all |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("mailbox.md lacks %q:\n%s", want, md)
 		}

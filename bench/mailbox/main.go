@@ -1,8 +1,9 @@
 // Command mailbox is the MailboxDB benchmark of the Espresso paper's
 // section 7.4 (Figure 7): the same mailbox workload against Doppio's prefix
 // index (a real node, REST over loopback), Bleve with one index per mailbox
-// (in-process) and PostgreSQL with JSONB documents (pgx over a Unix socket),
-// durability on for all three.
+// (behind a loopback HTTP server with the same requests and answers, and
+// in-process) and PostgreSQL with JSONB documents (pgx over a Unix socket),
+// durability on for all.
 //
 // It loads two data sets (A: small mailboxes, B: large mailboxes), runs
 // sessions of 10 requests on uniformly chosen mailboxes at write shares of
@@ -49,7 +50,7 @@ type config struct {
 
 func main() {
 	var (
-		systems   = flag.String("systems", "doppio,bleve,postgres", "systems to run, comma-separated: doppio, bleve, postgres")
+		systems   = flag.String("systems", "doppio,bleve-http,bleve,postgres", "systems to run, comma-separated: doppio, bleve-http (Bleve behind a loopback HTTP server), bleve (in-process), postgres")
 		sets      = flag.String("sets", "A,B", "data sets to run, comma-separated")
 		aBoxes    = flag.Int("a-mailboxes", 1000, "set A: number of small mailboxes")
 		aMsgs     = flag.Int("a-messages", 100, "set A: messages per mailbox")
@@ -182,8 +183,8 @@ type results struct {
 
 func runBenchmark(ctx context.Context, cfg config) error {
 	for _, s := range cfg.Systems {
-		if !slices.Contains([]string{"doppio", "bleve", "postgres"}, s) {
-			return fmt.Errorf("unknown system %q (want doppio, bleve or postgres)", s)
+		if !slices.Contains([]string{"doppio", "bleve", "bleve-http", "postgres"}, s) {
+			return fmt.Errorf("unknown system %q (want doppio, bleve, bleve-http or postgres)", s)
 		}
 	}
 	work := cfg.WorkDir
@@ -253,6 +254,8 @@ func openSystem(ctx context.Context, cfg config, name, dir string) (System, erro
 		return openDoppio(ctx, dir, cfg.Clients, cfg.Parts)
 	case "bleve":
 		return openBleve(dir)
+	case "bleve-http":
+		return openBleveHTTP(dir, cfg.Clients)
 	case "postgres":
 		return openPostgres(ctx, dir, cfg.Clients, cfg.Progress)
 	}

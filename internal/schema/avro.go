@@ -245,8 +245,11 @@ type plan struct {
 
 type planField struct {
 	name string // reader field name; "" to skip
-	w    *node  // writer field type, for skipping
-	p    *plan
+	// jsonKey is name as a JSON member name with its colon, `"name":`,
+	// what the renderer writes before the value.
+	jsonKey string
+	w       *node // writer field type, for skipping
+	p       *plan
 }
 
 type planKey struct{ w, r *node }
@@ -344,7 +347,7 @@ func (p *plan) planRecord(memo map[planKey]*plan) error {
 			continue
 		}
 		taken[ri] = true
-		p.fields = append(p.fields, planField{name: rf.name, w: wf.typ, p: fp})
+		p.fields = append(p.fields, planField{name: rf.name, jsonKey: string(appendJSONString(nil, rf.name)) + ":", w: wf.typ, p: fp})
 	}
 	for i, rf := range p.r.fields {
 		if taken[i] {

@@ -163,8 +163,7 @@ func (p *plan) transcode(dst []byte, rd *reader) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, f.name)
-			dst = append(dst, ':')
+			dst = append(dst, f.jsonKey...)
 			var err error
 			if dst, err = f.p.transcode(dst, rd); err != nil {
 				return nil, err

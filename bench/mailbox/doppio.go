@@ -173,6 +173,6 @@ func (s *doppioSystem) query(ctx context.Context, mailbox, q string, limit int) 
 func (s *doppioSystem) DiskBytes() int64 { return dirBytes(s.dir) }
 
 func (s *doppioSystem) Close() error {
-	s.hc.CloseIdleConnections()
+	s.restClient.close()
 	return s.node.Close()
 }

@@ -11,10 +11,11 @@ import (
 
 // TestEveryAnswerIsCounted: a request answered by a route (of its own
 // method, whose series the route keeps, twice with one status and once
-// with another, or HEAD on a GET route), one that matches none, one whose target is not a valid URI (answered before
-// routing) and one with a made-up method (counted as OTHER, so that such
-// methods cannot grow /metrics) each count once in the request counter,
-// under its route and status, and once in the latency histogram.
+// with another, or HEAD on a GET route), one that matches none, one whose
+// target is not a valid URI (answered before routing) and one with a
+// made-up method (counted as OTHER, so that such methods cannot grow
+// /metrics) each count once in the request counter, under its route and
+// status, and once in the latency histogram.
 func TestEveryAnswerIsCounted(t *testing.T) {
 	if a := send(t, "PUT", "/_schemas/metricsdb", `{"partitions":1}`); a.status/100 != 2 {
 		t.Fatalf("create database: %d %s", a.status, a.body)

@@ -80,8 +80,8 @@ func entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 // batches; a write of many documents at once writes the final form
 // (pending unset) and needs no fold. Either way, a text value that changes
 // (or goes) deletes both forms of the old one, since which form it is in
-// is not known here (a put of a key the deletes name wins: puts are
-// applied last); an unchanged one is left in its form.
+// is not known here (in the final form, the old terms the new value
+// keeps are put, not deleted); an unchanged one is left in its form.
 func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, pending bool) (puts []Entry, deletes [][]byte) {
 	old := entries(indexes, prefix, table, group, rest, before, true)
 	cur := entries(indexes, prefix, table, group, rest, after, true)
@@ -117,8 +117,11 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 		}
 	}
 	if !pending {
-		// The text values that changed are written in the final form.
+		// The text values that changed are written in the final form. A
+		// term the old value had too is put again: its delete would only
+		// add a tombstone under the put.
 		final := make([]Entry, 0, len(puts))
+		var rewritten map[string]bool
 		for _, e := range puts {
 			if e.pending == 0 {
 				final = append(final, e)
@@ -126,8 +129,19 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 			}
 			folded, _ := Fold(e.Key[:e.pending], e.Key[e.pending+1:], e.Value)
 			final = append(final, folded...)
+			if len(deletes) > 0 {
+				if rewritten == nil {
+					rewritten = make(map[string]bool, len(folded))
+				}
+				for _, f := range folded {
+					rewritten[string(f.Key)] = true
+				}
+			}
 		}
 		puts = final
+		if rewritten != nil {
+			deletes = slices.DeleteFunc(deletes, func(k []byte) bool { return rewritten[string(k)] })
+		}
 	}
 	return puts, deletes
 }

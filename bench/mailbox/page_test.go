@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
@@ -120,4 +121,34 @@ func BenchmarkPageDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSpecialFindsEveryByteStringsEscape: the eight-byte test agrees with
+// the byte table on words holding each byte value at each position, and on
+// random words.
+func TestSpecialFindsEveryByteStringsEscape(t *testing.T) {
+	check := func(w [8]byte) {
+		want := false
+		for _, c := range w {
+			want = want || !plain[c]
+		}
+		if got := special(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("special(%q) = %v, want %v", w, got, want)
+		}
+	}
+	for c := range 256 {
+		for at := range 8 {
+			w := [8]byte{'a', 'b', 0xc3, 0xa9, ' ', '~', 0x7f, 0xff}
+			w[at] = byte(c)
+			check(w)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		var w [8]byte
+		for i := range w {
+			w[i] = byte(r.IntN(256))
+		}
+		check(w)
+	}
 }

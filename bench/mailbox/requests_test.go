@@ -19,17 +19,18 @@ import (
 	"time"
 )
 
-// The mailbox benchmark's three request types, one at a time, against Doppio
-// and PostgreSQL started in the same run (the peer the goal is measured
-// against), on a small set A (64 mailboxes of 100 messages), 8 concurrent
-// clients:
+// The mailbox benchmark's three request types, one at a time, against Doppio,
+// Bleve over HTTP and PostgreSQL started in the same run (the peers the goal
+// is measured against), on a small set A (64 mailboxes of 100 messages), 8
+// concurrent clients:
 //
 //	go test -run '^$' -bench Requests -benchtime 2000x ./bench/mailbox
 //
 // Reported per request: mean and p99 latency (ms), and the CPU time of this
-// process (user+system, µs) — all of Doppio's work, server and client, but
-// only the client's for PostgreSQL, whose server processes' CPU time is
-// server-cpu-µs/op — with allocations (Doppio: server and client). -reqprofile DIR writes a CPU profile of each sub-benchmark's
+// process (user+system, µs): all of Doppio's and Bleve's work, server and
+// client, but only the client's for PostgreSQL, whose server processes' CPU
+// time is server-cpu-µs/op; with allocations (Doppio and Bleve: server and
+// client). -reqprofile DIR writes a CPU profile of each sub-benchmark's
 // measured requests only (not the load) to DIR/<name>.cpu, and allocation
 // profiles before and after them (<name>.allocs0, .allocs1: pprof -base)
 // and an execution trace (<name>.trace).
@@ -99,8 +100,8 @@ func benchOpen(b *testing.B, name string) *benchSystem {
 }
 
 func BenchmarkRequests(b *testing.B) {
-	for _, name := range []string{"doppio", "postgres"} {
-		label := map[string]string{"doppio": "Doppio", "postgres": "PostgreSQL"}[name]
+	for _, name := range []string{"doppio", "bleve-http", "postgres"} {
+		label := map[string]string{"doppio": "Doppio", "bleve-http": "BleveHTTP", "postgres": "PostgreSQL"}[name]
 		b.Run(label+"/inbox", func(b *testing.B) {
 			s := benchOpen(b, name)
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {

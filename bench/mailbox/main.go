@@ -50,7 +50,7 @@ type config struct {
 
 func main() {
 	var (
-		systems   = flag.String("systems", "doppio,bleve-http,bleve,postgres", "systems to run, comma-separated: doppio, bleve-http (Bleve behind a loopback HTTP server), bleve (in-process), postgres")
+		systems   = flag.String("systems", "doppio,bleve-http,bleve,postgres", "systems to run, comma-separated: doppio, bleve-http (Bleve behind a loopback HTTP server), bleve (in-process), postgres (over TCP on the loopback interface), postgres-unix (over its Unix socket)")
 		sets      = flag.String("sets", "A,B", "data sets to run, comma-separated")
 		aBoxes    = flag.Int("a-mailboxes", 1000, "set A: number of small mailboxes")
 		aMsgs     = flag.Int("a-messages", 100, "set A: messages per mailbox")
@@ -183,8 +183,8 @@ type results struct {
 
 func runBenchmark(ctx context.Context, cfg config) error {
 	for _, s := range cfg.Systems {
-		if !slices.Contains([]string{"doppio", "bleve", "bleve-http", "postgres"}, s) {
-			return fmt.Errorf("unknown system %q (want doppio, bleve, bleve-http or postgres)", s)
+		if !slices.Contains([]string{"doppio", "bleve", "bleve-http", "postgres", "postgres-unix"}, s) {
+			return fmt.Errorf("unknown system %q (want doppio, bleve, bleve-http, postgres or postgres-unix)", s)
 		}
 	}
 	work := cfg.WorkDir
@@ -256,8 +256,8 @@ func openSystem(ctx context.Context, cfg config, name, dir string) (System, erro
 		return openBleve(dir)
 	case "bleve-http":
 		return openBleveHTTP(dir, cfg.Clients)
-	case "postgres":
-		return openPostgres(ctx, dir, cfg.Clients, cfg.Progress)
+	case "postgres", "postgres-unix":
+		return openPostgres(ctx, dir, cfg.Clients, name == "postgres-unix", cfg.Progress)
 	}
 	return nil, fmt.Errorf("unknown system %q", name)
 }

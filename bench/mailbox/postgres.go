@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,7 +18,10 @@ import (
 )
 
 // postgresSystem is a private PostgreSQL cluster in a temporary directory,
-// reached by pgx over a Unix socket. Documents are JSONB in one table:
+// reached by pgx over TCP on the loopback interface, as Doppio and Bleve
+// over HTTP are (or, as postgres-unix, over its Unix socket, which spares
+// it the TCP stack's work on both sides). Documents are JSONB in one
+// table:
 //
 //	messages(mailbox_id text, message_id bigint, doc jsonb, primary key (mailbox_id, message_id))
 //
@@ -33,6 +37,8 @@ import (
 // flushed.
 type postgresSystem struct {
 	dir, data, sock, bin string
+	unix                 bool // reached over the Unix socket, not TCP
+	port                 int
 	pool                 *pgxpool.Pool
 }
 
@@ -88,12 +94,16 @@ func run(cmd *exec.Cmd) error {
 	return nil
 }
 
-func openPostgres(ctx context.Context, dir string, clients int, logf func(string, ...any)) (*postgresSystem, error) {
+func openPostgres(ctx context.Context, dir string, clients int, unix bool, logf func(string, ...any)) (*postgresSystem, error) {
 	bin, err := findPostgres(logf)
 	if err != nil {
 		return nil, err
 	}
-	s := &postgresSystem{dir: dir, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock"), bin: bin}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &postgresSystem{dir: dir, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock"), bin: bin, unix: unix, port: port}
 	for _, d := range []string{s.dir, s.sock} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -125,9 +135,9 @@ func openPostgres(ctx context.Context, dir string, clients int, logf func(string
 		return nil, err
 	}
 	conf := strings.Join([]string{
-		"listen_addresses = ''",
+		"listen_addresses = '127.0.0.1'",
 		"unix_socket_directories = '" + s.sock + "'",
-		"port = 5432",
+		"port = " + strconv.Itoa(s.port),
 		"fsync = on",
 		"synchronous_commit = on",
 		"full_page_writes = on",
@@ -151,7 +161,11 @@ func openPostgres(ctx context.Context, dir string, clients int, logf func(string
 	if err := run(asPostgres(filepath.Join(bin, "pg_ctl"), "-D", s.data, "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "120", "start")); err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres", s.sock))
+	host := "127.0.0.1"
+	if s.unix {
+		host = s.sock
+	}
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", host, s.port))
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -173,7 +187,12 @@ func openPostgres(ctx context.Context, dir string, clients int, logf func(string
 	return s, nil
 }
 
-func (s *postgresSystem) Name() string { return "PostgreSQL" }
+func (s *postgresSystem) Name() string {
+	if s.unix {
+		return "PostgreSQL over a Unix socket"
+	}
+	return "PostgreSQL"
+}
 
 // Load copies a mailbox's messages in one COPY (one transaction).
 func (s *postgresSystem) Load(ctx context.Context, mailbox string, msgs []Message) error {
@@ -280,4 +299,15 @@ func (s *postgresSystem) Close() error {
 		s.pool.Close()
 	}
 	return run(asPostgres(filepath.Join(s.bin, "pg_ctl"), "-D", s.data, "-m", "fast", "-w", "stop"))
+}
+
+// freePort returns a TCP port of the loopback interface that was free a
+// moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

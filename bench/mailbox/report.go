@@ -103,7 +103,7 @@ func (r *results) run(set, system string) *systemRun {
 
 func (r *results) systemNames() []string {
 	var out []string
-	for _, s := range []string{"Doppio", "Bleve over HTTP", "Bleve", "PostgreSQL"} {
+	for _, s := range []string{"Doppio", "Bleve over HTTP", "Bleve", "PostgreSQL", "PostgreSQL over a Unix socket"} {
 		for _, x := range r.Runs {
 			if x.System == s {
 				out = append(out, s)
@@ -142,7 +142,7 @@ func report(r *results) string {
 	w("The Espresso paper's section 7.4 (Figure 7), rerun: the same mailbox workload against\n")
 	w("(a) **Doppio**: a real in-process node (embedded etcd, Pebble with synced writes) through its REST API over loopback HTTP;\n")
 	w("(b) **Bleve** %s: one scorch index per mailbox, as the paper had one Lucene index per mailbox, default durable batches; as **Bleve over HTTP**, behind a loopback HTTP server (Go's net/http) that takes the same requests and answers the same JSON page as Doppio's REST API, read by the same client code, as the paper compared Lucene and the prefix index inside one storage node behind one REST interface; as **Bleve**, called in-process (no HTTP, no JSON), which favours it;\n", r.Machine.Bleve)
-	w("(c) **PostgreSQL** (%s): JSONB documents with expression btree indexes and a GIN index, synchronous_commit on, pgx over a Unix socket.\n\n", r.Machine.Postgres)
+	w("(c) **PostgreSQL** (%s): JSONB documents with expression btree indexes and a GIN index, synchronous_commit on, pgx over TCP on the loopback interface, as the clients of Doppio and Bleve over HTTP reach them (as **PostgreSQL over a Unix socket**, when run, pgx over its Unix socket, which spares both sides the TCP stack).\n\n", r.Machine.Postgres)
 	w("Produced by (from the repository root; `make bench-mailbox` runs the same):\n\n```sh\n%s\n```\n\n", r.Command)
 	w("Run %s, took %s. Machine: %d CPUs (`nproc`), %s, %s RAM, %s, %s.\n\n",
 		r.Started.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel, r.Machine.Go)
@@ -224,7 +224,7 @@ func report(r *results) string {
 	w("- **Shared machine.** Other engineers' builds and tests ran on the same %d CPUs during the run (see *load avg*); every system suffered it, but not at the same moments, so differences of a few tens of percent between runs are noise. Rerun on a quiet machine before quoting a ratio.\n", r.Machine.CPUs)
 	w("- **Scale.** The paper had 400,000 small and 800 large mailboxes on a production server; here the sets are scaled to this machine and the whole data set sits in the page cache, so reads measure CPU work and writes measure the fsync path, not disk reads.\n")
 	w("- **Closed loop.** Each of the %d clients waits for an answer before its next request; the paper drove a fixed request rate. Latency here includes queueing behind the other clients on %d CPUs.\n", r.Clients, r.Machine.CPUs)
-	w("- **Not the same path.** Doppio is measured through HTTP, JSON and its Avro encoding with one node, every partition a Raft group of one voter (`replicas: 1`); Bleve over HTTP pays HTTP and the page's JSON as Doppio does (its server writes each stored document into the page as it is); Bleve in-process pays neither, which favours it; PostgreSQL is reached over a Unix socket with its binary protocol. Each client takes the documents of an answer as bytes without decoding them: pgx hands over the jsonb column, Bleve the stored field, and the Doppio client splits the page in one validating pass (`parsePage`).\n")
+	w("- **Not the same path.** Doppio is measured through HTTP, JSON and its Avro encoding with one node, every partition a Raft group of one voter (`replicas: 1`); Bleve over HTTP pays HTTP and the page's JSON as Doppio does (its server writes each stored document into the page as it is); Bleve in-process pays neither, which favours it; PostgreSQL is reached over TCP on the loopback interface, like Doppio and Bleve over HTTP, with its binary protocol. Each client takes the documents of an answer as bytes without decoding them: pgx hands over the jsonb column, Bleve the stored field, and the Doppio client splits the page in one validating pass (`parsePage`).\n")
 	w("- **Processes.** Doppio runs inside the benchmark's Go process (GOMAXPROCS = %d), PostgreSQL as a server process per client connection: when other work shares the CPUs, the operating system's share of them does not fall the same way on both.\n", r.Machine.CPUs)
 	w("- **Durability.** Doppio acknowledges a write once its Raft log entry is in a synced Pebble batch (writes of all partitions share the fsync) and the entry is applied; the application itself is not synced, as a crash re-applies it from the log. Bleve's scorch `Batch` (what `Index` calls too) waits, unless the index config sets `unsafe_batch`, which we do not, until the persister has written the batch's segment file with an fsync and committed the new root to its bolt file (bolt fsyncs on commit; scorch then calls `Sync`); each write is one batch. PostgreSQL runs with `fsync=on`, `synchronous_commit=on`; a commit returns after its WAL flush.\n")
 	w("- **PostgreSQL's indexes** are expression indexes on the JSONB, built after the bulk load (`COPY`), then `VACUUM ANALYZE` and a checkpoint; writes during the run go through the GIN index's pending list (`fastupdate` on by default), which text queries also scan. The composite GIN index `(mailbox_id, to_tsvector(...))` needs the `btree_gin` extension (in PostgreSQL's contrib), so a text query reads one mailbox's posting lists, like the other two systems.\n")
@@ -252,10 +252,11 @@ func mixesOf(r *results, set string) []int {
 }
 
 var systemColors = map[string]color.Color{
-	"Doppio":          color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff},
-	"Bleve":           color.RGBA{R: 0x29, G: 0x80, B: 0xb9, A: 0xff},
-	"Bleve over HTTP": color.RGBA{R: 0x8e, G: 0x44, B: 0xad, A: 0xff},
-	"PostgreSQL":      color.RGBA{R: 0x27, G: 0xae, B: 0x60, A: 0xff},
+	"Doppio":                        color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff},
+	"Bleve":                         color.RGBA{R: 0x29, G: 0x80, B: 0xb9, A: 0xff},
+	"Bleve over HTTP":               color.RGBA{R: 0x8e, G: 0x44, B: 0xad, A: 0xff},
+	"PostgreSQL":                    color.RGBA{R: 0x27, G: 0xae, B: 0x60, A: 0xff},
+	"PostgreSQL over a Unix socket": color.RGBA{R: 0x7f, G: 0x8c, B: 0x8d, A: 0xff},
 }
 
 // writePlot draws one row per set and two columns, mean and p99 latency

@@ -20,9 +20,9 @@ import (
 )
 
 // The mailbox benchmark's three request types, one at a time, against Doppio,
-// Bleve over HTTP and PostgreSQL started in the same run (the peers the goal
-// is measured against), on a small set A (64 mailboxes of 100 messages), 8
-// concurrent clients:
+// Bleve over HTTP and PostgreSQL (over TCP, and over its Unix socket)
+// started in the same run (the peers the goal is measured against), on a
+// small set A (64 mailboxes of 100 messages), 8 concurrent clients:
 //
 //	go test -run '^$' -bench Requests -benchtime 2000x ./bench/mailbox
 //
@@ -100,8 +100,8 @@ func benchOpen(b *testing.B, name string) *benchSystem {
 }
 
 func BenchmarkRequests(b *testing.B) {
-	for _, name := range []string{"doppio", "bleve-http", "postgres"} {
-		label := map[string]string{"doppio": "Doppio", "bleve-http": "BleveHTTP", "postgres": "PostgreSQL"}[name]
+	for _, name := range []string{"doppio", "bleve-http", "postgres", "postgres-unix"} {
+		label := map[string]string{"doppio": "Doppio", "bleve-http": "BleveHTTP", "postgres": "PostgreSQL", "postgres-unix": "PostgreSQLUnix"}[name]
 		b.Run(label+"/inbox", func(b *testing.B) {
 			s := benchOpen(b, name)
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {

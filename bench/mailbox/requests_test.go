@@ -142,7 +142,70 @@ func BenchmarkRequests(b *testing.B) {
 				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
 			})
 		})
+		b.Run(label+"/insert-folded", func(b *testing.B) {
+			// Set B's inserts: 8 writers on 4 mailboxes that have grown
+			// past a small one, so Doppio has folded their text into the
+			// term lists and writes the final form (some 40 keys a body).
+			s := benchOpen(b, name)
+			first := benchBoxes - 4
+			foldBoxes(b, s, first)
+			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
+				mb := first + r.IntN(4)
+				id := s.nextID[mb].Add(1)
+				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
+			})
+		})
 	}
+}
+
+// foldBoxes grows the four mailboxes from first on past Doppio's fold
+// threshold (once per system) and, for Doppio, waits until every one is
+// folded.
+func foldBoxes(b *testing.B, s *benchSystem, first int) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 7))
+	if s.nextID[first].Load() < 400 {
+		for mb := first; mb < first+4; mb++ {
+			for range 300 {
+				id := s.nextID[mb].Add(1)
+				if err := s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	d, ok := s.sys.(*doppioSystem)
+	if !ok {
+		return
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		m, err := d.do(ctx, "GET", "/metrics", nil, 200)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if folds := sumMetric(m, "doppio_index_folds_total"); folds >= 4 {
+			return
+		} else if time.Now().After(deadline) {
+			b.Fatalf("%v fold write sets after a minute, want 4 mailboxes folded", folds)
+		}
+	}
+}
+
+// sumMetric adds up every series of a metric in a Prometheus text
+// exposition.
+func sumMetric(exposition []byte, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(string(exposition), "\n") {
+		rest, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+			v, _ := strconv.ParseFloat(rest[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum
 }
 
 // runRequests sends b.N requests from benchClients closed-loop clients and

@@ -81,18 +81,36 @@ func entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 // (pending unset) and needs no fold. Either way, a text value that changes
 // (or goes) deletes both forms of the old one, since which form it is in
 // is not known here (in the final form, the old terms the new value
-// keeps are put, not deleted); an unchanged one is left in its form.
-func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, pending bool) (puts []Entry, deletes [][]byte) {
+// keeps are put, not deleted); an unchanged one is left in its form. A
+// text value a fold put in a segment (see FoldSegment) has a folded entry,
+// which Diff reads through folded: it deletes it and writes the dead
+// posting that hides the document's postings in that segment.
+func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, pending bool, folded FoldedReader) (puts []Entry, deletes [][]byte, err error) {
 	old := entries(indexes, prefix, table, group, rest, before, true)
 	cur := entries(indexes, prefix, table, group, rest, after, true)
 	dropOld := func(e Entry) {
-		if e.pending > 0 {
-			// The document's terms may have been folded into the lists.
-			folded, _ := Fold(e.Key[:e.pending], e.Key[e.pending+1:], e.Value)
-			for _, f := range folded {
-				deletes = append(deletes, f.Key)
-			}
+		if e.pending == 0 || err != nil {
+			return
 		}
+		// The document's terms may be in the term lists, or in a segment.
+		list, rest := e.Key[:e.pending], e.Key[e.pending+1:]
+		terms, _ := Fold(list, rest, e.Value)
+		for _, f := range terms {
+			deletes = append(deletes, f.Key)
+		}
+		fk := foldedKey(list, rest)
+		var v []byte
+		if v, err = folded(fk); err != nil || v == nil {
+			return
+		}
+		if len(v) < segIDLen {
+			err = errBadSegment
+			return
+		}
+		deletes = append(deletes, fk)
+		dead := make([]byte, 0, len(list)+1+segIDLen+len(rest))
+		dead = append(append(append(append(dead, list...), tagDead), v[:segIDLen]...), rest...)
+		puts = append(puts, Entry{Key: dead, Value: []byte{}})
 	}
 	i, j := 0, 0
 	for i < len(old) || j < len(cur) {
@@ -143,7 +161,10 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 			deletes = slices.DeleteFunc(deletes, func(k []byte) bool { return rewritten[string(k)] })
 		}
 	}
-	return puts, deletes
+	if err != nil {
+		return nil, nil, err
+	}
+	return puts, deletes, nil
 }
 
 // GroupSpan returns the span [start, end) of every index entry of the

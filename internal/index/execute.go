@@ -172,6 +172,12 @@ type executor struct {
 	// entries read in one list.
 	pending     map[string]map[string][]byte // field -> document key rest -> value
 	pendingSeen int
+	// folded holds, for a probing walk, the folded documents with a live
+	// posting of each text term the query reads (field "\x00" term ->
+	// document key rest); dead the dead postings of each text field read
+	// (see deadSet).
+	folded map[string]map[string]struct{}
+	dead   map[string]map[string]struct{}
 }
 
 // read counts one entry read by eval; false once past the budget.
@@ -189,7 +195,10 @@ func (e *executor) read() bool {
 // reset readies the executor for another document group.
 func (e *executor) reset(group []byte) {
 	if !bytes.Equal(group, e.group) {
-		clear(e.pending) // the pending entries of another group
+		// The pending entries and postings of another group.
+		clear(e.pending)
+		clear(e.folded)
+		clear(e.dead)
 	}
 	e.group = group
 	if len(e.ords) > 256 {
@@ -234,6 +243,11 @@ func (e *executor) loadPending(q Op) error {
 	}
 	if field == "" {
 		return nil
+	}
+	if q, ok := q.(Equal); ok {
+		if err := e.loadFolded(q); err != nil {
+			return err
+		}
 	}
 	if _, ok := e.pending[field]; ok {
 		return nil
@@ -377,9 +391,17 @@ func (e *executor) scan(list, lower, upper []byte, fn func(value, rest []byte) b
 	e.it.SetBounds(lower, upper)
 	for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
 		v := e.it.Key()[len(list):]
-		n, err := valueLen(v)
-		if err != nil {
-			return err
+		var n int
+		switch {
+		case len(v) > 0 && v[0] == tagFolded:
+			n = 1 // a folded document (field:* over a text list)
+		case len(v) > 0 && (v[0] == tagSegment || v[0] == tagDead):
+			continue // read through their folded entries
+		default:
+			var err error
+			if n, err = valueLen(v); err != nil {
+				return err
+			}
 		}
 		if rest := v[n:]; bytes.HasPrefix(rest, e.restPrefix) && !fn(v[:n], rest) {
 			break
@@ -439,6 +461,10 @@ func (e *executor) eval(q Op, insert bool) (*roaring.Bitmap, error) {
 				pos, err := pendingPositions(v, term)
 				return pos != nil, err
 			})
+			if err == nil {
+				lower, upper := segmentSpan(list, term, false)
+				err = e.addPostings(set, q.Field, lower, upper, insert)
+			}
 		}
 		return set, err
 	case Prefix:
@@ -447,6 +473,10 @@ func (e *executor) eval(q Op, insert bool) (*roaring.Bitmap, error) {
 		set, err := e.collect(list, lower, keys.PrefixEnd(lower), insert)
 		if q.Text && err == nil {
 			err = e.addPending(set, q.Field, insert, func(v []byte) (bool, error) { return pendingHasPrefix(v, q.Prefix) })
+			if err == nil {
+				lower, upper := segmentSpan(list, q.Prefix, true)
+				err = e.addPostings(set, q.Field, lower, upper, insert)
+			}
 		}
 		return set, err
 	case Range:
@@ -608,6 +638,15 @@ func (e *executor) phrase(q Phrase, insert bool) (*roaring.Bitmap, error) {
 		set.Add(o)
 	}
 	err := e.addPending(set, q.Field, insert, func(v []byte) (bool, error) { return pendingPhrase(v, q.Terms) })
+	if err != nil {
+		return nil, err
+	}
+	folded, err := e.segmentPhrase(q.Field, q.Terms)
+	for _, rest := range folded {
+		if o, ok := e.ord([]byte(rest), insert); ok {
+			set.Add(o)
+		}
+	}
 	return set, err
 }
 

@@ -2,6 +2,7 @@ package index_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/doppio-db/doppio/internal/index"
@@ -22,6 +23,7 @@ type store struct {
 	// final writes text entries in the final form, as a write of many
 	// documents does, instead of pending.
 	final bool
+	seg   uint64 // the last segment id a fold used
 }
 
 func newStore(t testing.TB, indexes []schema.Index) *store {
@@ -39,7 +41,10 @@ func (s *store) put(group, rest []byte, doc schema.Document) {
 	s.t.Helper()
 	id := string(group) + string(rest)
 	b := s.e.NewBatch()
-	puts, dels := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc, !s.final)
+	puts, dels, err := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc, !s.final, s.read)
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	// Deletes first, as the partition applies them: a put of a key they
 	// name wins.
 	for _, k := range dels {
@@ -61,7 +66,7 @@ func (s *store) put(group, rest []byte, doc schema.Document) {
 	}
 }
 
-// fold moves the group's pending text entries into the term lists, as the
+// fold moves the group's pending text entries into a segment, as the
 // partition's fold job does.
 func (s *store) fold(group []byte) {
 	s.t.Helper()
@@ -75,24 +80,37 @@ func (s *store) fold(group []byte) {
 	if err != nil || more {
 		s.t.Fatal(err, more)
 	}
+	if len(refs) == 0 {
+		return
+	}
 	b := s.e.NewBatch()
-	for _, ref := range refs {
-		v, err := s.e.Get(ref.Key)
-		if err != nil {
+	values := make([][]byte, len(refs))
+	for i, ref := range refs {
+		if values[i], err = s.e.Get(ref.Key); err != nil {
 			s.t.Fatal(err)
-		}
-		folded, err := ref.Fold(v)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		for _, e := range folded {
-			b.Set(e.Key, e.Value)
 		}
 		b.Delete(ref.Key)
+	}
+	s.seg++
+	entries, err := index.FoldSegment(s.seg, refs, values)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range entries {
+		b.Set(e.Key, e.Value)
 	}
 	if err := s.e.Commit(b); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// read reads a key for index.Diff: nil when absent.
+func (s *store) read(key []byte) ([]byte, error) {
+	v, err := s.e.Get(key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
 }
 
 func str(s string) []byte { return keys.AppendString(nil, s) }

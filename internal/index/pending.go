@@ -12,12 +12,10 @@ import (
 // one entry per document and text field, holding every term with its
 // positions, instead of one entry per term: what an insert writes grows
 // with its fields, not its words. Queries read a collection's pending
-// entries beside its term lists, one value per document: cheaper than the
-// term lists' keys for a small collection, dearer as they pile up, so the
-// partition folds them into the term lists (PendingKeys, PendingRef.Fold)
-// once a group has some hundred, and marks the group (FoldedMark): its
-// writes write the final form from then on. A small mailbox's text stays a
-// forward index, a large one's is inverted.
+// entries beside its term lists and segments, one value per document:
+// cheaper than the term lists' keys for a few, dearer as they pile up, so
+// the partition folds a group's pending entries into a segment
+// (PendingKeys, FoldSegment) once it has some hundred.
 
 // PendingSpan returns the span [start, end) of the pending entries of the
 // text field whose list starts at list: each is start followed by the
@@ -90,14 +88,6 @@ func pendingBytes(b []byte) ([]byte, int) {
 		return nil, 0
 	}
 	return b[n : n+int(l)], n + int(l)
-}
-
-// FoldedMark is the key a fold writes in the document group group of
-// table (an empty value): the group had enough text written to be folded,
-// and its writes write the final form from then on. It lies in the group's
-// span (GroupSpan), outside every field's list.
-func FoldedMark(prefix keys.Partition, table string, group []byte) []byte {
-	return prefix.Index(table, group, "")
 }
 
 // PendingRef is the key of one pending entry.

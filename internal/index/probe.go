@@ -110,6 +110,9 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 				pos, err := pendingPositions(v, term)
 				return pos != nil, err
 			}
+			if _, ok := e.folded[q.Field+"\x00"+term][string(rest)]; ok {
+				return true, nil
+			}
 		}
 		k, ok := AppendValue(append((*key)[:0], e.list(q.Field)...), q.Value)
 		if !ok {
@@ -138,4 +141,31 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 		return !m, err
 	}
 	return false, nil
+}
+
+// loadFolded reads the folded documents with a live posting of q's term
+// (a text equality) into e.folded, for decide.
+func (e *executor) loadFolded(q Equal) error {
+	term, ok := q.Value.(string)
+	if !ok || !q.Text {
+		return nil
+	}
+	k := q.Field + "\x00" + term
+	if _, ok := e.folded[k]; ok {
+		return nil
+	}
+	docs := map[string]struct{}{}
+	lower, upper := segmentSpan(e.list(q.Field), term, false)
+	err := e.postings(q.Field, lower, upper, func(rest, _ []byte) error {
+		docs[string(rest)] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if e.folded == nil {
+		e.folded = map[string]map[string]struct{}{}
+	}
+	e.folded[k] = docs
+	return nil
 }

@@ -520,7 +520,7 @@ func (ev *evaluation) writeSet() (*WriteSet, error) {
 	slices.SortFunc(ps, func(a, b *pending) int { return a.sequence - b.sequence })
 	// A write of many documents writes their text entries in the final
 	// form: they would be folded at once (see fold.go).
-	ev.final = len(ps) >= foldDocs
+	ev.final = len(ps) >= finalDocs
 	ws := &WriteSet{Mtime: ev.now, Counters: ev.counters}
 	for _, p := range ps {
 		w := Write{Table: p.table, Key: p.key}
@@ -571,11 +571,10 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 		before = d
 	}
 	rest := p.key[len(ev.group):]
-	final, err := ev.finalForm(t)
+	puts, deletes, err := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, !ev.final, ev.r.readKey)
 	if err != nil {
 		return err
 	}
-	puts, deletes := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, !final)
 	x.Puts = slices.Grow(x.Puts, len(puts))
 	for _, e := range puts {
 		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
@@ -588,30 +587,6 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 	}
 	x.Deletes = append(x.Deletes, deletes...)
 	return nil
-}
-
-// finalForm reports whether the text entries of t's documents in the
-// request's group are written in the final form: in a write of many
-// documents, or in a group a fold has marked (see fold.go).
-func (ev *evaluation) finalForm(t *schema.Table) (bool, error) {
-	if ev.final {
-		return true, nil
-	}
-	if f, ok := ev.folded[t.Def.Name]; ok {
-		return f, nil
-	}
-	if !slices.ContainsFunc(t.Indexes(), func(ix schema.Index) bool { return ix.Kind == "text" }) {
-		return false, nil // nothing to write either way
-	}
-	_, err := ev.r.engine.GetShared(index.FoldedMark(ev.r.prefix, t.Def.Name, ev.group))
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return false, err
-	}
-	if ev.folded == nil {
-		ev.folded = map[string]bool{}
-	}
-	ev.folded[t.Def.Name] = err == nil
-	return err == nil, nil
 }
 
 // check evaluates a write's condition against the current document.

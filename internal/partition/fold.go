@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -16,17 +17,19 @@ import (
 // Folding. The write path writes a document's text index entries in the
 // pending form (index.Diff): one entry per document and text field instead
 // of one per term. Once a document group's writes have added foldAfter of
-// them, a job on the leader folds the group's pending entries into the
-// term lists with the documents it folds latched, so no write of theirs
-// falls between what the fold reads and what it writes, and marks the
-// group (index.FoldedMark): its writes write the final form from then on,
-// so a group is folded about once, when it outgrows a small collection.
-// A write of foldDocs documents or more writes the final form too. A fold
-// changes no query's answer; it is replicated like any write set (marked
-// Fold, so an incremental backup knows it changed nothing) and consumes an
-// SCN with an empty change-log entry. A query that reads more than twice
-// foldAfter pending entries in one list asks for a fold too: the counts
-// are the leader's, in memory, and a new leader starts afresh.
+// them, a job on the leader folds the group's pending entries into a
+// segment (index.FoldSegment: a posting block per term, a folded entry per
+// document) with the documents it folds latched, so no write of theirs
+// falls between what the fold reads and what it writes. A group is folded
+// again each time its writes have added foldAfter more: a segment costs a
+// key per distinct term of its documents, so what a large mailbox's text
+// costs to write follows its folds, not its words. A write of finalDocs
+// documents or more writes the term-per-key form directly. A fold changes
+// no query's answer; it is replicated like any write set (marked Fold, so
+// an incremental backup knows it changed nothing) and consumes an SCN with
+// an empty change-log entry. A query that reads more than twice foldAfter
+// pending entries in one list asks for a fold too: the counts are the
+// leader's, in memory, and a new leader starts afresh.
 
 // foldAfter is how many pending entries a document group's writes add
 // before the group is folded; a variable so tests can fold often.
@@ -36,12 +39,12 @@ var foldAfter = 256
 // before it replicates them (tests).
 var foldHook func()
 
-// markFolds: a fold marks its group (a variable so a test can fold one
-// group again and again while its writes stay pending).
-var markFolds = true
+// A fold writes at most foldDocs documents per write set, as one segment.
+const foldDocs = 256
 
-// A fold writes foldDocs documents' entries per write set.
-const foldDocs = 64
+// A write of finalDocs documents or more (a bulk load's transaction) writes
+// their text entries in the final form, one per term, instead of pending.
+const finalDocs = 64
 
 // maxFoldCounts bounds the groups whose count is kept: past it, the counts
 // start again (the groups left behind are folded when queries find their
@@ -130,8 +133,8 @@ func (r *Replica) startFold(table string, group []byte) {
 }
 
 // Fold folds the pending text entries of the document group group of
-// table into the term lists, foldDocs documents per write set, until none
-// is left. It runs on the leader only; a replica that does not lead
+// table into segments, foldDocs documents per write set, until none is
+// left. It runs on the leader only; a replica that does not lead
 // returns its Lead error. It latches only the documents it folds, so the
 // group's other writes go on meanwhile.
 func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
@@ -178,11 +181,8 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 		}
 	}()
 	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true}
-	if markFolds {
-		// The group's writes write the final form from now on.
-		ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: index.FoldedMark(r.prefix, table, group), Value: []byte{}})
-	}
-	for _, ref := range refs {
+	values := make([][]byte, len(refs))
+	for i, ref := range refs {
 		v, err := r.engine.GetShared(ref.Key)
 		if errors.Is(err, storage.ErrNotFound) {
 			continue // the document was written since: deleted, or folded
@@ -190,17 +190,22 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 		if err != nil {
 			return false, err
 		}
-		folded, err := ref.Fold(v)
-		if err != nil {
-			return false, err
-		}
-		for _, e := range folded {
-			ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
-		}
+		values[i] = v
 		ws.Index.Deletes = append(ws.Index.Deletes, ref.Key)
 	}
 	if len(ws.Index.Deletes) == 0 {
 		return more, nil
+	}
+	// A segment id new to the group's lists: random, so two folds of a
+	// group (an old leader's still in flight, a new leader's) never share
+	// one.
+	entries, err := index.FoldSegment(rand.Uint64(), refs, values)
+	if err != nil {
+		return false, err
+	}
+	ws.Index.Puts = slices.Grow(ws.Index.Puts, len(entries))
+	for _, e := range entries {
+		ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
 	}
 	if foldHook != nil {
 		foldHook()
@@ -234,4 +239,14 @@ func (r *Replica) foldIfPiled(table string, group []byte, res index.Result) {
 	if res.Pending > 2*foldAfter {
 		r.startFold(table, group)
 	}
+}
+
+// readKey reads a key of the partition for index.Diff: its value (shared:
+// not to be modified), or nil when it is absent.
+func (r *Replica) readKey(key []byte) ([]byte, error) {
+	v, err := r.engine.GetShared(key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
 }

@@ -46,8 +46,7 @@ func foldFixture(t *testing.T) (*fixture, *schema.Table) {
 	return f, msgs
 }
 
-// indexSpan returns the index entries of box, key to value (but the mark
-// of a folded group).
+// indexSpan returns the index entries of box, key to value.
 func indexSpan(t *testing.T, f *fixture, tb *schema.Table, box string) map[string]string {
 	t.Helper()
 	group, _ := keys.EncodeTuple(keys.Tuple{box})
@@ -58,13 +57,68 @@ func indexSpan(t *testing.T, f *fixture, tb *schema.Table, box string) map[strin
 	}
 	defer it.Close()
 	out := map[string]string{}
-	mark := index.FoldedMark(f.rep.prefix, tb.Def.Name, group)
 	for ok := it.First(); ok; ok = it.Next() {
-		if !bytes.Equal(it.Key(), mark) {
-			out[string(it.Key())] = string(it.Value())
-		}
+		out[string(it.Key())] = string(it.Value())
 	}
 	return out
+}
+
+// auditGroup checks every index entry of box against its live documents
+// (index.AuditList): nothing a query could read is left of a version
+// replaced or deleted, in any form.
+func auditGroup(t *testing.T, f *fixture, tb *schema.Table, box string) {
+	t.Helper()
+	group, _ := keys.EncodeTuple(keys.Tuple{box})
+	docs, _, err := f.rep.Scan(tb.Def.Name, group, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, final := map[string][]byte{}, map[string][]byte{}
+	for _, d := range docs {
+		doc, err := tb.Decode(d.Record.Avro, int(d.Record.Version), tb.Latest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := d.Key[len(group):]
+		for _, e := range index.Entries(tb.Indexes(), f.rep.prefix, tb.Def.Name, group, rest, doc) {
+			final[string(e.Key)] = e.Value
+		}
+		puts, _, err := index.Diff(tb.Indexes(), f.rep.prefix, tb.Def.Name, group, rest, nil, doc, true, f.rep.readKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range puts {
+			if e.Pending() {
+				pending[string(e.Key)] = e.Value
+			}
+		}
+	}
+	n := 0
+	for _, ix := range tb.Indexes() {
+		k, err := index.AuditList(f.engine, f.rep.prefix.Index(tb.Def.Name, group, ix.String()), pending, final)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	if all := len(indexSpan(t, f, tb, box)); all != n {
+		t.Fatalf("%d index entries in the group, %d in its fields' lists", all, n)
+	}
+}
+
+// tagCount is the number of box's subject entries under an index tag
+// (0x03 folded documents, 0x04 posting blocks, 0x05 dead postings).
+func tagCount(t *testing.T, f *fixture, tb *schema.Table, box string, tag byte) int {
+	t.Helper()
+	group, _ := keys.EncodeTuple(keys.Tuple{box})
+	start := append(f.rep.prefix.Index(tb.Def.Name, group, "subject"), tag)
+	n := 0
+	for k := range indexSpan(t, f, tb, box) {
+		if strings.HasPrefix(k, string(start)) {
+			n++
+		}
+	}
+	return n
 }
 
 // pendingCount is the number of pending entries of box's subjects.
@@ -103,7 +157,7 @@ func foldedEntries(t *testing.T, f *fixture, tb *schema.Table, box string) map[s
 	return want
 }
 
-func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T) {
+func TestFoldMovesPendingEntriesIntoASegmentWithTheSameAnswers(t *testing.T) {
 	setFoldAfter(t, 4)
 	f, msgs := foldFixture(t)
 	subjects := []string{"lunch on friday", "budget review", "friday lunch menu", "team lunch"}
@@ -146,25 +200,30 @@ func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T)
 	if n := pendingCount(t, f, msgs, "a"); n != 0 {
 		t.Fatalf("%d pending entries after the fourth write, want 0 (folded)", n)
 	}
-	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
-		t.Fatalf("folded index has %d entries, want the live documents' %d", len(got), len(want))
+	auditGroup(t, f, msgs, "a")
+	// One segment: a folded entry per document, a posting block per
+	// distinct term of the four subjects (lunch, on, friday, budget,
+	// review, menu, team).
+	if folded, blocks := tagCount(t, f, msgs, "a", 0x03), tagCount(t, f, msgs, "a", 0x04); folded != 4 || blocks != 7 {
+		t.Fatalf("%d folded entries and %d posting blocks, want 4 and 7", folded, blocks)
 	}
 	if writes, docs := f.rep.FoldStats(); writes != 1 || docs != 4 {
 		t.Fatalf("FoldStats = %d write sets, %d documents; want 1, 4", writes, docs)
 	}
 	check("folded", 4)
-	// The group is marked folded: a folded document updated, one deleted
-	// and one inserted write the final form.
+	// A folded document updated and one deleted hide their postings
+	// behind dead postings; they and a new one are pending.
 	f.exec(t, put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "dinner on saturday", "at": int64(0)}))
 	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", int64(3)}})
 	f.exec(t, put(msgs, keys.Tuple{"a", int64(5)}, schema.Document{"subject": "sunday brunch", "at": int64(5)}))
 	f.rep.WaitIndexJobs()
-	if n := pendingCount(t, f, msgs, "a"); n != 0 {
-		t.Fatalf("%d pending entries after writes to a folded group, want 0", n)
+	if n := pendingCount(t, f, msgs, "a"); n != 2 {
+		t.Fatalf("%d pending entries after writes to a folded group, want 2", n)
 	}
-	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
-		t.Fatalf("after writes to a folded group: %d index entries, want the live documents' %d", len(got), len(want))
+	if folded, dead := tagCount(t, f, msgs, "a", 0x03), tagCount(t, f, msgs, "a", 0x05); folded != 2 || dead != 2 {
+		t.Fatalf("%d folded entries and %d dead postings after an update and a delete, want 2 and 2", folded, dead)
 	}
+	auditGroup(t, f, msgs, "a")
 	for _, c := range []struct {
 		q    string
 		want []int64
@@ -174,25 +233,49 @@ func TestFoldMovesPendingEntriesIntoTheTermListsWithTheSameAnswers(t *testing.T)
 		}
 	}
 	if writes, _ := f.rep.FoldStats(); writes != 1 {
-		t.Fatalf("%d fold write sets after writes to a folded group, want still 1", writes)
+		t.Fatalf("%d fold write sets after two pending writes, want still 1", writes)
 	}
-	// A group deleted whole loses its mark with its entries.
+	// Two more fold the group again, into a second segment, beside the
+	// first: the updated document's new text, the new document and the
+	// two written now.
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(6)}, schema.Document{"subject": "lunch again", "at": int64(6)}))
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(7)}, schema.Document{"subject": "no words of note", "at": int64(7)}))
+	f.rep.WaitIndexJobs()
+	if writes, docs := f.rep.FoldStats(); writes != 2 || docs != 8 {
+		t.Fatalf("FoldStats = %d write sets, %d documents; want 2, 8", writes, docs)
+	}
+	if n, folded := pendingCount(t, f, msgs, "a"), tagCount(t, f, msgs, "a", 0x03); n != 0 || folded != 6 {
+		t.Fatalf("%d pending and %d folded entries after the second fold, want 0 and 6", n, folded)
+	}
+	auditGroup(t, f, msgs, "a")
+	for _, c := range []struct {
+		q    string
+		want []int64
+	}{{"subject:lunch", []int64{4, 6}}, {"subject:on", []int64{1}}, {`subject:"dinner on"`, []int64{1}}, {"subject:friday", nil}, {"subject:no*", []int64{7}}} {
+		if got := queryIDs(t, f, msgs, "a", c.q, ""); !slices.Equal(got, c.want) {
+			t.Errorf("over two segments: %s = %v, want %v", c.q, got, c.want)
+		}
+		slices.Reverse(c.want)
+		if got := queryIDs(t, f, msgs, "a", c.q, "-at"); !slices.Equal(got, c.want) {
+			t.Errorf("over two segments: %s sorted by -at = %v, want %v", c.q, got, c.want)
+		}
+	}
+	// A group deleted whole loses its segments with its other entries.
 	f.exec(t, Operation{Kind: DeleteCollection, Table: msgs, Key: keys.Tuple{"a"}})
 	f.exec(t, put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "fresh start", "at": int64(0)}))
-	if n := pendingCount(t, f, msgs, "a"); n != 1 {
-		t.Fatalf("%d pending entries in a group deleted and written again, want 1", n)
+	if n, all := pendingCount(t, f, msgs, "a"), len(indexSpan(t, f, msgs, "a")); n != 1 || all != 2 {
+		t.Fatalf("%d pending of %d index entries in a group deleted and written again, want 1 of 2", n, all)
 	}
 }
 
 // TestFoldsRacingWritesLeaveExactlyTheLiveEntries folds after every other
 // write, and in a loop besides, while writers replace and delete the same
-// documents (the group is not marked, so their text stays pending): a fold
-// that wrote the terms of a version a writer had replaced (or of a deleted
-// document) would leave entries no live document has.
+// documents: a fold that wrote the postings of a version a writer had
+// replaced (or of a deleted document) would leave postings no dead posting
+// hides, and a writer that missed a folded entry would leave its postings
+// alive.
 func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 	setFoldAfter(t, 2)
-	markFolds = false
-	t.Cleanup(func() { markFolds = true }) // after the fixture's jobs
 	f, msgs := foldFixture(t)
 	words := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
 	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
@@ -261,20 +344,12 @@ func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
 		t.Fatal(err)
 	}
-	got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a")
-	if !maps.Equal(got, want) {
-		for k := range got {
-			if _, ok := want[k]; !ok {
-				t.Errorf("stale entry %x", k)
-			}
-		}
-		t.Fatalf("%d index entries, want the live documents' %d", len(got), len(want))
-	}
+	auditGroup(t, f, msgs, "a")
 }
 
 // TestAWriteDuringAFoldWaitsForIt replaces a document's text while a fold
 // holds its old text read and not yet written: the write must wait for the
-// fold, then delete the terms the fold wrote.
+// fold, then hide the postings the fold wrote.
 func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
 	setFoldAfter(t, 1<<20)
 	f, msgs := foldFixture(t)
@@ -301,9 +376,7 @@ func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
 	if got := queryIDs(t, f, msgs, "a", "subject:old", ""); !slices.Equal(got, []int64{0, 2}) {
 		t.Fatalf("subject:old = %v, want [0 2]: document 1's old text is still indexed", got)
 	}
-	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
-		t.Fatalf("%d index entries, want the live documents' %d", len(got), len(want))
-	}
+	auditGroup(t, f, msgs, "a")
 }
 
 func TestAFoldCarriesItsFlagThroughTheLog(t *testing.T) {
@@ -364,13 +437,13 @@ func TestAWriteOfManyDocumentsWritesTheFinalForm(t *testing.T) {
 	setFoldAfter(t, 4)
 	f, msgs := foldFixture(t)
 	var ops []Operation
-	for i := range foldDocs {
+	for i := range finalDocs {
 		ops = append(ops, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%5, " common"), "at": int64(i)}))
 	}
 	f.exec(t, ops...)
 	f.rep.WaitIndexJobs()
 	if n := pendingCount(t, f, msgs, "a"); n != 0 {
-		t.Fatalf("%d pending entries after a write of %d documents, want 0", n, foldDocs)
+		t.Fatalf("%d pending entries after a write of %d documents, want 0", n, finalDocs)
 	}
 	if got, want := indexSpan(t, f, msgs, "a"), foldedEntries(t, f, msgs, "a"); !maps.Equal(got, want) {
 		t.Fatalf("%d index entries, want the final form's %d", len(got), len(want))
@@ -384,7 +457,7 @@ func TestAWriteOfManyDocumentsWritesTheFinalForm(t *testing.T) {
 		t.Fatalf("%d pending entries after one more write, want 1", n)
 	}
 	var want []int64
-	for i := int64(6); i < foldDocs; i += 5 {
+	for i := int64(6); i < finalDocs; i += 5 {
 		want = append(want, i) // i%5 == 1, but document 1
 	}
 	if got := queryIDs(t, f, msgs, "a", "subject:word1", ""); !slices.Equal(got, want) {

@@ -1,0 +1,263 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+
+	"github.com/doppio-db/doppio/internal/keys"
+)
+
+// Segments: the folded form of a text field's entries. A fold turns the
+// pending entries of a document group (one per document, every term with
+// its positions) into one segment: a posting block per distinct term,
+// under the field's list, holding the documents of the fold that have the
+// term, with their positions. A fold of 256 mailbox messages writes some
+// 240 block keys where one key per (term, document) made it some 10,000:
+// what a term's postings cost in keys, memtable inserts, flushes and
+// compactions follows the folds, not the documents. This is the segment of
+// Lucene, per document group: immutable once written, with deletions
+// recorded beside it.
+//
+// Within the list, after the term entries (tagString):
+//
+//	folded entry  list tagFolded rest                         -> segment id (8 bytes) + the document's pending value
+//	posting block list tagSegment string(term) segment id     -> for each document in key order: uvarint len, rest, uvarint len, positions
+//	dead posting  list tagDead segment id rest                -> (empty)
+//
+// A folded document keeps its terms in a folded entry, the pending entry
+// moved under another tag with the id of its segment: a probing walk
+// decides a document by it, and a write that changes or removes the text
+// reads it to learn which segment holds the document's postings, deletes it
+// and writes a dead posting for (segment, document). Queries skip the dead
+// postings of a block. A document is thus in one of the pending, folded or
+// term-key forms (or in the term-key form and one other, when a backfill
+// met it: both say the same), and the next change of its text removes
+// every one.
+const (
+	tagFolded  byte = 0x03
+	tagSegment byte = 0x04
+	tagDead    byte = 0x05
+)
+
+// segIDLen is the length of a segment id in keys and folded values.
+const segIDLen = 8
+
+var errBadSegment = errors.New("index: malformed posting block")
+
+// foldedKey returns the key of the folded entry of document rest in the
+// text list starting at list.
+func foldedKey(list, rest []byte) []byte {
+	k := make([]byte, 0, len(list)+1+len(rest))
+	return append(append(append(k, list...), tagFolded), rest...)
+}
+
+// segmentSpan returns the span of the posting blocks of term in the list
+// (prefix set: of every term starting with term).
+func segmentSpan(list []byte, term string, prefix bool) (lower, upper []byte) {
+	b := append(slices.Clip(list), tagSegment)
+	if prefix {
+		lower = appendStringPrefix(b, term)
+	} else {
+		lower = keys.AppendString(b, term)
+	}
+	return lower, keys.PrefixEnd(lower)
+}
+
+// deadSpan returns the span of the list's dead postings.
+func deadSpan(list []byte) (lower, upper []byte) {
+	lower = append(slices.Clip(list), tagDead)
+	return lower, append(slices.Clip(list), tagDead+1)
+}
+
+// FoldSegment returns the entries that fold the pending entries refs
+// (whose current values are values, in the same order; a nil value is
+// skipped) into segment seg of their lists: per list, a posting block per
+// term and a folded entry per document, sorted by key. The pending keys
+// are the caller's to delete. seg must be new to every list it is used in.
+func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error) {
+	var id [segIDLen]byte
+	binary.BigEndian.PutUint64(id[:], seg)
+	type doc struct{ rest, value []byte }
+	byList := map[string][]doc{}
+	var lists []string
+	for i, ref := range refs {
+		if values[i] == nil {
+			continue
+		}
+		l := string(ref.Key[:ref.list])
+		if _, ok := byList[l]; !ok {
+			lists = append(lists, l)
+		}
+		byList[l] = append(byList[l], doc{ref.Rest(), values[i]})
+	}
+	var out []Entry
+	for _, l := range lists {
+		docs := byList[l]
+		slices.SortFunc(docs, func(a, b doc) int { return bytes.Compare(a.rest, b.rest) })
+		postings := map[string][]byte{}
+		for _, d := range docs {
+			v := make([]byte, 0, segIDLen+len(d.value))
+			v = append(append(v, id[:]...), d.value...)
+			out = append(out, Entry{Key: foldedKey([]byte(l), d.rest), Value: v})
+			err := eachPendingTerm(d.value, func(term, pos []byte) bool {
+				p := postings[string(term)]
+				p = binary.AppendUvarint(p, uint64(len(d.rest)))
+				p = append(p, d.rest...)
+				p = binary.AppendUvarint(p, uint64(len(pos)))
+				postings[string(term)] = append(p, pos...)
+				return true
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		for term, p := range postings {
+			k, _ := segmentSpan([]byte(l), term, false)
+			out = append(out, Entry{Key: append(k, id[:]...), Value: p})
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// eachPosting calls fn with every posting of a block, in order.
+func eachPosting(block []byte, fn func(rest, positions []byte) error) error {
+	for len(block) > 0 {
+		rest, n := pendingBytes(block)
+		if n <= 0 {
+			return errBadSegment
+		}
+		block = block[n:]
+		pos, n := pendingBytes(block)
+		if n <= 0 {
+			return errBadSegment
+		}
+		block = block[n:]
+		if err := fn(rest, pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FoldedReader reads a key of the partition: the value, or nil when the key
+// is absent.
+type FoldedReader func(key []byte) ([]byte, error)
+
+// deadSet returns the dead postings of field's list in the executor's
+// group, as segment id + rest, read once per group.
+func (e *executor) deadSet(field string) (map[string]struct{}, error) {
+	if d, ok := e.dead[field]; ok {
+		return d, nil
+	}
+	list := e.list(field)
+	lower, upper := deadSpan(list)
+	var d map[string]struct{}
+	e.it.SetBounds(lower, upper)
+	for ok := e.it.First(); ok; ok = e.it.Next() {
+		if d == nil {
+			d = map[string]struct{}{}
+		}
+		d[string(e.it.Key()[len(lower):])] = struct{}{}
+	}
+	if err := e.it.Error(); err != nil {
+		return nil, err
+	}
+	if e.dead == nil {
+		e.dead = map[string]map[string]struct{}{}
+	}
+	e.dead[field] = d
+	return d, nil
+}
+
+// postings calls fn with the live postings of the collection in the
+// posting blocks of field in [lower, upper) (see segmentSpan): the
+// document key rest and the positions, in block order.
+func (e *executor) postings(field string, lower, upper []byte, fn func(rest, positions []byte) error) error {
+	dead, err := e.deadSet(field)
+	if err != nil {
+		return err
+	}
+	var dk []byte
+	e.it.SetBounds(lower, upper)
+	for ok := e.it.First(); ok; ok = e.it.Next() {
+		k := e.it.Key()
+		if len(k) < len(lower)+segIDLen {
+			return errBadSegment
+		}
+		seg := k[len(k)-segIDLen:]
+		err := eachPosting(e.it.Value(), func(rest, pos []byte) error {
+			if !bytes.HasPrefix(rest, e.restPrefix) {
+				return nil
+			}
+			if dead != nil {
+				dk = append(append(dk[:0], seg...), rest...)
+				if _, gone := dead[string(dk)]; gone {
+					return nil
+				}
+			}
+			return fn(rest, pos)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return e.it.Error()
+}
+
+// addPostings adds to set the documents with a live posting of field in
+// [lower, upper); with insert unset, only documents met before.
+func (e *executor) addPostings(set interface{ Add(uint32) }, field string, lower, upper []byte, insert bool) error {
+	return e.postings(field, lower, upper, func(rest, _ []byte) error {
+		if o, known := e.ord(rest, insert); known {
+			set.Add(o)
+		}
+		return nil
+	})
+}
+
+// segmentPhrase returns the folded documents of the collection in which
+// the terms occur at consecutive positions.
+func (e *executor) segmentPhrase(field string, terms []string) ([]string, error) {
+	list := e.list(field)
+	var starts map[string][]int
+	var buf []int
+	for i, term := range terms {
+		next := map[string][]int{}
+		lower, upper := segmentSpan(list, term, false)
+		err := e.postings(field, lower, upper, func(rest, pos []byte) error {
+			if i == 0 {
+				next[string(rest)] = decodePositions(nil, pos)
+				return nil
+			}
+			s, ok := starts[string(rest)]
+			if !ok {
+				return nil
+			}
+			buf = decodePositions(buf[:0], pos)
+			var kept []int
+			for _, p := range s {
+				if _, found := slices.BinarySearch(buf, p+i); found {
+					kept = append(kept, p)
+				}
+			}
+			if len(kept) > 0 {
+				next[string(rest)] = kept
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if starts = next; len(starts) == 0 {
+			return nil, nil
+		}
+	}
+	out := make([]string, 0, len(starts))
+	for r := range starts {
+		out = append(out, r)
+	}
+	return out, nil
+}

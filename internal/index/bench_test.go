@@ -49,7 +49,7 @@ func loadMailbox(b *testing.B, n int, pending bool) *store {
 		rest := keys.AppendInt(nil, int64(i))
 		entries := index.Entries(mailIndexes, s.p, s.table, g, rest, doc)
 		if pending {
-			entries, _, _ = index.Diff(mailIndexes, s.p, s.table, g, rest, nil, doc, true, s.read)
+			entries, _, _ = index.Diff(mailIndexes, s.p, s.table, g, rest, nil, doc, s.read)
 		}
 		for _, e := range entries {
 			batch.Set(e.Key, e.Value)

@@ -71,30 +71,28 @@ func entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 // key or value changes are written, so an update touches only the lists of
 // the values and terms that changed.
 //
-// With pending set, a text field's entries are written in the pending
-// form: one entry per document holding all its terms and positions, under
-// the field's list (see PendingSpan), instead of one entry per term: an
-// insert of a 50-word message writes one key for its text where it wrote
-// some 40. The executor reads a collection's pending entries beside its
-// term lists, and a fold turns them into the final form later, in
-// batches; a write of many documents at once writes the final form
-// (pending unset) and needs no fold. Either way, a text value that changes
-// (or goes) deletes both forms of the old one, since which form it is in
-// is not known here (in the final form, the old terms the new value
-// keeps are put, not deleted); an unchanged one is left in its form. A
-// text value a fold put in a segment (see FoldSegment) has a folded entry,
-// which Diff reads through folded: it deletes it and writes the dead
-// posting that hides the document's postings in that segment.
-func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, pending bool, folded FoldedReader) (puts []Entry, deletes [][]byte, err error) {
+// A text field's entries are written in the pending form: one entry per
+// document holding all its terms and positions, under the field's list
+// (see PendingSpan), instead of one entry per term: an insert of a 50-word
+// message writes one key for its text where it wrote some 40. The executor
+// reads a collection's pending entries beside its term lists and segments,
+// and a fold turns them into a segment later (see FoldSegment); a write of
+// many documents turns its own into one at once. A text value that changes
+// (or goes) deletes the old one in every form it may be in: the pending
+// entry (rewritten, when the value changes), the term entries a backfill
+// writes, and, when a fold put it in a segment, its folded entry, which
+// Diff reads through folded: it deletes it and writes the dead posting
+// that hides the document's postings in that segment. An unchanged value
+// is left in its form.
+func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, folded FoldedReader) (puts []Entry, deletes [][]byte, err error) {
 	old := entries(indexes, prefix, table, group, rest, before, true)
 	cur := entries(indexes, prefix, table, group, rest, after, true)
 	dropOld := func(e Entry) {
 		if e.pending == 0 || err != nil {
 			return
 		}
-		// The document's terms may be in the term lists, or in a segment.
 		list, rest := e.Key[:e.pending], e.Key[e.pending+1:]
-		terms, _ := Fold(list, rest, e.Value)
+		terms, _ := termEntries(list, rest, e.Value)
 		for _, f := range terms {
 			deletes = append(deletes, f.Key)
 		}
@@ -126,39 +124,9 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 			if !bytes.Equal(old[i].Value, cur[j].Value) {
 				puts = append(puts, cur[j])
 				dropOld(old[i])
-				if !pending && old[i].pending > 0 {
-					deletes = append(deletes, old[i].Key) // not rewritten below
-				}
 			}
 			i++
 			j++
-		}
-	}
-	if !pending {
-		// The text values that changed are written in the final form. A
-		// term the old value had too is put again: its delete would only
-		// add a tombstone under the put.
-		final := make([]Entry, 0, len(puts))
-		var rewritten map[string]bool
-		for _, e := range puts {
-			if e.pending == 0 {
-				final = append(final, e)
-				continue
-			}
-			folded, _ := Fold(e.Key[:e.pending], e.Key[e.pending+1:], e.Value)
-			final = append(final, folded...)
-			if len(deletes) > 0 {
-				if rewritten == nil {
-					rewritten = make(map[string]bool, len(folded))
-				}
-				for _, f := range folded {
-					rewritten[string(f.Key)] = true
-				}
-			}
-		}
-		puts = final
-		if rewritten != nil {
-			deletes = slices.DeleteFunc(deletes, func(k []byte) bool { return rewritten[string(k)] })
 		}
 	}
 	if err != nil {

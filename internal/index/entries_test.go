@@ -59,7 +59,7 @@ func TestDiffTouchesOnlyChangedEntries(t *testing.T) {
 	group, rest := str("m1"), tuple(int64(7))
 	before := mustJSON(t, tb, `{"subject":"hello world","isInbox":true,"createdOn":5,"tags":["a","b"],"from":{"city":"Paris"}}`)
 	after := mustJSON(t, tb, `{"subject":"world hello","isInbox":true,"createdOn":5,"tags":["b","c"],"from":{"city":"Paris"},"note":"x"}`)
-	puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, after, true, absent)
+	puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, after, absent)
 	key := func(field string, v any) []byte {
 		b, _ := index.AppendValue(p.Index("T", group, field), v)
 		return append(b, rest...)
@@ -80,31 +80,14 @@ func TestDiffTouchesOnlyChangedEntries(t *testing.T) {
 	if !reflect.DeepEqual(putKeys, wantPuts) || !reflect.DeepEqual(dels, wantDels) {
 		t.Fatalf("puts %x\ndels %x\nwant puts %x\ndels %x", putKeys, dels, wantPuts, wantDels)
 	}
-	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, before, true, absent); len(puts)+len(dels) != 0 {
+	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, before, absent); len(puts)+len(dels) != 0 {
 		t.Fatal("an unchanged document must write nothing")
 	}
 	// A delete removes every entry in both forms: the final one and the
 	// pending entry.
 	all := index.Entries(ix, p, "T", group, rest, before)
-	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, nil, true, absent); len(puts) != 0 || len(dels) != len(all)+1 || !slices.ContainsFunc(dels, func(k []byte) bool { return bytes.Equal(k, pendingKey) }) {
+	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, nil, absent); len(puts) != 0 || len(dels) != len(all)+1 || !slices.ContainsFunc(dels, func(k []byte) bool { return bytes.Equal(k, pendingKey) }) {
 		t.Fatalf("a delete removes every entry: %d puts %d dels of %d and the pending one", len(puts), len(dels), len(all))
-	}
-	// Written in the final form (a write of many documents): the changed
-	// text's terms put (not deleted too), and the old pending key deleted;
-	// unchanged, nothing.
-	puts, dels, _ = index.Diff(ix, p, "T", group, rest, before, after, false, absent)
-	putKeys = putKeys[:0]
-	for _, e := range puts {
-		putKeys = append(putKeys, e.Key)
-	}
-	wantPuts = [][]byte{key("subject", "hello"), key("subject", "world"), key("tags", "c")}
-	sortKeys(wantPuts)
-	wantDels = [][]byte{pendingKey, key("tags", "a")}
-	if !reflect.DeepEqual(putKeys, wantPuts) || !reflect.DeepEqual(dels, wantDels) {
-		t.Fatalf("final form: puts %x\ndels %x\nwant puts %x\ndels %x", putKeys, dels, wantPuts, wantDels)
-	}
-	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, before, false, absent); len(puts)+len(dels) != 0 {
-		t.Fatal("an unchanged document must write nothing in the final form either")
 	}
 	// A document a fold put in a segment: its changed text deletes the
 	// folded entry Diff looked up and writes the dead posting that hides
@@ -116,7 +99,7 @@ func TestDiffTouchesOnlyChangedEntries(t *testing.T) {
 		asked = append(asked, slices.Clone(k))
 		return append(slices.Clone(seg), "terms"...), nil
 	}
-	puts, dels, err := index.Diff(ix, p, "T", group, rest, before, after, true, folded)
+	puts, dels, err := index.Diff(ix, p, "T", group, rest, before, after, folded)
 	if err != nil || len(asked) != 1 {
 		t.Fatalf("a changed text looks its folded entry up once: %d lookups, %v", len(asked), err)
 	}
@@ -127,7 +110,7 @@ func TestDiffTouchesOnlyChangedEntries(t *testing.T) {
 		t.Fatalf("a folded text changed: the folded entry %x deleted and the dead posting %x put; got puts %v dels %x", asked[0], dead, puts, dels)
 	}
 	asked = nil
-	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, before, true, folded); len(puts)+len(dels)+len(asked) != 0 {
+	if puts, dels, _ := index.Diff(ix, p, "T", group, rest, before, before, folded); len(puts)+len(dels)+len(asked) != 0 {
 		t.Fatal("an unchanged folded document must look up and write nothing")
 	}
 	start, end := index.GroupSpan(p, "T", group)

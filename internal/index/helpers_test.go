@@ -3,6 +3,7 @@ package index_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/doppio-db/doppio/internal/index"
@@ -20,10 +21,10 @@ type store struct {
 	table   string
 	indexes []schema.Index
 	docs    map[string]schema.Document // group+rest -> document
-	// final writes text entries in the final form, as a write of many
-	// documents does, instead of pending.
-	final bool
-	seg   uint64 // the last segment id a fold used
+	// bulk writes text entries as a segment of their own, as a write of
+	// many documents does, instead of pending.
+	bulk bool
+	seg  uint64 // the last segment id a fold used
 }
 
 func newStore(t testing.TB, indexes []schema.Index) *store {
@@ -36,14 +37,32 @@ func newStore(t testing.TB, indexes []schema.Index) *store {
 	return &store{t: t, e: e, p: keys.PartitionPrefix("db", 3), table: "T", indexes: indexes, docs: map[string]schema.Document{}}
 }
 
-// put inserts or replaces a document; nil deletes it.
+// put inserts or replaces a document; nil deletes it. With s.bulk set, its
+// text goes to a segment of its own, as in a write of many documents.
 func (s *store) put(group, rest []byte, doc schema.Document) {
 	s.t.Helper()
 	id := string(group) + string(rest)
 	b := s.e.NewBatch()
-	puts, dels, err := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc, !s.final, s.read)
+	puts, dels, err := index.Diff(s.indexes, s.p, s.table, group, rest, s.docs[id], doc, s.read)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	var refs []index.PendingRef
+	var values [][]byte
+	if s.bulk {
+		puts = slices.DeleteFunc(puts, func(e index.Entry) bool {
+			if e.Pending() {
+				refs, values = append(refs, e.PendingRef()), append(values, e.Value)
+				dels = append(dels, e.Key)
+			}
+			return e.Pending()
+		})
+		s.seg++
+		seg, err := index.FoldSegment(s.seg, refs, values)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		puts = append(puts, seg...)
 	}
 	// Deletes first, as the partition applies them: a put of a key they
 	// name wins.
@@ -60,6 +79,20 @@ func (s *store) put(group, rest []byte, doc schema.Document) {
 	} else {
 		b.Set(dk, []byte("record"))
 		s.docs[id] = doc
+	}
+	if err := s.e.Commit(b); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// backfill writes a live document's entries in the final form (a term per
+// entry), as a backfill does when it meets a document the write path has
+// indexed already: its text is then in two forms.
+func (s *store) backfill(group, rest []byte) {
+	s.t.Helper()
+	b := s.e.NewBatch()
+	for _, e := range index.Entries(s.indexes, s.p, s.table, group, rest, s.docs[string(group)+string(rest)]) {
+		b.Set(e.Key, e.Value)
 	}
 	if err := s.e.Commit(b); err != nil {
 		s.t.Fatal(err)

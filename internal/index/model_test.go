@@ -344,15 +344,18 @@ func indexAnswersEqualBruteForce(t *testing.T) {
 	for step := range 300 {
 		g := groups[r.IntN(len(groups))]
 		rest := tuple([]string{"x", "y"}[r.IntN(2)], int64(r.IntN(40)))
-		s.final = r.IntN(4) == 0 // some writes as a bulk write makes them
+		s.bulk = r.IntN(4) == 0 // some writes as a bulk write makes them
 		if _, ok := s.docs[string(g)+string(rest)]; ok && r.IntN(4) == 0 {
 			s.put(g, rest, nil)
 		} else {
 			s.put(g, rest, randDoc(r))
+			if r.IntN(8) == 0 {
+				s.backfill(g, rest)
+			}
 		}
 		if r.IntN(10) == 0 {
-			// Some documents' text is folded into the term lists, some
-			// pending, some updated or deleted after it was folded.
+			// Some documents' text is folded into segments, some pending,
+			// some in term entries, some updated or deleted after.
 			s.fold(g)
 		}
 		if step%5 != 0 {
@@ -413,7 +416,7 @@ func indexAnswersEqualBruteForce(t *testing.T) {
 			for _, e := range index.Entries(modelIndexes, s.p, s.table, g, []byte(rest), d) {
 				final[string(e.Key)] = e.Value
 			}
-			puts, _, err := index.Diff(modelIndexes, s.p, s.table, g, []byte(rest), nil, d, true, s.read)
+			puts, _, err := index.Diff(modelIndexes, s.p, s.table, g, []byte(rest), nil, d, s.read)
 			if err != nil {
 				t.Fatal(err)
 			}

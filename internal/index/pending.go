@@ -27,10 +27,10 @@ func PendingSpan(list []byte) (start, end []byte) {
 	return start, append(slices.Clip(list), tagPending+1)
 }
 
-// Fold returns the final-form entries (one per term, sorted by key) of
+// termEntries returns the final-form entries (one per term, sorted by key) of
 // the pending entry of document rest in the text list starting at list,
 // whose value is value.
-func Fold(list, rest, value []byte) ([]Entry, error) {
+func termEntries(list, rest, value []byte) ([]Entry, error) {
 	n, size := 0, 0
 	err := eachPendingTerm(value, func(term, positions []byte) bool {
 		n++
@@ -96,14 +96,11 @@ type PendingRef struct {
 	list int // length of its list's prefix in Key
 }
 
+// PendingRef returns the reference of a pending entry (see Pending).
+func (e Entry) PendingRef() PendingRef { return PendingRef{Key: e.Key, list: e.pending} }
+
 // Rest is the key rest of the document the entry belongs to.
 func (p PendingRef) Rest() []byte { return p.Key[p.list+1:] }
-
-// Fold returns the final-form entries of the pending entry, given its
-// value.
-func (p PendingRef) Fold(value []byte) ([]Entry, error) {
-	return Fold(p.Key[:p.list], p.Rest(), value)
-}
 
 // PendingKeys returns the keys of at most limit pending entries of the
 // document group group of table, in its text fields fields, and whether

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -266,12 +267,13 @@ type evaluation struct {
 	// index entries go with one range deletion.
 	cleared map[string]*schema.Table
 	group   []byte // encoded partition key of the request
-	// pendingPuts counts, by table, the pending text entries written; final
-	// says text entries are written in the final form instead (see
-	// fold.go).
+	// pendingPuts counts, by table, the pending text entries written. In a
+	// bulk write (see fold.go) they are gathered in bulkRefs and bulkValues
+	// instead, and written as one segment.
 	pendingPuts map[string]int
-	final       bool
-	folded      map[string]bool // by table: the group is marked folded
+	bulk        bool
+	bulkRefs    []index.PendingRef
+	bulkValues  [][]byte
 }
 
 func (ev *evaluation) load(table string, key []byte) (*pending, error) {
@@ -518,9 +520,9 @@ func (ev *evaluation) writeSet() (*WriteSet, error) {
 		}
 	}
 	slices.SortFunc(ps, func(a, b *pending) int { return a.sequence - b.sequence })
-	// A write of many documents writes their text entries in the final
-	// form: they would be folded at once (see fold.go).
-	ev.final = len(ps) >= finalDocs
+	// A write of many documents folds its text entries itself: they would
+	// be folded at once (see fold.go).
+	ev.bulk = len(ps) >= bulkDocs
 	ws := &WriteSet{Mtime: ev.now, Counters: ev.counters}
 	for _, p := range ps {
 		w := Write{Table: p.table, Key: p.key}
@@ -547,6 +549,15 @@ func (ev *evaluation) writeSet() (*WriteSet, error) {
 			return nil, err
 		}
 	}
+	if len(ev.bulkRefs) > 0 {
+		entries, err := index.FoldSegment(rand.Uint64(), ev.bulkRefs, ev.bulkValues)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
+		}
+	}
 	for _, t := range ev.cleared {
 		start, end := index.GroupSpan(ev.r.prefix, t.Def.Name, ev.group)
 		ws.Index.Ranges = append(ws.Index.Ranges, KeyRange{Start: start, End: end})
@@ -571,14 +582,25 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 		before = d
 	}
 	rest := p.key[len(ev.group):]
-	puts, deletes, err := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, !ev.final, ev.r.readKey)
+	puts, deletes, err := index.Diff(t.Indexes(), ev.r.prefix, p.table, ev.group, rest, before, p.doc, ev.r.readKey)
 	if err != nil {
 		return err
 	}
 	x.Puts = slices.Grow(x.Puts, len(puts))
 	for _, e := range puts {
-		x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
-		if e.Pending() {
+		switch {
+		case !e.Pending():
+			x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
+		case ev.bulk:
+			ev.bulkRefs = append(ev.bulkRefs, e.PendingRef())
+			ev.bulkValues = append(ev.bulkValues, e.Value)
+			if before != nil {
+				// The old text's pending entry, which the put would
+				// have replaced.
+				x.Deletes = append(x.Deletes, e.Key)
+			}
+		default:
+			x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
 			if ev.pendingPuts == nil {
 				ev.pendingPuts = map[string]int{}
 			}

@@ -23,8 +23,9 @@ import (
 // falls between what the fold reads and what it writes. A group is folded
 // again each time its writes have added foldAfter more: a segment costs a
 // key per distinct term of its documents, so what a large mailbox's text
-// costs to write follows its folds, not its words. A write of finalDocs
-// documents or more writes the term-per-key form directly. A fold changes
+// costs to write follows its folds, not its words. A write of bulkDocs
+// documents or more (a bulk load's transaction) writes its text as a
+// segment of its own, in the same write set. A fold changes
 // no query's answer; it is replicated like any write set (marked Fold, so
 // an incremental backup knows it changed nothing) and consumes an SCN with
 // an empty change-log entry. A query that reads more than twice foldAfter
@@ -42,9 +43,9 @@ var foldHook func()
 // A fold writes at most foldDocs documents per write set, as one segment.
 const foldDocs = 256
 
-// A write of finalDocs documents or more (a bulk load's transaction) writes
-// their text entries in the final form, one per term, instead of pending.
-const finalDocs = 64
+// A write of bulkDocs documents or more writes their text entries as a
+// segment of their own instead of pending.
+const bulkDocs = 64
 
 // maxFoldCounts bounds the groups whose count is kept: past it, the counts
 // start again (the groups left behind are folded when queries find their

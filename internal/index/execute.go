@@ -172,12 +172,8 @@ type executor struct {
 	// entries read in one list.
 	pending     map[string]map[string][]byte // field -> document key rest -> value
 	pendingSeen int
-	// folded holds, for a probing walk, the folded documents with a live
-	// posting of each text term the query reads (field "\x00" term ->
-	// document key rest); dead the dead postings of each text field read
-	// (see deadSet).
-	folded map[string]map[string]struct{}
-	dead   map[string]map[string]struct{}
+	// dead holds the dead postings of each text field read (see deadSet).
+	dead map[string]map[string]struct{}
 }
 
 // read counts one entry read by eval; false once past the budget.
@@ -197,7 +193,6 @@ func (e *executor) reset(group []byte) {
 	if !bytes.Equal(group, e.group) {
 		// The pending entries and postings of another group.
 		clear(e.pending)
-		clear(e.folded)
 		clear(e.dead)
 	}
 	e.group = group
@@ -243,11 +238,6 @@ func (e *executor) loadPending(q Op) error {
 	}
 	if field == "" {
 		return nil
-	}
-	if q, ok := q.(Equal); ok {
-		if err := e.loadFolded(q); err != nil {
-			return err
-		}
 	}
 	if _, ok := e.pending[field]; ok {
 		return nil

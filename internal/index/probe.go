@@ -110,8 +110,19 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 				pos, err := pendingPositions(v, term)
 				return pos != nil, err
 			}
-			if _, ok := e.folded[q.Field+"\x00"+term][string(rest)]; ok {
-				return true, nil
+			// A folded document: its folded entry holds its terms.
+			k := append(append(append((*key)[:0], e.list(q.Field)...), tagFolded), rest...)
+			*key = k
+			if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+				v := it.Value()
+				if len(v) < segIDLen {
+					return false, errBadSegment
+				}
+				pos, err := pendingPositions(v[segIDLen:], term)
+				return pos != nil, err
+			}
+			if err := it.Error(); err != nil {
+				return false, err
 			}
 		}
 		k, ok := AppendValue(append((*key)[:0], e.list(q.Field)...), q.Value)
@@ -141,31 +152,4 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 		return !m, err
 	}
 	return false, nil
-}
-
-// loadFolded reads the folded documents with a live posting of q's term
-// (a text equality) into e.folded, for decide.
-func (e *executor) loadFolded(q Equal) error {
-	term, ok := q.Value.(string)
-	if !ok || !q.Text {
-		return nil
-	}
-	k := q.Field + "\x00" + term
-	if _, ok := e.folded[k]; ok {
-		return nil
-	}
-	docs := map[string]struct{}{}
-	lower, upper := segmentSpan(e.list(q.Field), term, false)
-	err := e.postings(q.Field, lower, upper, func(rest, _ []byte) error {
-		docs[string(rest)] = struct{}{}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if e.folded == nil {
-		e.folded = map[string]map[string]struct{}{}
-	}
-	e.folded[k] = docs
-	return nil
 }

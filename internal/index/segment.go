@@ -46,6 +46,9 @@ const segIDLen = 8
 
 var errBadSegment = errors.New("index: malformed posting block")
 
+// errBudget stops a walk of posting blocks past the gathering budget.
+var errBudget = errors.New("index: over the gathering budget")
+
 // foldedKey returns the key of the folded entry of document rest in the
 // text list starting at list.
 func foldedKey(list, rest []byte) []byte {
@@ -174,7 +177,9 @@ func (e *executor) deadSet(field string) (map[string]struct{}, error) {
 
 // postings calls fn with the live postings of the collection in the
 // posting blocks of field in [lower, upper) (see segmentSpan): the
-// document key rest and the positions, in block order.
+// document key rest and the positions, in block order. Each posting counts
+// against a gathering budget (see executor.read), as a term entry does: a
+// probing walk decides a folded document by its folded entry instead.
 func (e *executor) postings(field string, lower, upper []byte, fn func(rest, positions []byte) error) error {
 	dead, err := e.deadSet(field)
 	if err != nil {
@@ -192,6 +197,9 @@ func (e *executor) postings(field string, lower, upper []byte, fn func(rest, pos
 			if !bytes.HasPrefix(rest, e.restPrefix) {
 				return nil
 			}
+			if !e.read() {
+				return errBudget
+			}
 			if dead != nil {
 				dk = append(append(dk[:0], seg...), rest...)
 				if _, gone := dead[string(dk)]; gone {
@@ -200,6 +208,9 @@ func (e *executor) postings(field string, lower, upper []byte, fn func(rest, pos
 			}
 			return fn(rest, pos)
 		})
+		if err == errBudget {
+			return nil // e.overflow is set
+		}
 		if err != nil {
 			return err
 		}

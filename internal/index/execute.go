@@ -47,8 +47,10 @@ type Result struct {
 	// Count is the number of matches, when Options.Count was set.
 	Count int
 	// Pending is the most pending entries (see PendingSpan) the query read
-	// in one text list: the caller may fold them when they pile up.
-	Pending int
+	// in one text list: the caller may fold them when they pile up. Dead is
+	// the most dead postings (see FoldSegment) it read in one: the caller
+	// may purge them (PurgeDead).
+	Pending, Dead int
 	// Next is the cursor of the next page, or "" on the last page.
 	Next string
 }
@@ -101,10 +103,10 @@ func ExecuteIter(it *storage.Iter, prefix keys.Partition, table string, group, r
 		return Result{}, err
 	}
 	if o.Count {
-		return Result{Count: p.count, Pending: e.pendingSeen}, nil
+		return Result{Count: p.count, Pending: e.pendingSeen, Dead: e.deadSeen}, nil
 	}
 	res := p.result(o.Sort, cursorVersion)
-	res.Pending = e.pendingSeen
+	res.Pending, res.Dead = e.pendingSeen, e.deadSeen
 	return res, nil
 }
 
@@ -172,8 +174,10 @@ type executor struct {
 	// entries read in one list.
 	pending     map[string]map[string][]byte // field -> document key rest -> value
 	pendingSeen int
-	// dead holds the dead postings of each text field read (see deadSet).
-	dead map[string]map[string]struct{}
+	// dead holds the dead postings of each text field read (see deadSet);
+	// deadSeen is the most in one list.
+	dead     map[string]map[string]struct{}
+	deadSeen int
 }
 
 // read counts one entry read by eval; false once past the budget.

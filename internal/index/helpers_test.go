@@ -137,6 +137,37 @@ func (s *store) fold(group []byte) {
 	}
 }
 
+// purge drops the group's dead postings (index.PurgeDead) in small
+// batches, of which it applies the first n only (all when n < 0), as a
+// purge cut short by a lost leadership does.
+func (s *store) purge(group []byte, n int) {
+	s.t.Helper()
+	for _, ix := range s.indexes {
+		if ix.Kind != "text" {
+			continue
+		}
+		batches, deletes, _, err := index.PurgeDead(s.e, s.p.Index(s.table, group, ix.String()), 1, 200)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for i, puts := range batches {
+			if i == n {
+				break
+			}
+			b := s.e.NewBatch()
+			for _, k := range deletes[i] {
+				b.Delete(k)
+			}
+			for _, e := range puts {
+				b.Set(e.Key, e.Value)
+			}
+			if err := s.e.Commit(b); err != nil {
+				s.t.Fatal(err)
+			}
+		}
+	}
+}
+
 // read reads a key for index.Diff: nil when absent.
 func (s *store) read(key []byte) ([]byte, error) {
 	v, err := s.e.Get(key)

@@ -358,6 +358,10 @@ func indexAnswersEqualBruteForce(t *testing.T) {
 			// some in term entries, some updated or deleted after.
 			s.fold(g)
 		}
+		if r.IntN(12) == 0 {
+			// Dead postings purged, or some of their blocks only.
+			s.purge(g, r.IntN(3)-1)
+		}
 		if step%5 != 0 {
 			continue
 		}

@@ -105,11 +105,7 @@ func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error
 			v = append(append(v, id[:]...), d.value...)
 			out = append(out, Entry{Key: foldedKey([]byte(l), d.rest), Value: v})
 			err := eachPendingTerm(d.value, func(term, pos []byte) bool {
-				p := postings[string(term)]
-				p = binary.AppendUvarint(p, uint64(len(d.rest)))
-				p = append(p, d.rest...)
-				p = binary.AppendUvarint(p, uint64(len(pos)))
-				postings[string(term)] = append(p, pos...)
+				postings[string(term)] = appendPosting(postings[string(term)], d.rest, pos)
 				return true
 			})
 			if err != nil {
@@ -123,6 +119,14 @@ func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// appendPosting appends a posting to a block's value.
+func appendPosting(block, rest, positions []byte) []byte {
+	block = binary.AppendUvarint(block, uint64(len(rest)))
+	block = append(block, rest...)
+	block = binary.AppendUvarint(block, uint64(len(positions)))
+	return append(block, positions...)
 }
 
 // eachPosting calls fn with every posting of a block, in order.
@@ -172,6 +176,7 @@ func (e *executor) deadSet(field string) (map[string]struct{}, error) {
 		e.dead = map[string]map[string]struct{}{}
 	}
 	e.dead[field] = d
+	e.deadSeen = max(e.deadSeen, len(d))
 	return d, nil
 }
 

@@ -357,6 +357,7 @@ type collector struct {
 	walSync    *prometheus.Desc
 	folds      *prometheus.Desc
 	folded     *prometheus.Desc
+	purged     *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -375,8 +376,9 @@ func newCollector(n *Node) *collector {
 		rowBytes:   prometheus.NewDesc("doppio_row_cache_bytes", "Bytes held by the row cache.", nil, nil),
 		walSync:    prometheus.NewDesc("doppio_storage_wal_sync_seconds", "Duration of the storage engine's write-ahead log syncs (each makes every write waiting for it durable).", nil, nil),
 		reads:      prometheus.NewDesc("doppio_linearizable_reads_total", "Linearizable read confirmations by how they were confirmed: under the leader's lease, by a quorum round (ReadIndex), or as the partition's only voter.", []string{"confirmed"}, nil),
-		folds:      prometheus.NewDesc("doppio_index_folds_total", "Write sets that folded pending text index entries into the term lists, by each hosted partition while it led.", []string{"database", "partition"}, nil),
-		folded:     prometheus.NewDesc("doppio_index_folded_documents_total", "Documents whose pending text index entries were folded into the term lists, by each hosted partition while it led.", []string{"database", "partition"}, nil),
+		folds:      prometheus.NewDesc("doppio_index_folds_total", "Write sets that folded pending text index entries into segments, by each hosted partition while it led.", []string{"database", "partition"}, nil),
+		folded:     prometheus.NewDesc("doppio_index_folded_documents_total", "Documents whose pending text index entries were folded into segments, by each hosted partition while it led.", []string{"database", "partition"}, nil),
+		purged:     prometheus.NewDesc("doppio_index_purged_postings_total", "Dead postings of segments purged from their posting blocks, by each hosted partition while it led.", []string{"database", "partition"}, nil),
 	}
 }
 
@@ -396,6 +398,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.walSync
 	ch <- c.folds
 	ch <- c.folded
+	ch <- c.purged
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -403,9 +406,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range ps {
 			id := strconv.Itoa(p.ID)
 			ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(p.Applied().Sequence), db, id)
-			writes, docs := p.FoldStats()
+			writes, docs, purged := p.FoldStats()
 			ch <- prometheus.MustNewConstMetric(c.folds, prometheus.CounterValue, float64(writes), db, id)
 			ch <- prometheus.MustNewConstMetric(c.folded, prometheus.CounterValue, float64(docs), db, id)
+			ch <- prometheus.MustNewConstMetric(c.purged, prometheus.CounterValue, float64(purged), db, id)
 		}
 	}
 	m := c.n.engine.Metrics()

@@ -43,6 +43,14 @@ var foldHook func()
 // A fold writes at most foldDocs documents per write set, as one segment.
 const foldDocs = 256
 
+// A group's fold job purges a text list's dead postings once it has
+// purgeAfter of them (a variable so tests can purge often), rewriting the
+// posting blocks in write sets of about purgeBytes. A query that reads as
+// many in one list starts the job.
+var purgeAfter = 256
+
+const purgeBytes = 256 << 10
+
 // A write of bulkDocs documents or more writes their text entries as a
 // segment of their own instead of pending.
 const bulkDocs = 64
@@ -61,14 +69,16 @@ type folding struct {
 	// exclusively once its build is gone, so no fold writes entries of an
 	// index after its removal began.
 	drop sync.RWMutex
-	// writes and docs count the fold write sets and the documents folded.
-	writes, docs atomic.Int64
+	// writes and docs count the fold write sets and the documents folded,
+	// purged the dead postings purged.
+	writes, docs, purged atomic.Int64
 }
 
 // FoldStats returns how many write sets folded pending text entries on
-// this replica (as leader), and how many documents' entries they folded.
-func (r *Replica) FoldStats() (writeSets, documents int64) {
-	return r.folds.writes.Load(), r.folds.docs.Load()
+// this replica (as leader), how many documents' entries they folded, and
+// how many dead postings its purges dropped.
+func (r *Replica) FoldStats() (writeSets, documents, purged int64) {
+	return r.folds.writes.Load(), r.folds.docs.Load(), r.folds.purged.Load()
 }
 
 // notePending counts n pending entries written to group of table, and
@@ -153,10 +163,41 @@ func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 	}
 	for {
 		more, err := r.foldChunk(ctx, table, group, fields)
-		if err != nil || !more {
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	for _, field := range fields {
+		if err := r.purge(ctx, r.prefix.Index(table, group, field)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// purge drops the dead postings of the text list starting at list from
+// its posting blocks, once there are purgeAfter of them (index.PurgeDead),
+// in write sets of about purgeBytes. It runs in the group's fold job, so
+// one list is not purged twice at once.
+func (r *Replica) purge(ctx context.Context, list []byte) error {
+	batches, deletes, purged, err := index.PurgeDead(r.engine, list, purgeAfter, purgeBytes)
+	if err != nil {
+		return err
+	}
+	for i, puts := range batches {
+		ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true, Index: IndexWrites{Deletes: deletes[i]}}
+		for _, e := range puts {
+			ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
+		}
+		if _, err := r.repl.Replicate(ctx, ws); err != nil {
+			return err
+		}
+	}
+	r.folds.purged.Add(int64(purged))
+	return nil
 }
 
 // foldChunk folds the first foldDocs pending entries of group.
@@ -235,9 +276,9 @@ func (r *Replica) textFields(table string) []string {
 }
 
 // foldIfPiled starts a fold of group when a query read more pending
-// entries in one of its lists than folds should leave.
+// entries or dead postings in one of its lists than the job should leave.
 func (r *Replica) foldIfPiled(table string, group []byte, res index.Result) {
-	if res.Pending > 2*foldAfter {
+	if res.Pending > 2*foldAfter || res.Dead >= purgeAfter {
 		r.startFold(table, group)
 	}
 }

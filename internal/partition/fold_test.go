@@ -184,7 +184,7 @@ func TestFoldMovesPendingEntriesIntoASegmentWithTheSameAnswers(t *testing.T) {
 	if folded, blocks := tagCount(t, f, msgs, "a", 0x03), tagCount(t, f, msgs, "a", 0x04); folded != 4 || blocks != 7 {
 		t.Fatalf("%d folded entries and %d posting blocks, want 4 and 7", folded, blocks)
 	}
-	if writes, docs := f.rep.FoldStats(); writes != 1 || docs != 4 {
+	if writes, docs, _ := f.rep.FoldStats(); writes != 1 || docs != 4 {
 		t.Fatalf("FoldStats = %d write sets, %d documents; want 1, 4", writes, docs)
 	}
 	check("folded", 4)
@@ -209,7 +209,7 @@ func TestFoldMovesPendingEntriesIntoASegmentWithTheSameAnswers(t *testing.T) {
 			t.Errorf("after an update and a delete: %s = %v, want %v", c.q, got, c.want)
 		}
 	}
-	if writes, _ := f.rep.FoldStats(); writes != 1 {
+	if writes, _, _ := f.rep.FoldStats(); writes != 1 {
 		t.Fatalf("%d fold write sets after two pending writes, want still 1", writes)
 	}
 	// Two more fold the group again, into a second segment, beside the
@@ -218,7 +218,7 @@ func TestFoldMovesPendingEntriesIntoASegmentWithTheSameAnswers(t *testing.T) {
 	f.exec(t, put(msgs, keys.Tuple{"a", int64(6)}, schema.Document{"subject": "lunch again", "at": int64(6)}))
 	f.exec(t, put(msgs, keys.Tuple{"a", int64(7)}, schema.Document{"subject": "no words of note", "at": int64(7)}))
 	f.rep.WaitIndexJobs()
-	if writes, docs := f.rep.FoldStats(); writes != 2 || docs != 8 {
+	if writes, docs, _ := f.rep.FoldStats(); writes != 2 || docs != 8 {
 		t.Fatalf("FoldStats = %d write sets, %d documents; want 2, 8", writes, docs)
 	}
 	if n, folded := pendingCount(t, f, msgs, "a"), tagCount(t, f, msgs, "a", 0x03); n != 0 || folded != 6 {
@@ -425,7 +425,7 @@ func TestAWriteOfManyDocumentsWritesItsOwnSegment(t *testing.T) {
 		t.Fatalf("after a write of %d documents: %d pending, %d folded, %d posting blocks; want 0, %d, 6", bulkDocs, n, folded, blocks, bulkDocs)
 	}
 	auditGroup(t, f, msgs, "a")
-	if writes, _ := f.rep.FoldStats(); writes != 0 {
+	if writes, _, _ := f.rep.FoldStats(); writes != 0 {
 		t.Fatalf("%d folds after a write that folded itself, want 0", writes)
 	}
 	// One more write alone is pending again; written again in bulk, the
@@ -461,5 +461,58 @@ func TestAWriteOfManyDocumentsWritesItsOwnSegment(t *testing.T) {
 	}
 	if got := queryIDs(t, f, msgs, "a", "subject:common", ""); len(got) != 0 {
 		t.Fatalf("subject:common = %v after every document lost the word", got)
+	}
+}
+
+// TestAFoldPurgesDeadPostings deletes folded documents until their dead
+// postings reach purgeAfter: the next fold job rewrites the posting blocks
+// without them (a block left empty goes) and deletes the dead postings,
+// and the answers stay the same.
+func TestAFoldPurgesDeadPostings(t *testing.T) {
+	setFoldAfter(t, 8)
+	old := purgeAfter
+	purgeAfter = 3
+	t.Cleanup(func() { purgeAfter = old })
+	f, msgs := foldFixture(t)
+	for i := range 8 {
+		subject := fmt.Sprint("common word", i%2)
+		if i == 5 {
+			subject = "lonely common" // the only document with "lonely"
+		}
+		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": subject, "at": int64(i)}))
+	}
+	f.rep.WaitIndexJobs()
+	blocks := tagCount(t, f, msgs, "a", 0x04) // common, word0, word1, lonely
+	if n := pendingCount(t, f, msgs, "a"); n != 0 || blocks != 4 {
+		t.Fatalf("%d pending entries and %d posting blocks after the fold, want 0 and 4", n, blocks)
+	}
+	// Two deletes and an update: three dead postings, below the purge
+	// until the update.
+	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", int64(5)}})
+	f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", int64(2)}})
+	if dead := tagCount(t, f, msgs, "a", 0x05); dead != 2 {
+		t.Fatalf("%d dead postings after two deletes, want 2", dead)
+	}
+	f.exec(t, put(msgs, keys.Tuple{"a", int64(3)}, schema.Document{"subject": "changed", "at": int64(3)}))
+	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
+	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
+		t.Fatal(err)
+	}
+	if dead, blocks := tagCount(t, f, msgs, "a", 0x05), tagCount(t, f, msgs, "a", 0x04); dead != 0 || blocks != 4 {
+		// lonely's block is gone with document 5; document 3's new text
+		// ("changed") is a segment of its own.
+		t.Fatalf("after the purge: %d dead postings and %d posting blocks, want 0 and 4", dead, blocks)
+	}
+	if _, _, purged := f.rep.FoldStats(); purged != 3 {
+		t.Fatalf("FoldStats counts %d purged postings, want 3", purged)
+	}
+	auditGroup(t, f, msgs, "a")
+	for _, c := range []struct {
+		q    string
+		want []int64
+	}{{"subject:common", []int64{0, 1, 4, 6, 7}}, {"subject:word1", []int64{1, 7}}, {"subject:lonely", nil}, {"subject:changed", []int64{3}}} {
+		if got := queryIDs(t, f, msgs, "a", c.q, ""); !slices.Equal(got, c.want) {
+			t.Errorf("after the purge: %s = %v, want %v", c.q, got, c.want)
+		}
 	}
 }

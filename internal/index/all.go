@@ -42,7 +42,7 @@ func ExecuteAll(r Reader, prefix keys.Partition, table string, q Op, o Options) 
 	if err != nil {
 		return Result{}, err
 	}
-	e := &executor{it: it, prefix: prefix, table: table, ords: make(map[string]uint32)}
+	e := &executor{it: it, prefix: prefix, table: table, ords: make(map[string]uint32, ordsHint), rests: make([]string, 0, ordsHint)}
 	m := newMerger(o.Sort, o.Limit)
 	if o.Count {
 		err = e.groups(nil, func(group []byte) (bool, error) {

@@ -97,6 +97,15 @@ func BenchmarkQuery(b *testing.B) {
 	}
 }
 
+// BenchmarkQueryInbox: the mailbox benchmark's inbox page, isInbox:true
+// sorted by createdOn descending, first page of 20, over one mailbox of 100
+// messages.
+func BenchmarkQueryInbox(b *testing.B) {
+	benchQuery(b, loadMailbox(b, 100, false), "isInbox:true", "-createdOn", func(res index.Result) bool {
+		return len(res.Keys) == 20
+	})
+}
+
 // BenchmarkQueryPending: subject:meeting sorted by createdOn descending,
 // first page of 20, over a mailbox whose text entries are all folded or
 // all pending: what a text query pays per pending entry.

@@ -385,7 +385,11 @@ type listWriter struct {
 // and collected) per request before.
 var listBuffers sync.Pool // of *[]byte
 
-// maxPooledList bounds the buffers kept in listBuffers.
+// docBuffers keeps, the same way, the buffers a query page's documents are
+// read into (partition.Replica.QueryDocuments).
+var docBuffers sync.Pool // of *[]byte
+
+// maxPooledList bounds the buffers kept in listBuffers and docBuffers.
 const maxPooledList = 1 << 20
 
 // newListWriter starts a list of about docs documents of docBytes bytes of

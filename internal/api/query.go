@@ -85,7 +85,17 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 		}
 		return writeJSON(w, http.StatusOK, map[string]int{"count": res.Count})
 	}
-	res, recs, err := rep.QueryDocuments(tg.table.Def.Name, group, enc[len(group):], qr.plan.Op, qr.opts)
+	var buf []byte
+	if p, ok := docBuffers.Get().(*[]byte); ok {
+		buf = *p
+	}
+	res, recs, buf, err := rep.QueryDocuments(tg.table.Def.Name, group, enc[len(group):], qr.plan.Op, qr.opts, buf)
+	defer func() {
+		// The records' bytes, rendered (or not) by now.
+		if cap(buf) <= maxPooledList {
+			docBuffers.Put(&buf)
+		}
+	}()
 	if err != nil {
 		return err
 	}

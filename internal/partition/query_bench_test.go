@@ -70,7 +70,7 @@ func BenchmarkInboxPage(b *testing.B) {
 	b.Run("iterator", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			res, recs, err := f.rep.QueryDocuments(msgs.Def.Name, group, nil, plan.Op, opts)
+			res, recs, _, err := f.rep.QueryDocuments(msgs.Def.Name, group, nil, plan.Op, opts, nil)
 			if err != nil || len(res.Keys) != 20 || len(recs) != 20 {
 				b.Fatal(err, len(res.Keys))
 			}

@@ -164,19 +164,20 @@ func (r *Replica) Query(table string, group, restPrefix []byte, op index.Op, o i
 // key listed has its document: entries and documents are written in one
 // batch), and positioned by forward seeks in key order rather than one
 // point lookup, each with its own iterator, per document. Records[i] is
-// the document of Keys[i]; their Avro bytes are the caller's. (A key
-// without a document, which only an index being repaired could list, is
-// left out of Keys.)
-func (r *Replica) QueryDocuments(table string, group, restPrefix []byte, op index.Op, o index.Options) (index.Result, []Record, error) {
+// the document of Keys[i]; their Avro bytes are appended to buf, returned
+// grown, which the caller may use again once it is done with the records.
+// (A key without a document, which only an index being repaired could
+// list, is left out of Keys.)
+func (r *Replica) QueryDocuments(table string, group, restPrefix []byte, op index.Op, o index.Options, buf []byte) (index.Result, []Record, []byte, error) {
 	it, err := r.engine.NewIter(r.prefix, r.prefix.End())
 	if err != nil {
-		return index.Result{}, nil, err
+		return index.Result{}, nil, buf, err
 	}
 	defer it.Close()
 	res, err := index.ExecuteIter(it, r.prefix, table, group, restPrefix, op, o)
 	r.foldIfPiled(table, group, res)
 	if err != nil || len(res.Keys) == 0 {
-		return res, nil, err
+		return res, nil, buf, err
 	}
 	base := r.prefix.Document(table, group)
 	it.SetBounds(base, keys.PrefixEnd(base))
@@ -187,22 +188,22 @@ func (r *Replica) QueryDocuments(table string, group, restPrefix []byte, op inde
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(res.Keys[a], res.Keys[b]) })
 	recs := make([]Record, len(res.Keys))
 	found := make([]bool, len(res.Keys))
-	var avro []byte // one buffer for every document's bytes
+	avro := buf[:0] // one buffer for every document's bytes
 	key := slices.Clip(base)
 	for _, i := range order {
 		key = append(key[:len(base)], res.Keys[i]...)
 		if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
 			if err := it.Error(); err != nil {
-				return index.Result{}, nil, err
+				return index.Result{}, nil, buf, err
 			}
 			continue
 		}
 		rec, err := decodeRecord(it.Value())
 		if err != nil {
-			return index.Result{}, nil, fmt.Errorf("document %x: %w", res.Keys[i], err)
+			return index.Result{}, nil, buf, fmt.Errorf("document %x: %w", res.Keys[i], err)
 		}
-		if avro == nil {
-			avro = make([]byte, 0, len(rec.Avro)*len(res.Keys)*5/4)
+		if len(avro) == 0 {
+			avro = slices.Grow(avro, len(rec.Avro)*len(res.Keys)*5/4)
 		}
 		start := len(avro)
 		avro = append(avro, rec.Avro...)
@@ -217,7 +218,7 @@ func (r *Replica) QueryDocuments(table string, group, restPrefix []byte, op inde
 		}
 	}
 	res.Keys, recs = res.Keys[:n], recs[:n]
-	return res, recs, nil
+	return res, recs, avro, nil
 }
 
 // QueryAll runs a secondary-index query over every document group of table

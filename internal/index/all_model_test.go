@@ -113,10 +113,20 @@ func TestQueryWithoutPartitionKeyEqualsBruteForce(t *testing.T) {
 	for step := range 250 {
 		g := modelGroups[r.IntN(len(modelGroups))]
 		rest := tuple([]string{"x", "y"}[r.IntN(2)], int64(r.IntN(12)))
+		part := c.parts[c.groupOf[string(g)]]
+		part.bulk = r.IntN(4) == 0 // its text in a segment of its own
 		if c.has(g, rest) && r.IntN(4) == 0 {
 			c.put(g, rest, nil)
 		} else {
 			c.put(g, rest, randDoc(r))
+		}
+		// Groups' text pending, folded into segments, with dead postings
+		// or purged: a query over every group reads each group's own.
+		if r.IntN(8) == 0 {
+			part.fold(g)
+		}
+		if r.IntN(10) == 0 {
+			part.purge(g, -1)
 		}
 		if step%5 != 0 {
 			continue

@@ -516,3 +516,36 @@ func TestAFoldPurgesDeadPostings(t *testing.T) {
 		}
 	}
 }
+
+// TestAQueryThatReadsManyDeadPostingsStartsAPurge: a text query that
+// reads purgeAfter dead postings in a list starts the group's job, which
+// purges them though nothing is pending.
+func TestAQueryThatReadsManyDeadPostingsStartsAPurge(t *testing.T) {
+	setFoldAfter(t, 1<<20)
+	old := purgeAfter
+	purgeAfter = 3
+	t.Cleanup(func() { purgeAfter = old })
+	f, msgs := foldFixture(t)
+	var ops []Operation
+	for i := range bulkDocs {
+		ops = append(ops, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%4), "at": int64(i)}))
+	}
+	f.exec(t, ops...) // a segment of its own
+	for i := range 3 {
+		f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", int64(i)}})
+	}
+	if dead := tagCount(t, f, msgs, "a", 0x05); dead != 3 {
+		t.Fatalf("%d dead postings after three deletes, want 3", dead)
+	}
+	if got := queryIDs(t, f, msgs, "a", "subject:word1", ""); len(got) != bulkDocs/4-1 || got[0] != 5 {
+		t.Fatalf("subject:word1 = %v, want every fourth document from 5", got)
+	}
+	f.rep.WaitIndexJobs()
+	if dead := tagCount(t, f, msgs, "a", 0x05); dead != 0 {
+		t.Fatalf("%d dead postings after a query read 3, want 0 (purged)", dead)
+	}
+	if _, _, purged := f.rep.FoldStats(); purged != 3 {
+		t.Fatalf("FoldStats counts %d purged postings, want 3", purged)
+	}
+	auditGroup(t, f, msgs, "a")
+}

@@ -46,8 +46,8 @@ type WriteSet struct {
 	// replicated but not part of the change log.
 	Index IndexWrites
 	// Fold marks a write set that only folds pending text index entries
-	// into the term lists (see fold.go): it changes no document and no
-	// query's answer. It is part of the change-log entry.
+	// into a segment, or purges dead postings (see fold.go): it changes no
+	// document and no query's answer. It is part of the change-log entry.
 	Fold bool
 
 	// logLen is the length of the encoding's change-log part (everything

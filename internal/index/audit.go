@@ -6,17 +6,42 @@ import (
 	"slices"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/schema"
 )
 
-// AuditList (for tests and tools) checks every entry of the index list starting at list against
-// the live documents: pending holds the pending entries their text would
-// have (key -> value), final their final-form entries (key -> value). A
-// pending or folded entry must be a live document's, with its current
-// value; a term or attribute entry one of final; a posting of a segment,
-// unless a dead posting hides it, a document whose folded entry names that
-// segment and has the term at those positions. It returns the number of
-// entries read.
-func AuditList(r Reader, list []byte, pending, final map[string][]byte) (int, error) {
+// An Audit (for tests and tools) checks a store's index lists against the
+// documents that are live in it: Live names each, List checks one list.
+type Audit struct {
+	indexes        []schema.Index
+	pending, final map[string][]byte // the live documents' entries, key -> value
+}
+
+// NewAudit returns an Audit of the given indexes with no live document.
+func NewAudit(indexes []schema.Index) *Audit {
+	return &Audit{indexes: indexes, pending: map[string][]byte{}, final: map[string][]byte{}}
+}
+
+// Live records doc as the live document of table under group and rest in
+// the partition under prefix.
+func (a *Audit) Live(prefix keys.Partition, table string, group, rest []byte, doc schema.Document) {
+	for _, e := range entries(a.indexes, prefix, table, group, rest, doc, true) {
+		if e.Pending() {
+			a.pending[string(e.Key)] = e.Value
+		}
+	}
+	for _, e := range entries(a.indexes, prefix, table, group, rest, doc, false) {
+		a.final[string(e.Key)] = e.Value
+	}
+}
+
+// List checks every entry of the index list starting at list against the
+// live documents: a pending or folded entry must be a live document's, with
+// its current text; a term or attribute entry one it has; a posting of a
+// segment, unless a dead posting hides it, a document whose folded entry
+// names that segment and has the term at those positions. It returns the
+// number of entries read.
+func (a *Audit) List(r Reader, list []byte) (int, error) {
+	pending, final := a.pending, a.final
 	it, err := r.NewIter(list, keys.PrefixEnd(list))
 	if err != nil {
 		return 0, err
@@ -40,10 +65,11 @@ func AuditList(r Reader, list []byte, pending, final map[string][]byte) (int, er
 			}
 		case tagFolded:
 			rest := tail[1:]
-			if want, ok := pending[string(pendingOf(rest))]; !ok || len(v) < segIDLen || !bytes.Equal(want, v[segIDLen:]) {
+			seg, text, err := foldedValue(v)
+			if want, ok := pending[string(pendingOf(rest))]; !ok || err != nil || !bytes.Equal(want, text) {
 				return n, fmt.Errorf("folded entry %q is not a live document's current text", k)
 			}
-			folded[string(rest)] = string(v[:segIDLen])
+			folded[string(rest)] = string(seg)
 		case tagSegment:
 			blocks = append(blocks, [2][]byte{slices.Clone(k), slices.Clone(v)})
 		case tagDead:

@@ -97,18 +97,15 @@ func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, re
 			deletes = append(deletes, f.Key)
 		}
 		fk := foldedKey(list, rest)
-		var v []byte
+		var v, seg []byte
 		if v, err = folded(fk); err != nil || v == nil {
 			return
 		}
-		if len(v) < segIDLen {
-			err = errBadSegment
+		if seg, _, err = foldedValue(v); err != nil {
 			return
 		}
 		deletes = append(deletes, fk)
-		dead := make([]byte, 0, len(list)+1+segIDLen+len(rest))
-		dead = append(append(append(append(dead, list...), tagDead), v[:segIDLen]...), rest...)
-		puts = append(puts, Entry{Key: dead, Value: []byte{}})
+		puts = append(puts, Entry{Key: deadKey(list, seg, rest), Value: []byte{}})
 	}
 	i, j := 0, 0
 	for i < len(old) || j < len(cur) {
@@ -284,10 +281,7 @@ func appendPendingEntry(out []Entry, list, rest []byte, v any) []Entry {
 	for i := 0; i < len(toks); {
 		var j int
 		pos, j = appendPositions(pos[:0], toks, i)
-		buf = binary.AppendUvarint(buf, uint64(len(toks[i].Term)))
-		buf = append(buf, toks[i].Term...)
-		buf = binary.AppendUvarint(buf, uint64(len(pos)))
-		buf = append(buf, pos...)
+		buf = appendPair(buf, []byte(toks[i].Term), pos)
 		i = j
 	}
 	return append(out, Entry{Key: key, Value: buf[start:len(buf):len(buf)], pending: len(list)})

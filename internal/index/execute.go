@@ -385,17 +385,12 @@ func (e *executor) scan(list, lower, upper []byte, fn func(value, rest []byte) b
 	e.it.SetBounds(lower, upper)
 	for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
 		v := e.it.Key()[len(list):]
-		var n int
-		switch {
-		case len(v) > 0 && v[0] == tagFolded:
-			n = 1 // a folded document (field:* over a text list)
-		case len(v) > 0 && (v[0] == tagSegment || v[0] == tagDead):
-			continue // read through their folded entries
-		default:
-			var err error
-			if n, err = valueLen(v); err != nil {
-				return err
-			}
+		if len(v) > 0 && (v[0] == tagSegment || v[0] == tagDead) {
+			continue // their documents are read through their folded entries
+		}
+		n, err := valueLen(v)
+		if err != nil {
+			return err
 		}
 		if rest := v[n:]; bytes.HasPrefix(rest, e.restPrefix) && !fn(v[:n], rest) {
 			break

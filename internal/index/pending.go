@@ -62,22 +62,38 @@ func termEntries(list, rest, value []byte) ([]Entry, error) {
 // the term, uvarint length, the positions (uvarint deltas, as the value
 // of a term's entry).
 func eachPendingTerm(value []byte, fn func(term, positions []byte) bool) error {
-	for len(value) > 0 {
-		term, n := pendingBytes(value)
+	return eachPair(value, errBadPending, fn)
+}
+
+// eachPair calls fn with every pair of length-prefixed byte strings (uvarint
+// length, bytes, uvarint length, bytes) in b, in order, until fn reports
+// false; a malformed pair ends it with bad. A pending entry's value is such
+// pairs (term, positions), and so is a posting block (rest, positions).
+func eachPair(b []byte, bad error, fn func(first, second []byte) bool) error {
+	for len(b) > 0 {
+		first, n := pendingBytes(b)
 		if n <= 0 {
-			return errBadPending
+			return bad
 		}
-		value = value[n:]
-		pos, n := pendingBytes(value)
+		b = b[n:]
+		second, n := pendingBytes(b)
 		if n <= 0 {
-			return errBadPending
+			return bad
 		}
-		value = value[n:]
-		if !fn(term, pos) {
+		b = b[n:]
+		if !fn(first, second) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// appendPair appends a pair that eachPair reads.
+func appendPair(dst, first, second []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(first)))
+	dst = append(dst, first...)
+	dst = binary.AppendUvarint(dst, uint64(len(second)))
+	return append(dst, second...)
 }
 
 var errBadPending = errors.New("index: malformed pending entry")

@@ -114,11 +114,11 @@ func (e *executor) decide(it *pebble.Iterator, q Op, rest []byte, key *[]byte) (
 			k := append(append(append((*key)[:0], e.list(q.Field)...), tagFolded), rest...)
 			*key = k
 			if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
-				v := it.Value()
-				if len(v) < segIDLen {
-					return false, errBadSegment
+				_, v, err := foldedValue(it.Value())
+				if err != nil {
+					return false, err
 				}
-				pos, err := pendingPositions(v[segIDLen:], term)
+				pos, err := pendingPositions(v, term)
 				return pos != nil, err
 			}
 			if err := it.Error(); err != nil {

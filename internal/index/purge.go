@@ -57,7 +57,7 @@ func PurgeDead(r Reader, list []byte, minDead, batchBytes int) (batches [][]Entr
 				changed = true
 				return nil
 			}
-			kept = appendPosting(kept, rest, pos)
+			kept = appendPair(kept, rest, pos)
 			return nil
 		})
 		if err != nil {

@@ -105,7 +105,7 @@ func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error
 			v = append(append(v, id[:]...), d.value...)
 			out = append(out, Entry{Key: foldedKey([]byte(l), d.rest), Value: v})
 			err := eachPendingTerm(d.value, func(term, pos []byte) bool {
-				postings[string(term)] = appendPosting(postings[string(term)], d.rest, pos)
+				postings[string(term)] = appendPair(postings[string(term)], d.rest, pos)
 				return true
 			})
 			if err != nil {
@@ -121,32 +121,34 @@ func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error
 	return out, nil
 }
 
-// appendPosting appends a posting to a block's value.
-func appendPosting(block, rest, positions []byte) []byte {
-	block = binary.AppendUvarint(block, uint64(len(rest)))
-	block = append(block, rest...)
-	block = binary.AppendUvarint(block, uint64(len(positions)))
-	return append(block, positions...)
+// eachPosting calls fn with every posting of a block (see appendPair), in
+// order, until fn fails.
+func eachPosting(block []byte, fn func(rest, positions []byte) error) error {
+	var ferr error
+	err := eachPair(block, errBadSegment, func(rest, pos []byte) bool {
+		ferr = fn(rest, pos)
+		return ferr == nil
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return err
 }
 
-// eachPosting calls fn with every posting of a block, in order.
-func eachPosting(block []byte, fn func(rest, positions []byte) error) error {
-	for len(block) > 0 {
-		rest, n := pendingBytes(block)
-		if n <= 0 {
-			return errBadSegment
-		}
-		block = block[n:]
-		pos, n := pendingBytes(block)
-		if n <= 0 {
-			return errBadSegment
-		}
-		block = block[n:]
-		if err := fn(rest, pos); err != nil {
-			return err
-		}
+// foldedValue splits a folded entry's value into the id of the segment
+// holding the document's postings and the document's pending value.
+func foldedValue(v []byte) (seg, pending []byte, err error) {
+	if len(v) < segIDLen {
+		return nil, nil, errBadSegment
 	}
-	return nil
+	return v[:segIDLen], v[segIDLen:], nil
+}
+
+// deadKey returns the key of the dead posting that hides document rest in
+// segment seg of the list.
+func deadKey(list, seg, rest []byte) []byte {
+	k := make([]byte, 0, len(list)+1+len(seg)+len(rest))
+	return append(append(append(append(k, list...), tagDead), seg...), rest...)
 }
 
 // FoldedReader reads a key of the partition: the value, or nil when the key

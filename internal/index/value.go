@@ -78,8 +78,8 @@ func valueLen(b []byte) (int, error) {
 		return 0, fmt.Errorf("index: empty value")
 	}
 	switch b[0] {
-	case tagPending:
-		return 1, nil
+	case tagPending, tagFolded:
+		return 1, nil // a document's text, not a value (field:* over a text list)
 	case tagString:
 		for i := 1; i+1 < len(b); i++ {
 			if b[i] == 0 {

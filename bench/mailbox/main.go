@@ -45,6 +45,7 @@ type config struct {
 	Parts    int
 	Command  string
 	Quick    bool
+	MixProf  string // prefix of the per-system CPU profiles of the measured mixes
 	Progress func(format string, args ...any)
 }
 
@@ -67,6 +68,7 @@ func main() {
 		render    = flag.String("render", "", "only rewrite mailbox.md and mailbox.png in -out from this mailbox.json of an earlier run")
 		mixes     = flag.String("mixes", "0,25,50,75,100", "write shares (percent) to run, in order, comma-separated")
 		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the whole run (every system, load and mixes) to this file")
+		mixProf   = flag.String("mixprofile", "", "write a CPU profile of each set and system's measured mixes (no load, no warm-up) to this prefix followed by .<set>.<system>")
 	)
 	flag.Parse()
 	if *cpuProf != "" {
@@ -88,6 +90,7 @@ func main() {
 	cfg := config{
 		Systems: strings.Split(*systems, ","),
 		Clients: *clients,
+		MixProf: *mixProf,
 		Seed:    *seed,
 		Mixes:   parseMixes(*mixes),
 		Warmup:  20,
@@ -303,6 +306,13 @@ func runSystem(ctx context.Context, cfg config, set setSpec, name, dir string) (
 			return nil, fmt.Errorf("warm-up: %d errors, first: %s", r.Errors, r.FirstError)
 		}
 	}
+	if cfg.MixProf != "" {
+		stop, err := startProfile(fmt.Sprintf("%s.%s.%s", cfg.MixProf, set.Name, strings.ReplaceAll(strings.ToLower(sys.Name()), " ", "-")))
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	for _, mix := range cfg.Mixes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -384,4 +394,17 @@ func dirBytes(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// startProfile starts a CPU profile into the file at path; stop ends it.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -68,23 +68,26 @@ func (p *path) String() string {
 	if p == nil {
 		return ""
 	}
-	var parts []*path
-	for q := p; q != nil; q = q.up {
-		parts = append(parts, q)
-	}
 	var sb strings.Builder
-	for i := len(parts) - 1; i >= 0; i-- {
-		q := parts[i]
-		if q.index >= 0 {
-			sb.WriteString("[" + strconv.Itoa(q.index) + "]")
-			continue
-		}
-		if sb.Len() > 0 {
-			sb.WriteByte('.')
-		}
-		sb.WriteString(q.name)
-	}
+	p.writeTo(&sb)
 	return sb.String()
+}
+
+// writeTo writes the path from the root: recursively rather than by
+// gathering the parts, so that p does not escape and a walk's paths stay
+// on its stack.
+func (p *path) writeTo(sb *strings.Builder) {
+	if p.up != nil {
+		p.up.writeTo(sb)
+	}
+	if p.index >= 0 {
+		sb.WriteString("[" + strconv.Itoa(p.index) + "]")
+		return
+	}
+	if sb.Len() > 0 {
+		sb.WriteByte('.')
+	}
+	sb.WriteString(p.name)
 }
 
 // invalid is an Invalid problem about the value at p.
@@ -126,7 +129,7 @@ func normalize(n *node, v any, p *path) (any, error) {
 		if !utf8.ValidString(s) {
 			return nil, invalid(p, "string is not valid UTF-8")
 		}
-		return s, nil
+		return v, nil // v holds s already: no new interface value
 	case kEnum:
 		s, ok := v.(string)
 		if !ok {
@@ -159,8 +162,10 @@ func normalize(n *node, v any, p *path) (any, error) {
 			return nil, invalid(p, "expected array, got %s", jsonType(v))
 		}
 		out := make([]any, len(a))
+		at := path{up: p} // declared outside the loop so that it stays on the stack
 		for i, e := range a {
-			x, err := normalize(n.items, e, p.elem(i))
+			at.index = i
+			x, err := normalize(n.items, e, &at)
 			if err != nil {
 				return nil, err
 			}
@@ -173,11 +178,13 @@ func normalize(n *node, v any, p *path) (any, error) {
 			return nil, invalid(p, "expected object (map), got %s", jsonType(v))
 		}
 		out := make(map[string]any, len(m))
+		at := path{up: p, index: -1}
 		for k, e := range m {
 			if !utf8.ValidString(k) {
 				return nil, invalid(p, "map key is not valid UTF-8")
 			}
-			x, err := normalize(n.values, e, p.field(k))
+			at.name = k
+			x, err := normalize(n.values, e, &at)
 			if err != nil {
 				return nil, err
 			}
@@ -199,21 +206,23 @@ func normalizeRecord(n *node, v any, p *path) (any, error) {
 	}
 	out := make(map[string]any, len(n.fields))
 	found := 0
+	at := path{up: p, index: -1} // the path of each field in turn, on the stack
 	for _, f := range n.fields {
 		e, ok := m[f.name]
 		if !ok {
 			if !f.hasDefault {
 				// A misspelt field is the likelier cause: name it first.
 				if k, ok := unknownField(n, m); ok {
-					return nil, invalid(p.field(k), "unknown field (not in %s)", n.typeName())
+					return nil, invalid(&path{up: p, name: k, index: -1}, "unknown field (not in %s)", n.typeName())
 				}
-				return nil, invalid(p.field(f.name), "required field is missing")
+				return nil, invalid(&path{up: p, name: f.name, index: -1}, "required field is missing")
 			}
 			out[f.name] = cloneValue(f.def)
 			continue
 		}
 		found++
-		x, err := normalize(f.typ, e, p.field(f.name))
+		at.name = f.name
+		x, err := normalize(f.typ, e, &at)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +230,7 @@ func normalizeRecord(n *node, v any, p *path) (any, error) {
 	}
 	if found != len(m) {
 		k, _ := unknownField(n, m)
-		return nil, invalid(p.field(k), "unknown field (not in %s)", n.typeName())
+		return nil, invalid(&path{up: p, name: k, index: -1}, "unknown field (not in %s)", n.typeName())
 	}
 	return out, nil
 }

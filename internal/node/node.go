@@ -359,6 +359,12 @@ func (n *Node) etcdEndpoints() []string {
 // flushes, compactions, blob files, caches (Pebble's Metrics, as text).
 func (n *Node) StorageReport() string { return n.engine.Metrics().String() }
 
+// FlushStorage writes the storage engine's memtables to sstables and
+// returns once they are written (compactions they start go on). It is a
+// checkpoint for an embedding program (a benchmark settling a node after
+// its load, as PostgreSQL's CHECKPOINT does); a node never needs it.
+func (n *Node) FlushStorage() error { return n.engine.Flush() }
+
 // Close stops serving and closes everything, in reverse order of opening.
 func (n *Node) Close() error {
 	n.handOff(3 * time.Second)

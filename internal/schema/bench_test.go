@@ -11,15 +11,34 @@ const benchDoc = `{"subject":"quarterly report","count":12,"size":123456,"score"
 	"sent":1700000000000,"note":"see attachment","views":42,"choice":"s",
 	"address":{"city":"Paris","geo":{"lat":48.85,"hits":3}}}`
 
+// plainDoc is benchDoc without the values that send a document the long
+// way (bytes, fixed, a three-way union): what decodeDirect takes.
+const plainDoc = `{"subject":"quarterly report","count":12,"size":123456,"score":0.5,"ratio":0.25,"unread":false,
+	"status":"READ","tags":["work","finance","q3"],"attrs":{"a":1,"b":2},
+	"sent":1700000000000,"note":"see attachment","views":42,
+	"address":{"city":"Paris","geo":{"lat":48.85,"hits":3}}}`
+
 func BenchmarkDecodeJSON(b *testing.B) {
 	tb := mustTable(b, messageSchema)
-	body := []byte(benchDoc)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := tb.DecodeJSON(body); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		body string
+		fn   func([]byte) (Document, error)
+	}{
+		{"mixed", benchDoc, tb.DecodeJSON},
+		{"plain", plainDoc, tb.DecodeJSON},
+		{"plain-long", plainDoc, tb.decodeJSONLong},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			body := []byte(c.body)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.fn(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

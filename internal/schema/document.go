@@ -19,6 +19,14 @@ import (
 // Invalid (422) naming the dotted field path; malformed JSON is Malformed.
 // Missing fields that have defaults are filled in.
 func (t *Table) DecodeJSON(body []byte) (Document, error) {
+	if d, ok := decodeDirect(t.latest().root, body); ok {
+		return d, nil
+	}
+	return t.decodeJSONLong(body)
+}
+
+// decodeJSONLong is DecodeJSON the long way: parseJSON, then Normalize.
+func (t *Table) decodeJSONLong(body []byte) (Document, error) {
 	v, err := decodeJSONValue(body)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package index
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -38,9 +37,9 @@ func (a *Audit) Live(prefix keys.Partition, table string, group, rest []byte, do
 // List checks every entry of the index list starting at list against the
 // live documents: a pending or folded entry must be a live document's, with
 // its current text; a term or attribute entry one it has; a posting of a
-// segment (or a merged one), unless a dead posting hides it, a document
-// whose folded entry names its origin and has the term at those positions,
-// once per term. It returns the number of entries read.
+// segment, unless a dead posting hides it, a document whose folded entry
+// names that segment and has the term at those positions. It returns the
+// number of entries read.
 func (a *Audit) List(r Reader, list []byte) (int, error) {
 	pending, final := a.pending, a.final
 	it, err := r.NewIter(list, keys.PrefixEnd(list))
@@ -71,12 +70,8 @@ func (a *Audit) List(r Reader, list []byte) (int, error) {
 				return n, fmt.Errorf("folded entry %q is not a live document's current text", k)
 			}
 			folded[string(rest)] = string(seg)
-		case tagSegment, tagMerged:
+		case tagSegment:
 			blocks = append(blocks, [2][]byte{slices.Clone(k), slices.Clone(v)})
-		case tagSegMeta:
-			if _, m := binary.Uvarint(v); len(tail) != 1+segIDLen || m <= 0 {
-				return n, fmt.Errorf("malformed segment meta %q", k)
-			}
 		case tagDead:
 			dead[string(tail[1:])] = true
 		default:
@@ -88,22 +83,17 @@ func (a *Audit) List(r Reader, list []byte) (int, error) {
 	if err := it.Error(); err != nil {
 		return n, err
 	}
-	live := map[string]bool{} // term + rest of every live posting
 	for _, b := range blocks {
 		k := b[0]
+		seg := k[len(k)-segIDLen:]
 		termEnc := k[len(list)+1 : len(k)-segIDLen]
-		err := eachBlockPosting(len(list), k, b[1], func(seg, rest, pos []byte) error {
+		err := eachPosting(b[1], func(rest, pos []byte) error {
 			if dead[string(seg)+string(rest)] {
 				return nil
 			}
 			if folded[string(rest)] != string(seg) {
 				return fmt.Errorf("a live posting of %q in segment %x for a document not folded into it", termEnc, seg)
 			}
-			id := string(binary.AppendUvarint(nil, uint64(len(termEnc)))) + string(termEnc) + string(rest)
-			if live[id] {
-				return fmt.Errorf("two live postings of %q for one document", termEnc)
-			}
-			live[id] = true
 			var found []byte
 			eachPendingTerm(pending[string(pendingOf(rest))], func(t, p []byte) bool {
 				if bytes.Equal(keys.AppendString(nil, string(t)), termEnc) {

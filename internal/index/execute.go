@@ -385,8 +385,8 @@ func (e *executor) scan(list, lower, upper []byte, fn func(value, rest []byte) b
 	e.it.SetBounds(lower, upper)
 	for ok := e.it.First(); ok && e.read(); ok = e.it.Next() {
 		v := e.it.Key()[len(list):]
-		if len(v) > 0 && v[0] >= tagSegment && v[0] <= tagSegMeta {
-			continue // blocks, dead postings, metas: their documents are read through their folded entries
+		if len(v) > 0 && (v[0] == tagSegment || v[0] == tagDead) {
+			continue // their documents are read through their folded entries
 		}
 		n, err := valueLen(v)
 		if err != nil {
@@ -451,7 +451,8 @@ func (e *executor) eval(q Op, insert bool) (*roaring.Bitmap, error) {
 				return pos != nil, err
 			})
 			if err == nil {
-				err = e.addPostings(set, q.Field, term, false, insert)
+				lower, upper := segmentSpan(list, term, false)
+				err = e.addPostings(set, q.Field, lower, upper, insert)
 			}
 		}
 		return set, err
@@ -462,7 +463,8 @@ func (e *executor) eval(q Op, insert bool) (*roaring.Bitmap, error) {
 		if q.Text && err == nil {
 			err = e.addPending(set, q.Field, insert, func(v []byte) (bool, error) { return pendingHasPrefix(v, q.Prefix) })
 			if err == nil {
-				err = e.addPostings(set, q.Field, q.Prefix, true, insert)
+				lower, upper := segmentSpan(list, q.Prefix, true)
+				err = e.addPostings(set, q.Field, lower, upper, insert)
 			}
 		}
 		return set, err

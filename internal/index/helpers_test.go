@@ -168,58 +168,6 @@ func (s *store) purge(group []byte, n int) {
 	}
 }
 
-// merge merges segments of the group's text lists as the fold job does:
-// MergePlan's choice with base and maxDocs, until it has none (all of a
-// list's segments with a meta, when all is set).
-func (s *store) merge(group []byte, base, maxDocs int, all bool) (merges int) {
-	s.t.Helper()
-	for _, ix := range s.indexes {
-		if ix.Kind != "text" {
-			continue
-		}
-		list := s.p.Index(s.table, group, ix.String())
-		for {
-			segs, err := index.Segments(s.e, list)
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			var ids [][]byte
-			if all {
-				if len(segs) >= 2 {
-					for _, sg := range segs {
-						ids = append(ids, sg.ID)
-					}
-				}
-			} else {
-				ids = index.MergePlan(segs, base, maxDocs)
-			}
-			if ids == nil {
-				break
-			}
-			s.seg++
-			puts, dels, _, err := index.MergeSegments(s.e, list, ids, s.seg)
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			b := s.e.NewBatch()
-			for _, k := range dels {
-				b.Delete(k)
-			}
-			for _, e := range puts {
-				b.Set(e.Key, e.Value)
-			}
-			if err := s.e.Commit(b); err != nil {
-				s.t.Fatal(err)
-			}
-			merges++
-			if all {
-				break
-			}
-		}
-	}
-	return merges
-}
-
 // read reads a key for index.Diff: nil when absent.
 func (s *store) read(key []byte) ([]byte, error) {
 	v, err := s.e.Get(key)

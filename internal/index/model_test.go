@@ -362,11 +362,6 @@ func indexAnswersEqualBruteForce(t *testing.T) {
 			// Dead postings purged, or some of their blocks only.
 			s.purge(g, r.IntN(3)-1)
 		}
-		if r.IntN(8) == 0 {
-			// Segments merged (merged ones too), with or without dead
-			// postings, with writes of their documents after.
-			s.merge(g, 2, 1<<20, r.IntN(3) == 0)
-		}
 		if step%5 != 0 {
 			continue
 		}

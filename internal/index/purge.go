@@ -33,6 +33,8 @@ func PurgeDead(r Reader, list []byte, minDead, batchBytes int) (batches [][]Entr
 	if err := it.Error(); err != nil || len(dead) < max(minDead, 1) {
 		return nil, nil, 0, err
 	}
+	bl := append(slices.Clip(list), tagSegment)
+	it.SetBounds(bl, keys.PrefixEnd(bl))
 	var puts []Entry
 	var dels [][]byte
 	size := 0
@@ -41,49 +43,40 @@ func PurgeDead(r Reader, list []byte, minDead, batchBytes int) (batches [][]Entr
 		puts, dels, size = nil, nil, 0
 	}
 	var dk []byte
-	var kept []posting
-	for _, tag := range [...]byte{tagSegment, tagMerged} {
-		bl := append(slices.Clip(list), tag)
-		it.SetBounds(bl, keys.PrefixEnd(bl))
-		for ok := it.First(); ok; ok = it.Next() {
-			k := it.Key()
-			kept = kept[:0]
-			changed := false
-			err := eachBlockPosting(len(list), k, it.Value(), func(origin, rest, pos []byte) error {
-				dk = append(append(dk[:0], origin...), rest...)
-				if dead[string(dk)] {
-					changed = true
-				} else {
-					kept = append(kept, posting{origin, rest, pos})
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			if !changed {
-				continue
-			}
-			var v []byte
-			if len(kept) == 0 {
-				dels = append(dels, slices.Clone(k))
-			} else {
-				if tag == tagMerged {
-					v = appendMergedBlock(nil, kept)
-				} else {
-					for _, p := range kept {
-						v = appendPair(v, p.rest, p.pos)
-					}
-				}
-				puts = append(puts, Entry{Key: slices.Clone(k), Value: v})
-			}
-			if size += len(k) + len(v); size >= batchBytes {
-				flush()
-			}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) < len(bl)+segIDLen {
+			return nil, nil, 0, errBadSegment
 		}
-		if err := it.Error(); err != nil {
+		seg := k[len(k)-segIDLen:]
+		var kept []byte
+		changed := false
+		err := eachPosting(it.Value(), func(rest, pos []byte) error {
+			dk = append(append(dk[:0], seg...), rest...)
+			if dead[string(dk)] {
+				changed = true
+				return nil
+			}
+			kept = appendPair(kept, rest, pos)
+			return nil
+		})
+		if err != nil {
 			return nil, nil, 0, err
 		}
+		if !changed {
+			continue
+		}
+		if len(kept) == 0 {
+			dels = append(dels, slices.Clone(k))
+		} else {
+			puts = append(puts, Entry{Key: slices.Clone(k), Value: kept})
+		}
+		if size += len(k) + len(kept); size >= batchBytes {
+			flush()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, 0, err
 	}
 	dels = append(dels, deadKeys...)
 	flush()

@@ -25,8 +25,6 @@ import (
 //	folded entry  list tagFolded rest                         -> segment id (8 bytes) + the document's pending value
 //	posting block list tagSegment string(term) segment id     -> for each document in key order: uvarint len, rest, uvarint len, positions
 //	dead posting  list tagDead segment id rest                -> (empty)
-//	merged block  list tagMerged string(term) segment id      -> the origins (uvarint n, n segment ids), then for each posting in (rest, origin) order: uvarint origin index, uvarint len, rest, uvarint len, positions
-//	segment meta  list tagSegMeta segment id                  -> uvarint documents
 //
 // A folded document keeps its terms in a folded entry, the pending entry
 // moved under another tag with the id of its segment: a probing walk
@@ -37,21 +35,10 @@ import (
 // term-key forms (or in the term-key form and one other, when a backfill
 // met it: both say the same), and the next change of its text removes
 // every one.
-//
-// Segments are merged (see MergeSegments), as Lucene merges its own: the
-// posting blocks of a few segments become merged blocks of one, whose
-// postings each name their origin, the segment their document was folded
-// into. A folded entry and a dead posting name the origin, whatever
-// segment holds the posting now, so a merge rewrites neither and latches
-// no document. A segment meta records how many documents a segment
-// written since merges exist holds, for choosing what to merge
-// (MergePlan); a segment without one (written before) is never merged.
 const (
 	tagFolded  byte = 0x03
 	tagSegment byte = 0x04
 	tagDead    byte = 0x05
-	tagMerged  byte = 0x06
-	tagSegMeta byte = 0x07
 )
 
 // segIDLen is the length of a segment id in keys and folded values.
@@ -69,11 +56,10 @@ func foldedKey(list, rest []byte) []byte {
 	return append(append(append(k, list...), tagFolded), rest...)
 }
 
-// segmentSpan returns the span of the blocks of kind tag (tagSegment,
-// tagMerged) of term in the list (prefix set: of every term starting with
-// term).
-func segmentSpan(list []byte, tag byte, term string, prefix bool) (lower, upper []byte) {
-	b := append(slices.Clip(list), tag)
+// segmentSpan returns the span of the posting blocks of term in the list
+// (prefix set: of every term starting with term).
+func segmentSpan(list []byte, term string, prefix bool) (lower, upper []byte) {
+	b := append(slices.Clip(list), tagSegment)
 	if prefix {
 		lower = appendStringPrefix(b, term)
 	} else {
@@ -88,18 +74,11 @@ func deadSpan(list []byte) (lower, upper []byte) {
 	return lower, append(slices.Clip(list), tagDead+1)
 }
 
-// segMetaKey returns the key of the meta of segment seg in the list.
-func segMetaKey(list, seg []byte) []byte {
-	k := make([]byte, 0, len(list)+1+len(seg))
-	return append(append(append(k, list...), tagSegMeta), seg...)
-}
-
 // FoldSegment returns the entries that fold the pending entries refs
 // (whose current values are values, in the same order; a nil value is
 // skipped) into segment seg of their lists: per list, a posting block per
-// term, a folded entry per document and the segment's meta, sorted by key.
-// The pending keys are the caller's to delete. seg must be new to every
-// list it is used in.
+// term and a folded entry per document, sorted by key. The pending keys
+// are the caller's to delete. seg must be new to every list it is used in.
 func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error) {
 	var id [segIDLen]byte
 	binary.BigEndian.PutUint64(id[:], seg)
@@ -134,58 +113,16 @@ func FoldSegment(seg uint64, refs []PendingRef, values [][]byte) ([]Entry, error
 			}
 		}
 		for term, p := range postings {
-			k, _ := segmentSpan([]byte(l), tagSegment, term, false)
+			k, _ := segmentSpan([]byte(l), term, false)
 			out = append(out, Entry{Key: append(k, id[:]...), Value: p})
 		}
-		out = append(out, Entry{Key: segMetaKey([]byte(l), id[:]), Value: binary.AppendUvarint(nil, uint64(len(docs)))})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
-// eachBlockPosting calls fn with every posting of the block (posting block
-// or merged block) at key k, value v, in a list of listLen bytes: the
-// posting's origin (the segment its document was folded into), document
-// key rest and positions, in order, until fn fails.
-func eachBlockPosting(listLen int, k, v []byte, fn func(origin, rest, positions []byte) error) error {
-	if len(k) < listLen+1+segIDLen {
-		return errBadSegment
-	}
-	if k[listLen] == tagSegment {
-		seg := k[len(k)-segIDLen:]
-		return eachPosting(v, func(rest, pos []byte) error { return fn(seg, rest, pos) })
-	}
-	n, l := binary.Uvarint(v)
-	if l <= 0 || n > uint64(len(v)-l)/segIDLen {
-		return errBadSegment
-	}
-	origins := v[l : l+int(n)*segIDLen]
-	v = v[l+len(origins):]
-	for len(v) > 0 {
-		o, l := binary.Uvarint(v)
-		if l <= 0 || o >= n {
-			return errBadSegment
-		}
-		v = v[l:]
-		rest, l := pendingBytes(v)
-		if l <= 0 {
-			return errBadSegment
-		}
-		v = v[l:]
-		pos, l := pendingBytes(v)
-		if l <= 0 {
-			return errBadSegment
-		}
-		v = v[l:]
-		if err := fn(origins[o*segIDLen:(o+1)*segIDLen], rest, pos); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// eachPosting calls fn with every posting of a posting block (see
-// appendPair), in order, until fn fails.
+// eachPosting calls fn with every posting of a block (see appendPair), in
+// order, until fn fails.
 func eachPosting(block []byte, fn func(rest, positions []byte) error) error {
 	var ferr error
 	err := eachPair(block, errBadSegment, func(rest, pos []byte) bool {
@@ -246,56 +183,52 @@ func (e *executor) deadSet(field string) (map[string]struct{}, error) {
 }
 
 // postings calls fn with the live postings of the collection in the
-// posting and merged blocks of term in field's list (prefix set: of every
-// term starting with term): the document key rest and the positions, in
-// block order. Each posting counts against a gathering budget (see
-// executor.read), as a term entry does: a probing walk decides a folded
-// document by its folded entry instead.
-func (e *executor) postings(field, term string, prefix bool, fn func(rest, positions []byte) error) error {
+// posting blocks of field in [lower, upper) (see segmentSpan): the
+// document key rest and the positions, in block order. Each posting counts
+// against a gathering budget (see executor.read), as a term entry does: a
+// probing walk decides a folded document by its folded entry instead.
+func (e *executor) postings(field string, lower, upper []byte, fn func(rest, positions []byte) error) error {
 	dead, err := e.deadSet(field)
 	if err != nil {
 		return err
 	}
-	list := e.list(field)
 	var dk []byte
-	for _, tag := range [...]byte{tagSegment, tagMerged} {
-		lower, upper := segmentSpan(list, tag, term, prefix)
-		e.it.SetBounds(lower, upper)
-		for ok := e.it.First(); ok; ok = e.it.Next() {
-			err := eachBlockPosting(len(list), e.it.Key(), e.it.Value(), func(origin, rest, pos []byte) error {
-				if !bytes.HasPrefix(rest, e.restPrefix) {
+	e.it.SetBounds(lower, upper)
+	for ok := e.it.First(); ok; ok = e.it.Next() {
+		k := e.it.Key()
+		if len(k) < len(lower)+segIDLen {
+			return errBadSegment
+		}
+		seg := k[len(k)-segIDLen:]
+		err := eachPosting(e.it.Value(), func(rest, pos []byte) error {
+			if !bytes.HasPrefix(rest, e.restPrefix) {
+				return nil
+			}
+			if !e.read() {
+				return errBudget
+			}
+			if dead != nil {
+				dk = append(append(dk[:0], seg...), rest...)
+				if _, gone := dead[string(dk)]; gone {
 					return nil
 				}
-				if !e.read() {
-					return errBudget
-				}
-				if dead != nil {
-					dk = append(append(dk[:0], origin...), rest...)
-					if _, gone := dead[string(dk)]; gone {
-						return nil
-					}
-				}
-				return fn(rest, pos)
-			})
-			if err == errBudget {
-				return nil // e.overflow is set
 			}
-			if err != nil {
-				return err
-			}
+			return fn(rest, pos)
+		})
+		if err == errBudget {
+			return nil // e.overflow is set
 		}
-		if err := e.it.Error(); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	return nil
+	return e.it.Error()
 }
 
-// addPostings adds to set the documents with a live posting of term in
-// field's list (prefix set: of a term starting with term); with insert
-// unset, only documents met before.
-func (e *executor) addPostings(set interface{ Add(uint32) }, field, term string, prefix, insert bool) error {
-	return e.postings(field, term, prefix, func(rest, _ []byte) error {
+// addPostings adds to set the documents with a live posting of field in
+// [lower, upper); with insert unset, only documents met before.
+func (e *executor) addPostings(set interface{ Add(uint32) }, field string, lower, upper []byte, insert bool) error {
+	return e.postings(field, lower, upper, func(rest, _ []byte) error {
 		if o, known := e.ord(rest, insert); known {
 			set.Add(o)
 		}
@@ -306,11 +239,13 @@ func (e *executor) addPostings(set interface{ Add(uint32) }, field, term string,
 // segmentPhrase returns the folded documents of the collection in which
 // the terms occur at consecutive positions.
 func (e *executor) segmentPhrase(field string, terms []string) ([]string, error) {
+	list := e.list(field)
 	var starts map[string][]int
 	var buf []int
 	for i, term := range terms {
 		next := map[string][]int{}
-		err := e.postings(field, term, false, func(rest, pos []byte) error {
+		lower, upper := segmentSpan(list, term, false)
+		err := e.postings(field, lower, upper, func(rest, pos []byte) error {
 			if i == 0 {
 				next[string(rest)] = decodePositions(nil, pos)
 				return nil

@@ -358,7 +358,6 @@ type collector struct {
 	folds      *prometheus.Desc
 	folded     *prometheus.Desc
 	purged     *prometheus.Desc
-	merges     *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -380,7 +379,6 @@ func newCollector(n *Node) *collector {
 		folds:      prometheus.NewDesc("doppio_index_folds_total", "Write sets that folded pending text index entries into segments, by each hosted partition while it led.", []string{"database", "partition"}, nil),
 		folded:     prometheus.NewDesc("doppio_index_folded_documents_total", "Documents whose pending text index entries were folded into segments, by each hosted partition while it led.", []string{"database", "partition"}, nil),
 		purged:     prometheus.NewDesc("doppio_index_purged_postings_total", "Dead postings of segments purged from their posting blocks, by each hosted partition while it led.", []string{"database", "partition"}, nil),
-		merges:     prometheus.NewDesc("doppio_index_segment_merges_total", "Merges of text index segments into larger ones, by each hosted partition while it led.", []string{"database", "partition"}, nil),
 	}
 }
 
@@ -401,7 +399,6 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.folds
 	ch <- c.folded
 	ch <- c.purged
-	ch <- c.merges
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -413,7 +410,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.folds, prometheus.CounterValue, float64(writes), db, id)
 			ch <- prometheus.MustNewConstMetric(c.folded, prometheus.CounterValue, float64(docs), db, id)
 			ch <- prometheus.MustNewConstMetric(c.purged, prometheus.CounterValue, float64(purged), db, id)
-			ch <- prometheus.MustNewConstMetric(c.merges, prometheus.CounterValue, float64(p.MergeStats()), db, id)
 		}
 	}
 	m := c.n.engine.Metrics()

@@ -204,9 +204,6 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	for table, n := range ev.pendingPuts {
 		r.notePending(table, group, n)
 	}
-	for table := range ev.bulkTables {
-		r.startFold(table, group) // it merges the group's segments when they pile up
-	}
 	return res, nil
 }
 
@@ -277,7 +274,6 @@ type evaluation struct {
 	bulk        bool
 	bulkRefs    []index.PendingRef
 	bulkValues  [][]byte
-	bulkTables  map[string]bool // the tables of bulkRefs
 }
 
 func (ev *evaluation) load(table string, key []byte) (*pending, error) {
@@ -596,10 +592,6 @@ func (ev *evaluation) maintainIndexes(x *IndexWrites, p *pending) error {
 		case !e.Pending():
 			x.Puts = append(x.Puts, IndexEntry{Key: e.Key, Value: e.Value})
 		case ev.bulk:
-			if ev.bulkTables == nil {
-				ev.bulkTables = map[string]bool{}
-			}
-			ev.bulkTables[p.table] = true
 			ev.bulkRefs = append(ev.bulkRefs, e.PendingRef())
 			ev.bulkValues = append(ev.bulkValues, e.Value)
 			if before != nil {

@@ -55,14 +55,6 @@ const purgeBytes = 256 << 10
 // segment of their own instead of pending.
 const bulkDocs = 64
 
-// The fold job merges a text list's segments (index.MergePlan) once
-// mergeFactor of them fall in one size tier, the smallest tier being
-// foldDocs documents, into segments of at most mergeMaxDocs documents: a
-// merge is one write set, of some 600 bytes per document merged in the
-// mailbox benchmark's messages (a variable so tests can merge small
-// segments).
-var mergeMaxDocs = 8192
-
 // maxFoldCounts bounds the groups whose count is kept: past it, the counts
 // start again (the groups left behind are folded when queries find their
 // pending entries piled up, or after foldAfter more writes).
@@ -77,13 +69,9 @@ type folding struct {
 	// exclusively once its build is gone, so no fold writes entries of an
 	// index after its removal began.
 	drop sync.RWMutex
-	// compact serializes purges and merges (see Fold), which must not run
-	// twice at once on one list: two merges of the same segments would
-	// both write their postings.
-	compact sync.Mutex
 	// writes and docs count the fold write sets and the documents folded,
-	// purged the dead postings purged, merges the segment merges.
-	writes, docs, purged, merges atomic.Int64
+	// purged the dead postings purged.
+	writes, docs, purged atomic.Int64
 }
 
 // FoldStats returns how many write sets folded pending text entries on
@@ -92,10 +80,6 @@ type folding struct {
 func (r *Replica) FoldStats() (writeSets, documents, purged int64) {
 	return r.folds.writes.Load(), r.folds.docs.Load(), r.folds.purged.Load()
 }
-
-// MergeStats returns how many segment merges this replica wrote (as
-// leader).
-func (r *Replica) MergeStats() int64 { return r.folds.merges.Load() }
 
 // notePending counts n pending entries written to group of table, and
 // starts a fold of the group once they reach foldAfter.
@@ -186,55 +170,18 @@ func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 			break
 		}
 	}
-	// The fold job runs one Fold of a group at a time, but Fold may be
-	// called besides it (tests do), and purges and merges must not overlap.
-	r.folds.compact.Lock()
-	defer r.folds.compact.Unlock()
 	for _, field := range fields {
-		list := r.prefix.Index(table, group, field)
-		if err := r.purge(ctx, list); err != nil {
-			return err
-		}
-		if err := r.merge(ctx, list); err != nil {
+		if err := r.purge(ctx, r.prefix.Index(table, group, field)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// merge merges the segments of the text list starting at list while
-// index.MergePlan finds some to merge, a write set per merge
-// (index.MergeSegments), with folds.compact held.
-func (r *Replica) merge(ctx context.Context, list []byte) error {
-	for {
-		segs, err := index.Segments(r.engine, list)
-		if err != nil {
-			return err
-		}
-		ids := index.MergePlan(segs, foldDocs, mergeMaxDocs)
-		if ids == nil {
-			return nil
-		}
-		// A new random id, as a fold's (see foldChunk).
-		puts, deletes, _, err := index.MergeSegments(r.engine, list, ids, rand.Uint64())
-		if err != nil {
-			return err
-		}
-		ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true, Index: IndexWrites{Deletes: deletes}}
-		ws.Index.Puts = slices.Grow(ws.Index.Puts, len(puts))
-		for _, e := range puts {
-			ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
-		}
-		if _, err := r.repl.Replicate(ctx, ws); err != nil {
-			return err
-		}
-		r.folds.merges.Add(1)
-	}
-}
-
 // purge drops the dead postings of the text list starting at list from
 // its posting blocks, once there are purgeAfter of them (index.PurgeDead),
-// in write sets of about purgeBytes, with folds.compact held.
+// in write sets of about purgeBytes. It runs in the group's fold job, so
+// one list is not purged twice at once.
 func (r *Replica) purge(ctx context.Context, list []byte) error {
 	batches, deletes, purged, err := index.PurgeDead(r.engine, list, purgeAfter, purgeBytes)
 	if err != nil {

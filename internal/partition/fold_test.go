@@ -94,8 +94,7 @@ func auditGroup(t *testing.T, f *fixture, tb *schema.Table, box string) {
 }
 
 // tagCount is the number of box's subject entries under an index tag
-// (0x03 folded documents, 0x04 posting blocks, 0x05 dead postings, 0x06
-// merged blocks, 0x07 segment metas).
+// (0x03 folded documents, 0x04 posting blocks, 0x05 dead postings).
 func tagCount(t *testing.T, f *fixture, tb *schema.Table, box string, tag byte) int {
 	t.Helper()
 	group, _ := keys.EncodeTuple(keys.Tuple{box})
@@ -311,82 +310,6 @@ func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	auditGroup(t, f, msgs, "a")
-	if f.rep.MergeStats() == 0 {
-		t.Fatal("no segment merge ran among the folds (a fold of 2 documents per segment merges every 8)")
-	}
-}
-
-// TestAFoldJobMergesSegments folds a group 4 documents at a time, with
-// updates and deletes of folded documents between the folds: the fold job
-// that leaves 8 segments merges them into one (merged blocks, no posting
-// blocks, the dead postings of their documents gone), the answers stay
-// those of the documents, and an update after the merge hides the merged
-// postings of its document.
-func TestAFoldJobMergesSegments(t *testing.T) {
-	setFoldAfter(t, 4)
-	f, msgs := foldFixture(t)
-	words := []string{"red", "green", "blue", "cyan"}
-	subjects := map[int64]string{}
-	write := func(id int64, subject string) {
-		t.Helper()
-		if subject == "" {
-			f.exec(t, Operation{Kind: Delete, Table: msgs, Key: keys.Tuple{"a", id}})
-			delete(subjects, id)
-			return
-		}
-		f.exec(t, put(msgs, keys.Tuple{"a", id}, schema.Document{"subject": subject, "at": id}))
-		subjects[id] = subject
-		f.rep.WaitIndexJobs()
-	}
-	check := func(when string) {
-		t.Helper()
-		for _, w := range append(words, "gold") {
-			var want []int64
-			for id, s := range subjects {
-				if slices.Contains(strings.Fields(s), w) {
-					want = append(want, id)
-				}
-			}
-			slices.Sort(want)
-			if got := queryIDs(t, f, msgs, "a", "subject:"+w, "at"); !slices.Equal(got, want) {
-				t.Errorf("%s: subject:%s = %v, want %v", when, w, got, want)
-			}
-		}
-		auditGroup(t, f, msgs, "a")
-	}
-	// 7 folds of 4 documents: 7 segments, no merge; documents 1 and 2
-	// are then rewritten and 3 deleted (three dead postings), and the
-	// two rewrites with two new documents make the eighth fold.
-	for id := int64(0); id < 28; id++ {
-		write(id, words[id%4]+" "+words[(id/4)%4])
-	}
-	if merges, segs := f.rep.MergeStats(), tagCount(t, f, msgs, "a", 0x07); merges != 0 || segs != 7 {
-		t.Fatalf("after 7 folds: %d merges, %d segment metas; want 0, 7", merges, segs)
-	}
-	write(1, "gold red")
-	write(2, "gold")
-	write(3, "")
-	if dead := tagCount(t, f, msgs, "a", 0x05); dead != 3 {
-		t.Fatalf("%d dead postings after two rewrites and a delete, want 3", dead)
-	}
-	check("before the merge")
-	write(28, "red red")
-	write(29, "blue gold")
-	if merges := f.rep.MergeStats(); merges != 1 {
-		t.Fatalf("after the eighth fold: %d merges, want 1", merges)
-	}
-	blocks, merged, dead, segs := tagCount(t, f, msgs, "a", 0x04), tagCount(t, f, msgs, "a", 0x06), tagCount(t, f, msgs, "a", 0x05), tagCount(t, f, msgs, "a", 0x07)
-	if blocks != 0 || merged != 5 || dead != 0 || segs != 1 {
-		// One merged block per term: red, green, blue, cyan, gold.
-		t.Fatalf("after the merge: %d posting blocks, %d merged blocks, %d dead postings, %d segment metas; want 0, 5, 0, 1", blocks, merged, dead, segs)
-	}
-	check("after the merge")
-	write(5, "cyan gold")
-	write(6, "")
-	if dead := tagCount(t, f, msgs, "a", 0x05); dead != 2 {
-		t.Fatalf("%d dead postings after a rewrite and a delete of merged documents, want 2", dead)
-	}
-	check("after writes of merged documents")
 }
 
 // TestAWriteDuringAFoldWaitsForIt replaces a document's text while a fold

@@ -8,6 +8,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -330,6 +331,13 @@ func (b *Batch) Wait() error {
 // Flush writes the memtable to sstables (benchmarks use it to read from
 // tables, as a loaded store does).
 func (e *Engine) Flush() error { return e.db.Flush() }
+
+// Compact compacts the keys in [start, end) down to the last level, in the
+// foreground (benchmarks that must not measure the tombstones of their
+// setup).
+func (e *Engine) Compact(start, end []byte) error {
+	return e.db.Compact(context.Background(), start, end, true)
+}
 
 // Metrics exposes Pebble's metrics for the node's /metrics.
 func (e *Engine) Metrics() *pebble.Metrics { return e.db.Metrics() }

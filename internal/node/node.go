@@ -239,6 +239,9 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	}); err != nil {
 		return err
 	}
+	if err := checkStoreFormat(n.engine, n.cfg.DataDir); err != nil {
+		return err
+	}
 	if n.view, err = membership.Open(ctx, cli, etcdPrefix, n.log); err != nil {
 		return err
 	}

@@ -150,96 +150,70 @@ func (p *jsonParser) directUnion(n *node, c byte, depth int) (any, bool) {
 }
 
 func (p *jsonParser) directArray(n *node, depth int) (any, bool) {
-	p.i++ // '['
 	out := []any{}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
-		return out, true
-	}
-	for {
+	ok := p.members(']', func() bool {
 		v, ok := p.direct(n.items, depth+1)
-		if !ok {
-			return nil, false
+		if ok {
+			out = append(out, v)
 		}
-		out = append(out, v)
-		switch p.separator(']') {
-		case sepEnd:
-			return out, true
-		case sepBad:
-			return nil, false
-		}
+		return ok
+	})
+	if !ok {
+		return nil, false
 	}
+	return out, true
 }
 
 func (p *jsonParser) directMap(n *node, depth int) (any, bool) {
-	p.i++ // '{'
 	out := map[string]any{}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		return out, true
-	}
-	for {
+	ok := p.members('}', func() bool {
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, false
+			return false
 		}
 		k, err := p.string()
 		if err != nil {
-			return nil, false
+			return false
 		}
 		if _, twice := out[k]; twice || !utf8.ValidString(k) || !p.colon() {
-			return nil, false
+			return false
 		}
 		v, ok := p.direct(n.values, depth+1)
-		if !ok {
-			return nil, false
+		if ok {
+			out[k] = v
 		}
-		out[k] = v
-		switch p.separator('}') {
-		case sepEnd:
-			return out, true
-		case sepBad:
-			return nil, false
-		}
+		return ok
+	})
+	if !ok {
+		return nil, false
 	}
+	return out, true
 }
 
 func (p *jsonParser) directRecord(n *node, depth int) (any, bool) {
 	if len(n.fields) > 64 {
 		return nil, false // the fields met are a 64-bit set
 	}
-	p.i++ // '{'
 	out := make(map[string]any, len(n.fields))
 	var met uint64
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-	} else {
-		for {
-			name, ok := p.plainKey()
-			if !ok {
-				return nil, false
-			}
-			i, known := n.fieldIndex[string(name)]
-			if !known || met&(1<<i) != 0 || !p.colon() {
-				return nil, false
-			}
-			met |= 1 << i
-			f := n.fields[i]
-			v, ok := p.direct(f.typ, depth+1)
-			if !ok {
-				return nil, false
-			}
-			out[f.name] = v
-			sep := p.separator('}')
-			if sep == sepEnd {
-				break
-			}
-			if sep == sepBad {
-				return nil, false
-			}
+	ok := p.members('}', func() bool {
+		name, ok := p.plainKey()
+		if !ok {
+			return false
 		}
+		i, known := n.fieldIndex[string(name)]
+		if !known || met&(1<<i) != 0 || !p.colon() {
+			return false
+		}
+		met |= 1 << i
+		f := n.fields[i]
+		v, ok := p.direct(f.typ, depth+1)
+		if ok {
+			out[f.name] = v
+		}
+		return ok
+	})
+	if !ok {
+		return nil, false
 	}
 	for i, f := range n.fields {
 		if met&(1<<i) == 0 {
@@ -289,12 +263,7 @@ func (p *jsonParser) directInt() (int64, bool) {
 		p.i++
 	}
 	start := p.i
-	switch {
-	case p.i < len(p.b) && p.b[p.i] == '0':
-		p.i++
-	case p.i < len(p.b) && '1' <= p.b[p.i] && p.b[p.i] <= '9':
-		p.digits()
-	default:
+	if !p.intPart() {
 		return 0, false
 	}
 	if p.i-start > 19 {

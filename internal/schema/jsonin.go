@@ -133,59 +133,81 @@ func (p *jsonParser) literal(word string) error {
 }
 
 func (p *jsonParser) object(depth int) (any, error) {
-	p.i++ // '{'
 	m := make(map[string]any)
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		return m, nil
-	}
-	for {
+	var err error
+	end := p.members('}', func() bool {
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.fail("looking for beginning of object key string")
+			err = p.fail("looking for beginning of object key string")
+			return false
 		}
-		k, err := p.string()
-		if err != nil {
-			return nil, err
+		var k string
+		if k, err = p.string(); err != nil {
+			return false
 		}
 		if p.space(); p.i >= len(p.b) || p.b[p.i] != ':' {
-			return nil, p.fail("after object key")
+			err = p.fail("after object key")
+			return false
 		}
 		p.i++
 		p.space()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
+		var v any
+		if v, err = p.value(depth); err != nil {
+			return false
 		}
 		m[k] = v // a repeated name: the last value
-		switch p.separator('}') {
-		case sepEnd:
-			return m, nil
-		case sepBad:
-			return nil, p.fail("after object key:value pair")
-		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !end:
+		return nil, p.fail("after object key:value pair")
 	}
+	return m, nil
 }
 
 func (p *jsonParser) array(depth int) (any, error) {
-	p.i++ // '['
 	a := []any{}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
-		return a, nil
-	}
-	for {
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
+	var err error
+	end := p.members(']', func() bool {
+		var v any
+		if v, err = p.value(depth); err != nil {
+			return false
 		}
 		a = append(a, v)
-		switch p.separator(']') {
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !end:
+		return nil, p.fail("after array element")
+	}
+	return a, nil
+}
+
+// members reads the members of the object or the elements of the array
+// whose opening byte is at p.i, through its closing byte: each reads one
+// (from its first byte) and reports whether it could. It reports whether
+// it read them all; it stops at the first that each could not read, or
+// that is followed by neither a comma nor the closing byte, with p.i
+// there.
+func (p *jsonParser) members(closing byte, each func() bool) bool {
+	p.i++ // the opening byte
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == closing {
+		p.i++
+		return true
+	}
+	for {
+		if !each() {
+			return false
+		}
+		switch p.separator(closing) {
 		case sepEnd:
-			return a, nil
+			return true
 		case sepBad:
-			return nil, p.fail("after array element")
+			return false
 		}
 	}
 }
@@ -214,18 +236,27 @@ func (p *jsonParser) separator(closing byte) int {
 	return sepBad
 }
 
-// number reads a JSON number as written: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func (p *jsonParser) number() (any, error) {
-	start := p.i
-	if p.b[p.i] == '-' {
-		p.i++
-	}
+// intPart reads a number's integer part, 0 or [1-9][0-9]*, and reports
+// whether there was one.
+func (p *jsonParser) intPart() bool {
 	switch {
 	case p.i < len(p.b) && p.b[p.i] == '0':
 		p.i++
 	case p.i < len(p.b) && '1' <= p.b[p.i] && p.b[p.i] <= '9':
 		p.digits()
 	default:
+		return false
+	}
+	return true
+}
+
+// number reads a JSON number as written: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *jsonParser) number() (any, error) {
+	start := p.i
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	if !p.intPart() {
 		return nil, p.fail("in numeric literal")
 	}
 	if p.i < len(p.b) && p.b[p.i] == '.' {

@@ -101,7 +101,12 @@ func (s *store) backfill(group, rest []byte) {
 
 // fold moves the group's pending text entries into a segment, as the
 // partition's fold job does.
-func (s *store) fold(group []byte) {
+func (s *store) fold(group []byte) { s.foldEvery(group, 1<<20) }
+
+// foldEvery folds the group's pending text entries into segments of per
+// documents each, as many folds of per would, and returns how many
+// segments it wrote.
+func (s *store) foldEvery(group []byte, per int) (segments int) {
 	s.t.Helper()
 	var fields []string
 	for _, ix := range s.indexes {
@@ -113,28 +118,31 @@ func (s *store) fold(group []byte) {
 	if err != nil || more {
 		s.t.Fatal(err, more)
 	}
-	if len(refs) == 0 {
-		return
-	}
-	b := s.e.NewBatch()
-	values := make([][]byte, len(refs))
-	for i, ref := range refs {
-		if values[i], err = s.e.Get(ref.Key); err != nil {
+	for len(refs) > 0 {
+		n := min(per, len(refs))
+		b := s.e.NewBatch()
+		values := make([][]byte, n)
+		for i, ref := range refs[:n] {
+			if values[i], err = s.e.Get(ref.Key); err != nil {
+				s.t.Fatal(err)
+			}
+			b.Delete(ref.Key)
+		}
+		s.seg++
+		entries, err := index.FoldSegment(s.seg, refs[:n], values)
+		if err != nil {
 			s.t.Fatal(err)
 		}
-		b.Delete(ref.Key)
+		for _, e := range entries {
+			b.Set(e.Key, e.Value)
+		}
+		if err := s.e.Commit(b); err != nil {
+			s.t.Fatal(err)
+		}
+		refs = refs[n:]
+		segments++
 	}
-	s.seg++
-	entries, err := index.FoldSegment(s.seg, refs, values)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for _, e := range entries {
-		b.Set(e.Key, e.Value)
-	}
-	if err := s.e.Commit(b); err != nil {
-		s.t.Fatal(err)
-	}
+	return segments
 }
 
 // purge drops the group's dead postings (index.PurgeDead) in small

@@ -134,56 +134,60 @@ func (p *jsonParser) literal(word string) error {
 
 func (p *jsonParser) object(depth int) (any, error) {
 	m := make(map[string]any)
-	var err error
-	end := p.members('}', func() bool {
+	err := p.elements('}', "after object key:value pair", func() error {
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			err = p.fail("looking for beginning of object key string")
-			return false
+			return p.fail("looking for beginning of object key string")
 		}
-		var k string
-		if k, err = p.string(); err != nil {
-			return false
+		k, err := p.string()
+		if err != nil {
+			return err
 		}
 		if p.space(); p.i >= len(p.b) || p.b[p.i] != ':' {
-			err = p.fail("after object key")
-			return false
+			return p.fail("after object key")
 		}
 		p.i++
 		p.space()
-		var v any
-		if v, err = p.value(depth); err != nil {
-			return false
+		v, err := p.value(depth)
+		if err != nil {
+			return err
 		}
 		m[k] = v // a repeated name: the last value
-		return true
+		return nil
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case !end:
-		return nil, p.fail("after object key:value pair")
 	}
 	return m, nil
 }
 
 func (p *jsonParser) array(depth int) (any, error) {
 	a := []any{}
-	var err error
-	end := p.members(']', func() bool {
-		var v any
-		if v, err = p.value(depth); err != nil {
-			return false
+	err := p.elements(']', "after array element", func() error {
+		v, err := p.value(depth)
+		if err != nil {
+			return err
 		}
 		a = append(a, v)
-		return true
+		return nil
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case !end:
-		return nil, p.fail("after array element")
 	}
 	return a, nil
+}
+
+// elements is members for the long way, which words its errors: each's
+// error, or the failure after (at p.i) when a member is followed by
+// neither a comma nor the closing byte.
+func (p *jsonParser) elements(closing byte, after string, each func() error) error {
+	var err error
+	if p.members(closing, func() bool { err = each(); return err == nil }) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return p.fail(after)
 }
 
 // members reads the members of the object or the elements of the array

@@ -124,8 +124,8 @@ func (c *Client) DoAt(ctx context.Context, i int, method, path string, body any,
 //   - 4xx: a definite failure; the server refused before changing anything
 //     (412 precondition failed, 404, 409, 400, 422...). API.md guarantees
 //     bad input changes nothing.
-//   - 503: a definite failure. The server's contract (docs/architecture.md,
-//     "Not applied vs unknown") is that a 503 always means nothing was
+//   - 503: a definite failure. The server's contract (docs/design/
+//     replication-and-failover.md, "Not applied vs unknown") is that a 503 always means nothing was
 //     applied; a write whose entry reached the log and whose fate is unknown
 //     answers 504. (A 503 marked X-Doppio-Not-Applied says so explicitly.)
 //   - a refused connection: failed, the request never reached a server.

@@ -16,7 +16,7 @@ import (
 // refuses to start on a store of a format newer than its own, rather than
 // misread it (a node of a version before this guard existed does not check,
 // and must not be started on a store a newer one has written: see
-// architecture.md, "Upgrades: the store's format").
+// docs/design/operations.md, "Upgrades: the store's format").
 //
 //	1: the first format recorded (2026-11-26): write-set format 3, text
 //	   index segments.

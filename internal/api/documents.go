@@ -59,9 +59,8 @@ func readBody(r *http.Request, limit int) ([]byte, error) {
 
 // readLimited reads a request's body, of at most limit bytes: in one
 // allocation of the declared length when there is one (io.ReadAll grows
-// its buffer from 512 bytes, copying at each step: a 2.5 KiB document
-// read twice, once to keep for a forward or a retry and once by its
-// handler, cost 5.4 KiB of allocations).
+// its buffer from 512 bytes, copying at each step, and a body is read
+// twice: once to keep for a forward or a retry and once by its handler).
 func readLimited(r *http.Request, limit int64) ([]byte, error) {
 	switch n := r.ContentLength; {
 	case n > limit:
@@ -381,8 +380,8 @@ type listWriter struct {
 }
 
 // listBuffers keeps the buffers of answered lists for the next ones: a
-// query page of 20 mailbox messages is some 34 KB, allocated (and zeroed,
-// and collected) per request before.
+// query page's answer is large, and was allocated, zeroed and collected
+// per request.
 var listBuffers sync.Pool // of *[]byte
 
 // docBuffers keeps, the same way, the buffers a query page's documents are

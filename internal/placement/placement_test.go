@@ -392,14 +392,10 @@ func TestInvalidInput(t *testing.T) {
 	}
 }
 
-// go test -run '^$' -bench . -benchtime=20x -benchmem ./internal/placement
-// (2 vCPU Xeon, Go 1.26):
-//
-//	BenchmarkInitialPlacement2048x3On6   3.7 ms/op   2.3 MB/op   10380 allocs/op
-//	BenchmarkNodeJoin2048x3On6         131   ms/op   1.9 MB/op   26057 allocs/op
-//
-// A join replans ~880 replica moves in one call; the controller makes that
-// call each time a batch of moves completes.
+// BenchmarkInitialPlacement2048x3On6 and BenchmarkNodeJoin2048x3On6 time
+// one planning call; a join replans hundreds of moves in one call, which
+// the controller makes each time a batch of moves completes. Results:
+// docs/benchmarks/micro.md.
 func BenchmarkInitialPlacement2048x3On6(b *testing.B) {
 	in := Input{Nodes: nodesIn("a", "b", "c", "a", "b", "c"), Databases: []Database{{Name: "d", Partitions: 2048, Replicas: 3}}}
 	for b.Loop() {

@@ -1,10 +1,3 @@
-// Package storage is the node's storage engine: one Pebble store holding every
-// partition replica of the node, each under its own key prefix.
-//
-// Writes are atomic batches. Commit makes a batch durable before it returns:
-// Pebble's commit pipeline groups the WAL syncs of concurrent committers, so
-// many writers share one fsync. Callers that must order batches (the
-// partition sequencer) use Enqueue under their lock and Wait outside it.
 package storage
 
 import (
@@ -75,10 +68,9 @@ func Open(dir string, o Options) (*Engine, error) {
 	// A compaction whose output would reference more than
 	// MaxBlobReferenceDepth overlapping blob files rewrites the values
 	// instead, and every flush writes a blob file overlapping all others
-	// (its values come from every partition): at 10, a node under updates
-	// rewrote values in most compactions after its tenth flush (a third of
-	// their CPU); at 40, none in the same run. A point read fetches one
-	// value from one blob file whatever the depth.
+	// (its values come from every partition): at a depth of 10, a node
+	// under updates rewrote values in most compactions; at 40, none. A
+	// point read fetches one value from one blob file whatever the depth.
 	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		return pebble.ValueSeparationPolicy{
 			Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 40,

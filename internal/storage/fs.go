@@ -12,12 +12,9 @@ const writeBufferBytes = 256 << 10
 
 // coalescingFS is the file system Pebble writes through: sstables and blob
 // files it creates are written to the kernel in runs of writeBufferBytes.
-// Pebble buffers them in 4 KiB (a bufio.Writer of the default size), so a
-// flush of a 64 MiB memtable of documents made 16,000 write(2) calls. A
-// call has a fixed cost of a few µs: alone on this project's 2-vCPU
-// machine, 64 MiB cost 70 ms of CPU in 4-KiB writes and 17 ms in 256-KiB
-// ones; in a node serving only updates, writing tables and blob files
-// went from 8% of its CPU to 2% (about 10 µs to 3.6 µs per update).
+// Pebble buffers them in 4 KiB (a bufio.Writer of the default size), one
+// write(2) per 4 KiB, and each call has a fixed cost that larger writes
+// share (figures: docs/benchmarks/micro.md, BenchmarkFlush).
 // Every other file (the WAL, the manifest, options, markers) is written
 // through unchanged: their writes must reach the kernel when made.
 type coalescingFS struct{ vfs.FS }

@@ -6,36 +6,9 @@ import (
 	"sync/atomic"
 )
 
-// rowCache keeps the values of recently read keys of one kind (the node
-// caches documents) so that a point read of a hot key skips Pebble's
-// memtables and levels: under YCSB's read-only workload a Pebble Get was
-// 28% of a node's CPU, most of it searching a large memtable and creating
-// table iterators level by level.
-//
-// Coherence. Every batch that writes a cached-kind key marks the key's
-// shard before the batch can become visible (begin) and again once it is
-// visible (end): the shard's version moves and the key leaves the cache
-// both times, and the shard counts the writes between the two marks. A read
-// that misses notes the shard's version, reads Pebble, and inserts what it
-// read only if the version has not moved and no write was in flight when it
-// started. A value read before a write became visible therefore never
-// enters the cache after that write began, and a read that starts once the
-// write is visible finds the key absent or inserted by a read that saw the
-// write. A range deletion or an ingest marks every shard, except a range
-// deletion of a span that holds no cached key (Options.RowCacheSpans): the
-// Raft log's truncation every 10 s emptied the whole cache.
-//
-// Write-through. At its end a batch leaves the values it wrote in the cache
-// (a document read after its update is a hit), but only when that cannot be
-// older than what Pebble holds: no other batch wrote the same key at any
-// point of this batch's life (Pebble makes batches visible in sequence
-// order, but their end marks may run in any order, so of two overlapping
-// writers of a key neither caches it), and no range deletion or ingest was
-// in flight at any point of it (an ingest's sequence number is not known
-// here). Writes of other keys of the shard do not matter: while the load
-// applied 8 partitions' batches at once, a shard-wide condition let almost
-// no batch write through, and the cache held 17% of the documents after
-// loading 100,000.
+// rowCache keeps the values of recently read keys of one kind, coherent
+// with every write path; the package doc ("Row cache") states how a read
+// and a batch's begin and end marks keep it from serving a stale value.
 type rowCache struct {
 	cached     func(key []byte) bool
 	spans      func(start, end []byte) bool // nil: every span may hold cached keys

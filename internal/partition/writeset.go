@@ -275,8 +275,8 @@ func MtimeOf(b []byte) int64 {
 // appendImage writes a pre-image as what it does not share with the
 // post-image: the lengths of their common prefix and of their common suffix
 // after it, and the bytes between. An update that changes one field of a
-// document writes about that field, not the document again (a YCSB update:
-// 120 bytes, not 1.1 KB, in the Raft log and again in the change log).
+// document writes about that field, not the document again, in the Raft
+// log and again in the change log.
 // nil (no pre-image) is a zero.
 func appendImage(b, before, after []byte) []byte {
 	if before == nil {

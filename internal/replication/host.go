@@ -41,8 +41,8 @@ type Config struct {
 	// DeadAfter is how long a node may stay silent before the groups it leads
 	// elect a new leader (default an election timeout). A broken stream (a
 	// process that died) counts at once; the delay only serves silent
-	// failures, and a shorter one made CPU-starved nodes (2 cores, load 20+)
-	// declare each other dead while they were busy electing.
+	// failures, and a shorter one made CPU-starved nodes declare each other
+	// dead while they were busy electing.
 	DeadAfter time.Duration
 
 	// LeaseTicks is how long a quorum's confirmation of leadership lets a

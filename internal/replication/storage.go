@@ -100,8 +100,8 @@ type raftStorage struct {
 }
 
 // entryBuffers hold an entry's encoding on its way into a batch (which
-// copies it): a 2.5 KiB mailbox insert's entry was 4.3 KiB of garbage per
-// write. Buffers grown past maxPooledEntry are left to the collector.
+// copies it), so that each write does not leave its entry as garbage.
+// Buffers grown past maxPooledEntry are left to the collector.
 var entryBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledEntry = 64 << 10

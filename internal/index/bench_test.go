@@ -169,7 +169,8 @@ func BenchmarkEntries(b *testing.B) {
 // messages, as the fold job leaves a mailbox written a message at a time
 // (196): a term's posting blocks are adjacent keys, which the storage
 // engine's compactions keep together, so their number costs little. This
-// is why segments are not merged (docs/design/index.md, "Segments are not merged").
+// is why segments are not merged (docs/design/index.md, "Segments are
+// not merged").
 func BenchmarkQuerySegments(b *testing.B) {
 	answers := map[string]string{} // query -> its first page, the same from any number of segments
 	for _, per := range []int{50_000, 256} {

@@ -177,8 +177,8 @@ func appendAttributeEntries(out []Entry, list, rest []byte, v any) []Entry {
 	return out
 }
 
-// tokenSlices pools the token lists of textTokens (a message body's grew
-// by doubling, 3 KB per insert).
+// tokenSlices pools the token lists of textTokens: a message body's list
+// grew by doubling on every insert.
 var tokenSlices = sync.Pool{New: func() any { return new([]Token) }}
 
 // textTokens returns the tokens of a text value (every element of an
@@ -233,8 +233,8 @@ func appendPositions(dst []byte, toks []Token, i int) ([]byte, int) {
 func appendTextEntries(out []Entry, list, rest []byte, v any) []Entry {
 	toks, release := textTokens(v)
 	defer release()
-	// Every key and value is carved from one buffer: a 60-word body gives
-	// some 40 entries, which were 80 allocations.
+	// Every key and value is carved from one buffer rather than allocated
+	// one by one: a body gives tens of entries.
 	size := 0
 	for i, t := range toks {
 		if i == 0 || t.Term != toks[i-1].Term {

@@ -105,8 +105,8 @@ const startWorkers = 32
 // startPlaced starts the replicas placed here and not hosted yet,
 // startWorkers at a time: each start commits the replica's bootstrap state
 // and waits for a round of the replication loop, so concurrent starts share
-// fsyncs and rounds (one at a time, a node placed 2,048 new replicas took
-// minutes to start them on a loaded machine).
+// fsyncs and rounds; one at a time, a node placed thousands of replicas
+// was slow to start them.
 func (n *Node) startPlaced(ctx context.Context) {
 	var todo []partRef
 	for db, rec := range n.view.Placements() {

@@ -33,17 +33,8 @@
 // directory; a failed start reports the log's tail. The JVM gets 512 MiB of
 // heap and is killed with the Go process that started it, however that dies.
 //
-// # How long a start takes
-//
-// Measured with `go test -v -run Produces ./internal/kafkatest`, which logs
-// the time Start took, on the 2-core development machine while other
-// engineers' test suites kept its load average at 11 to 14:
-//
-//	cold (empty jar cache and empty ~/.m2: Maven fetches 56 MB)  22.7 s
-//	warm (jars cached)                                           7.4-7.6 s
-//	warm, on a less busy machine                                 6.0 s
-//
-// A warm start is about 1.5 s for the storage tool that formats the KRaft
-// log directory, then the broker's JVM start, controller election and
-// unfencing. Stop takes under a second.
+// A start runs the storage tool that formats the KRaft log directory, then
+// the broker's JVM start, controller election and unfencing; a cold start
+// fetches the jars first. `go test -v -run Produces ./internal/kafkatest`
+// logs how long Start took (past figures: docs/benchmarks/micro.md).
 package kafkatest

@@ -105,8 +105,7 @@ func (s *doppioSystem) idempotent(ctx context.Context, method, path string, body
 // PostgreSQL's runs VACUUM ANALYZE: every system starts the measured mixes
 // settled after its load. Without the flush, the first mix's writes filled
 // the memtable the load had left most of the way full, and that mix
-// carried the load's flush and the compactions after it (set B, 100%
-// writes alone: 2.8 ms where the next two runs took 1.1 and 1.4).
+// carried the load's flush and the compactions after it.
 func (s *doppioSystem) Ready(ctx context.Context) error {
 	if err := s.node.FlushStorage(); err != nil {
 		return fmt.Errorf("doppio: flush after load: %w", err)

@@ -69,21 +69,9 @@ func entries(indexes []schema.Index, prefix keys.Partition, table string, group,
 // Diff returns the index writes that turn the entries of before into those
 // of after (either may be nil: an insert or a delete): only entries whose
 // key or value changes are written, so an update touches only the lists of
-// the values and terms that changed.
-//
-// A text field's entries are written in the pending form: one entry per
-// document holding all its terms and positions, under the field's list
-// (see PendingSpan), instead of one entry per term: an insert of a 50-word
-// message writes one key for its text where it wrote some 40. The executor
-// reads a collection's pending entries beside its term lists and segments,
-// and a fold turns them into a segment later (see FoldSegment); a write of
-// many documents turns its own into one at once. A text value that changes
-// (or goes) deletes the old one in every form it may be in: the pending
-// entry (rewritten, when the value changes), the term entries a backfill
-// writes, and, when a fold put it in a segment, its folded entry, which
-// Diff reads through folded: it deletes it and writes the dead posting
-// that hides the document's postings in that segment. An unchanged value
-// is left in its form.
+// the values and terms that changed. Text is written in the pending form,
+// and a changed text is deleted in every form it may be in, reading its
+// folded entry through folded (package doc, "Pending entries").
 func Diff(indexes []schema.Index, prefix keys.Partition, table string, group, rest []byte, before, after schema.Document, folded FoldedReader) (puts []Entry, deletes [][]byte, err error) {
 	old := entries(indexes, prefix, table, group, rest, before, true)
 	cur := entries(indexes, prefix, table, group, rest, after, true)

@@ -9,32 +9,9 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 )
 
-// Segments: the folded form of a text field's entries. A fold turns the
-// pending entries of a document group (one per document, every term with
-// its positions) into one segment: a posting block per distinct term,
-// under the field's list, holding the documents of the fold that have the
-// term, with their positions. A fold of 256 mailbox messages writes some
-// 240 block keys where one key per (term, document) made it some 10,000:
-// what a term's postings cost in keys, memtable inserts, flushes and
-// compactions follows the folds, not the documents. This is the segment of
-// Lucene, per document group: immutable once written, with deletions
-// recorded beside it.
-//
-// Within the list, after the term entries (tagString):
-//
-//	folded entry  list tagFolded rest                         -> segment id (8 bytes) + the document's pending value
-//	posting block list tagSegment string(term) segment id     -> for each document in key order: uvarint len, rest, uvarint len, positions
-//	dead posting  list tagDead segment id rest                -> (empty)
-//
-// A folded document keeps its terms in a folded entry, the pending entry
-// moved under another tag with the id of its segment: a probing walk
-// decides a document by it, and a write that changes or removes the text
-// reads it to learn which segment holds the document's postings, deletes it
-// and writes a dead posting for (segment, document). Queries skip the dead
-// postings of a block. A document is thus in one of the pending, folded or
-// term-key forms (or in the term-key form and one other, when a backfill
-// met it: both say the same), and the next change of its text removes
-// every one.
+// The tags of a segment's keys within a text field's list, after the term
+// entries (tagString); the package doc ("Segments") gives the layout and
+// how folded entries, posting blocks and dead postings answer together.
 const (
 	tagFolded  byte = 0x03
 	tagSegment byte = 0x04

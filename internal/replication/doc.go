@@ -45,4 +45,40 @@
 // lease, which a new leader pays for by committing nothing until every
 // earlier lease has run out: see lease.go); FreshAt bounds the staleness
 // of a follower read.
+//
+// The sole voter's shortcut needs no clock. The ready leader of a group
+// whose only voter it is answers ReadIndex at once, without a round through
+// the loop: it is its own quorum, so no other replica can have been elected
+// and no write can be acknowledged elsewhere; every write acknowledged
+// before the call was applied here before its answer (Replicate returns
+// after the apply), and "ready" means the entries of earlier terms are
+// applied too. A configuration that adds a voter takes effect on the loop,
+// which publishes it before it steps any message of the new voter, so a
+// vote for another leader is never cast while this view still reads "sole
+// voter". The ready leader within its lease answers at once too: no other
+// leader can have committed anything yet, and everything this one
+// acknowledged it applied first.
+//
+// # Snapshots
+//
+// A snapshot of a partition is every key under its prefix except the Raft
+// section (documents, index entries, change log, metadata), read through
+// one Pebble iterator (a consistent point in time), plus the applied state
+// read through the same iterator, which gives the snapshot's position.
+//
+// The sender writes the keys as sstables straight into the stream (no
+// file, no copy in memory): each table holds a run of keys and a range
+// deletion over the span it covers, and the tables tile the partition's
+// data spans (below and above the Raft section) without overlapping.
+//
+// Stream: 'h' header (sender, partition, the MsgSnap); per table, 'c'
+// chunks of its bytes then 'e' its end; then 't' trailer (the applied
+// state). The receiver writes the tables to files in a staging directory
+// and steps the MsgSnap restated at the trailer's position. The Ready that
+// installs it adds one more table covering the Raft section (a range
+// deletion, the hard state, applied and truncated states at the snapshot)
+// and ingests all of them in one Pebble ingestion, which is atomic: after
+// a crash the replica has either its old state (and raft asks for the
+// snapshot again; the staged files are discarded at start) or the
+// snapshot's, whole, with a Raft state that agrees with it.
 package replication

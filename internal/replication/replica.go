@@ -193,22 +193,9 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 // quorum (Raft ReadIndex), so a read that follows is linearizable. It works
 // on followers too (the leader confirms). Concurrent callers share one
 // quorum round. Without a known leader it fails at once with
-// *NotLeaderError.
-//
-// The ready leader of a group whose only voter it is answers at once,
-// without a round through the loop: it is its own quorum, so no other
-// replica can have been elected and no write can be acknowledged
-// elsewhere; every write acknowledged before the call was applied here
-// before its answer (Replicate returns after the apply), and "ready"
-// means the entries of earlier terms are applied too. A configuration that
-// adds a voter takes effect on the loop, which publishes it before it
-// steps any message of the new voter, so a vote for another leader is
-// never cast while this view still reads "sole voter". No clock is
-// involved.
-//
-// The ready leader within its lease (lease.go) answers at once too: no
-// other leader can have committed anything yet, and everything this one
-// acknowledged it applied first.
+// *NotLeaderError. The ready leader that is its group's sole voter, or
+// that holds a lease, answers without a round; the package doc ("Reads")
+// says why that stays linearizable.
 func (g *Group) ReadIndex(ctx context.Context) error {
 	h := g.host
 	inf := g.info.Load()

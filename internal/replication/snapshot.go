@@ -22,26 +22,9 @@ import (
 	"github.com/doppio-db/doppio/internal/storage"
 )
 
-// A snapshot of a partition is every key under its prefix except the Raft
-// section (documents, index entries, change log, metadata), read through
-// one Pebble iterator (a consistent point in time), plus the applied state
-// read through the same iterator, which gives the snapshot's position.
-//
-// The sender writes the keys as sstables straight into the stream (no
-// file, no copy in memory): each table holds a run of keys and a range
-// deletion over the span it covers, and the tables tile the partition's
-// data spans (below and above the Raft section) without overlapping.
-//
-// Stream: 'h' header (sender, partition, the MsgSnap); per table, 'c'
-// chunks of its bytes then 'e' its end; then 't' trailer (the applied
-// state). The receiver writes the tables to files in a staging directory
-// and steps the MsgSnap restated at the trailer's position. The Ready that
-// installs it adds one more table covering the Raft section (a range
-// deletion, the hard state, applied and truncated states at the snapshot)
-// and ingests all of them in one Pebble ingestion, which is atomic: after
-// a crash the replica has either its old state (and raft asks for the
-// snapshot again; the staged files are discarded at start) or the
-// snapshot's, whole, with a Raft state that agrees with it.
+// The frame types of a snapshot stream: header, a table's chunks and end,
+// trailer. The package doc ("Snapshots") gives what a snapshot holds and
+// why its installation is one atomic ingestion.
 const (
 	snapHeader  byte = 'h'
 	snapChunk   byte = 'c'

@@ -44,6 +44,30 @@
 // compares against: nodes form replica sets, each set hosts whole shards and
 // one node of each set leads them all. It exists to measure failover.
 //
+// # Spread's steps
+//
+// Spread mode computes its target in steps that each move as little as
+// they can:
+//
+//  1. repair: keep every current replica on a node that is not gone or
+//     draining, add replicas up to the replication factor (on the zone with
+//     the fewest replicas of the partition, then the least loaded node);
+//  2. zones: move replicas of partitions whose zones are not spread as
+//     evenly as the zones allow;
+//  3. balance: while two eligible nodes differ by two or more replicas of a
+//     database, move one from the fuller to the emptier; then the same for
+//     replica totals, moving within a database where it keeps that
+//     database balanced;
+//  4. drop the extra replicas of partitions caught in the middle of a move
+//     (its add is complete), fix their zones, and balance again. The
+//     replica to drop is the one the last plan (Input.Previous) did not
+//     keep; that drop happens before step 2, so balancing sees true loads.
+//
+// Every step only moves what violates a constraint, so a placement that
+// meets them all is its own target. Balancing prefers replicas that do not
+// exist yet (new partitions, adds of this plan), then replicas that do not
+// lead, and never undoes a move of the last plan still under way.
+//
 // # Moves
 //
 // A Plan holds the target and an ordered list of moves, at most

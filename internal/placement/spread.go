@@ -2,27 +2,9 @@ package placement
 
 import "slices"
 
-// spreadReplicas computes the target replicas of Spread mode, in steps
-// that each move as little as they can:
-//
-//  1. repair: keep every current replica on a node that is not gone or
-//     draining, add replicas up to the replication factor (on the zone with
-//     the fewest replicas of the partition, then the least loaded node);
-//  2. zones: move replicas of partitions whose zones are not spread as
-//     evenly as the zones allow;
-//  3. balance: while two eligible nodes differ by two or more replicas of a
-//     database, move one from the fuller to the emptier; then the same for
-//     replica totals, moving within a database where it keeps that
-//     database balanced;
-//  4. drop the extra replicas of partitions caught in the middle of a move
-//     (its add is complete), fix their zones, and balance again. The
-//     replica to drop is the one the last plan (Input.Previous) did not
-//     keep; that drop happens before step 2, so balancing sees true loads.
-//
-// Every step only moves what violates a constraint, so a placement that
-// meets them all is its own target. Balancing prefers replicas that do not
-// exist yet (new partitions, adds of this plan), then replicas that do not
-// lead, and never undoes a move of the last plan still under way.
+// spreadReplicas computes the target replicas of Spread mode in the four
+// steps of the package doc ("Spread's steps"), each moving as little as it
+// can, so a placement that meets every constraint is its own target.
 func (s *state) spreadReplicas() {
 	s.keepCurrent()
 	// All adds before any drop, so that drops see the loads they leave.

@@ -34,6 +34,26 @@
 //	                                              (written by the owner only, fenced on the owner key)
 //	{prefix}/datastreams/status/{node}             JSON: the node's tasks' live status, under its lease
 //
+// # Assignment
+//
+// Assign places the tasks in three steps:
+//
+//   - a task's candidates are the live nodes placed to hold a replica of
+//     its partition, without the partition's preferred leader when another
+//     one is live (reading there would load the node that takes writes);
+//   - candidates are ranked by a hash of (task, node) — rendezvous
+//     hashing, so a change elsewhere does not reorder a task's choices —
+//     and a task takes its first candidate below the load limit, visiting
+//     tasks in hash order; when all its candidates are full it takes the
+//     least loaded one. The limit is the mean load rounded up while it is
+//     small, else 1.25 × the mean (at most ceil(1.25 × mean) either way);
+//   - a node left below the mean rounded down (while it is small), or
+//     below mean / 1.25, then takes a task from a node with at least two
+//     more, along the shortest chain of moves to candidates.
+//
+// Preferred leaders rather than current ones keep tasks still while
+// leaderships move back and forth; the controller makes them agree.
+//
 // What this package does not do: HTTP (internal/api), placement
 // (internal/controller), reading the change log (internal/changes).
 package datastream

@@ -19,7 +19,7 @@
 // detector), the databases (the catalog), the placements, and what the
 // partitions' leaders report of their Raft configurations
 // ({prefix}/groups/{node}, see membership.GroupReport). On every change
-// (coalesced for 50 ms) and at least every second it runs one planning
+// (coalesced for 50 ms) and at least every 5 s it runs one planning
 // round:
 //
 //  1. judge every node with placement.StateOf: alive, down (dead for less

@@ -11,23 +11,9 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 )
 
-// Consistency checksums. A replica's state at one applied index is summed
-// range by range, so that two replicas that disagree learn where:
-//
-//	documents/<table>   every document of a table
-//	autoinc/<table>     the auto-increment counters of a table
-//	index/<table>       every index entry of a table
-//	log/<from>-<to>     change-log entries with sequence in [from, to]
-//	meta                partition metadata, but the index build states
-//	other               anything else under the prefix (none today)
-//
-// Left out: the Raft section (log, hard state, applied index: each
-// replica's own), and the index build states in metadata, which a replica
-// records for itself (markReady) as well as through replication.
-//
-// The change log is trimmed by each replica on its own clock
-// (Replica.TrimLog), so it is summed in buckets of LogBucket sequences,
-// and Diff compares only the buckets both replicas hold whole.
+// LogBucket is how many change-log sequences are summed together, so that
+// replicas that trimmed their logs apart still compare whole buckets; the
+// package doc ("Consistency checksums") names every summed range.
 const LogBucket = 4096
 
 // RangeSum is the checksum of one named key range.

@@ -1,9 +1,3 @@
-// Package partition is one replica of one partition: it evaluates requests
-// of a document group under that group's latch into a write set, hands the
-// write set to the replicate step, and serves reads from the storage engine.
-//
-// Evaluation happens once, on the leader; apply is a pure function of the
-// write set and its SCN, so followers apply mechanically and idempotently.
 package partition
 
 import (

@@ -1,0 +1,27 @@
+// Package partition is one replica of one partition: it evaluates requests
+// of a document group under that group's latch into a write set, hands the
+// write set to the replicate step, and serves reads from the storage engine.
+//
+// Evaluation happens once, on the leader; apply is a pure function of the
+// write set and its SCN, so followers apply mechanically and idempotently.
+//
+// # Consistency checksums
+//
+// ComputeChecksums sums a replica's state at one applied index range by
+// range, so that two replicas that disagree learn where:
+//
+//	documents/<table>   every document of a table
+//	autoinc/<table>     the auto-increment counters of a table
+//	index/<table>       every index entry of a table
+//	log/<from>-<to>     change-log entries with sequence in [from, to]
+//	meta                partition metadata, but the index build states
+//	other               anything else under the prefix (none today)
+//
+// Left out: the Raft section (log, hard state, applied index: each
+// replica's own), and the index build states in metadata, which a replica
+// records for itself (markReady) as well as through replication.
+//
+// The change log is trimmed by each replica on its own clock
+// (Replica.TrimLog), so it is summed in buckets of LogBucket sequences,
+// and Diff compares only the buckets both replicas hold whole.
+package partition

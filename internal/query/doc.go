@@ -10,4 +10,17 @@
 // Every error a user can cause is a *problem.Error of Kind Malformed whose
 // Field is "query" (or "sort") and whose detail gives the 1-based character
 // position in the query and the reason.
+//
+// # Binding
+//
+// Each clause names an indexed field (a bare word or phrase: every text
+// field). A value is converted by the field's type: int, long: an integer
+// (timestamp-millis/-micros fields also take RFC 3339 times, date fields
+// YYYY-MM-DD); float, double: a finite number; boolean: true or false;
+// string, enum: as is; bytes: base64. Quoting an attribute value only
+// protects its characters: it is still one exact value. On a text field the
+// value is tokenized like indexed text: one term is a term query, several a
+// phrase. A prefix needs a string, enum or text field (one word, on text); a
+// range an attribute field. Sorting needs an attribute field; an array
+// field sorts by its smallest value ascending, its largest descending.
 package query

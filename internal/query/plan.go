@@ -58,18 +58,8 @@ func Compile(q, sort string, s Schema) (*Plan, error) {
 
 // Build binds the parsed query n to the indexes of s and plans sort
 // ("field" or "+field" ascending, "-field" descending, "" document key
-// order).
-//
-// Each clause names an indexed field (a bare word or phrase: every text
-// field). A value is converted by the field's type: int, long: an integer
-// (timestamp-millis/-micros fields also take RFC 3339 times, date fields
-// YYYY-MM-DD); float, double: a finite number; boolean: true or false;
-// string, enum: as is; bytes: base64. Quoting an attribute value only
-// protects its characters: it is still one exact value. On a text field the
-// value is tokenized like indexed text: one term is a term query, several a
-// phrase. A prefix needs a string, enum or text field (one word, on text); a
-// range an attribute field. Sorting needs an attribute field; an array
-// field sorts by its smallest value ascending, its largest descending.
+// order). The package doc ("Binding") gives how each clause's value is
+// converted and what a prefix, a range and a sort need.
 //
 // Errors are *problem.Error, Kind Malformed, Field "query" (or "sort"), with
 // the position of the clause and the field in the detail.

@@ -17,8 +17,9 @@ type Txn struct {
 	Ops          []TxnOp `json:"ops"`
 }
 
-// UnmarshalJSON reads a transaction body as API.md gives it, keeping numbers
-// exact, so a file can be read into a Txn and sent unchanged.
+// UnmarshalJSON reads a transaction body as the REST API takes it (the
+// TxnRequest of internal/api/openapi.yaml), keeping numbers exact, so a
+// file can be read into a Txn and sent unchanged.
 func (t *Txn) UnmarshalJSON(b []byte) error {
 	type plain Txn
 	dec := json.NewDecoder(bytes.NewReader(b))

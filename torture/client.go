@@ -122,8 +122,8 @@ func (c *Client) DoAt(ctx context.Context, i int, method, path string, body any,
 //
 //   - 2xx (and 304): acknowledged.
 //   - 4xx: a definite failure; the server refused before changing anything
-//     (412 precondition failed, 404, 409, 400, 422...). API.md guarantees
-//     bad input changes nothing.
+//     (412 precondition failed, 404, 409, 400, 422...). The API's
+//     contract is that bad input changes nothing.
 //   - 503: a definite failure. The server's contract (docs/design/
 //     replication-and-failover.md, "Not applied vs unknown") is that a 503 always means nothing was
 //     applied; a write whose entry reached the log and whose fate is unknown

@@ -1,10 +1,10 @@
 // Package http1 serves the document API over HTTP/1.1 with less work per
-// request than net/http, and hands every connection it does not serve in
-// full to a net/http server.
+// request than net/http, and falls back to a net/http server for every
+// connection it does not serve in full.
 //
 // A connection's requests are read into one buffer per connection; a
 // request is served here when it is plain: HTTP/1.1, a method of the API,
-// an origin-form target that HandOff does not claim (the streaming
+// an origin-form target that FallbackFor does not claim (the streaming
 // routes), a Host header, a body of declared length or chunked (no other
 // transfer coding), no Upgrade, no Expect but 100-continue (answered when
 // the handler first reads the body), a header block of at most
@@ -53,8 +53,8 @@ type Server struct {
 	// Handler answers the requests served here; Fallback's Handler
 	// answers the others.
 	Handler http.Handler
-	// Fallback is the net/http server given the connections this one
-	// hands over. Its Handler is normally the same as Handler. New's
+	// Fallback is the net/http server the connections this one does
+	// not serve fall back to. Its Handler is normally the same as Handler. New's
 	// serves one request per connection (keep-alives off): the client's
 	// next request comes on a new connection, here, so a request that is
 	// not plain does not leave the rest of its connection to net/http.
@@ -69,11 +69,11 @@ type Server struct {
 	// (default 64 KiB); Fallback gets the same limit unless it has its
 	// own.
 	MaxHeaderBytes int
-	// HandOff, when set, names more requests net/http must answer, by
+	// FallbackFor, when set, names more requests net/http must answer, by
 	// their raw target: those whose answers stream for as long as the
 	// client reads (net/http ends their context when the client
 	// disconnects).
-	HandOff func(target []byte) bool
+	FallbackFor func(target []byte) bool
 	// BadRequest, when set, answers here the requests net/http would
 	// refuse before any handler runs, so that they get the handler's kind
 	// of answer (problem+json in Doppio) rather than net/http's plain
@@ -91,7 +91,7 @@ type Server struct {
 	//
 	// A request is judged with net/http's own parser (http.ReadRequest)
 	// and the checks its server adds, so what net/http accepts is still
-	// handed to it, and what it refuses is refused here.
+	// left to it, and what it refuses is refused here.
 	BadRequest func(w http.ResponseWriter, r *http.Request, status int, detail string)
 	// StreamAfter: an answer longer than this is sent as it is written
 	// (chunked, or as declared by the handler's Content-Length) rather
@@ -100,7 +100,7 @@ type Server struct {
 	Logger      *slog.Logger
 
 	mu        sync.Mutex
-	handoff   *listener // the fallback server's listener, once Serve started it
+	fallbackLn *listener // the fallback server's listener, once Serve started it
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	reaping   bool
@@ -152,13 +152,13 @@ func (s *Server) init() {
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
 	if !s.unlessClosing(func() {
-		if s.handoff == nil {
-			s.handoff = newListener(ln.Addr())
+		if s.fallbackLn == nil {
+			s.fallbackLn = newListener(ln.Addr())
 			go func(l *listener) {
 				if err := s.Fallback.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					s.Logger.Error("http fallback server stopped", "err", err)
 				}
-			}(s.handoff)
+			}(s.fallbackLn)
 		}
 		s.listeners[ln] = struct{}{}
 		if !s.reaping {
@@ -258,7 +258,7 @@ func (s *Server) Close() error {
 func (s *Server) fallbackStarted() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.handoff != nil
+	return s.fallbackLn != nil
 }
 
 func (s *Server) stop() {
@@ -271,8 +271,8 @@ func (s *Server) stop() {
 	for ln := range s.listeners {
 		ln.Close()
 	}
-	if s.handoff != nil {
-		s.handoff.Close()
+	if s.fallbackLn != nil {
+		s.fallbackLn.Close()
 	}
 }
 
@@ -343,8 +343,8 @@ type conn struct {
 	refused refusal
 }
 
-// errHandOff: the request is not plain; net/http takes the connection.
-var errHandOff = errors.New("hand off")
+// errFallback: the request is not plain; net/http takes the connection.
+var errFallback = errors.New("fall back to net/http")
 
 // errHeaderTooLarge: no header block ends within MaxHeaderBytes.
 var errHeaderTooLarge = errors.New("header too large")
@@ -356,12 +356,12 @@ type refusal struct {
 }
 
 func (c *conn) serve() {
-	handedOff := false
+	fellBack := false
 	defer func() {
 		if v := recover(); v != nil {
 			c.s.Logger.Error("http connection panic", "remote", c.remote, "panic", v)
 		}
-		if !handedOff {
+		if !fellBack {
 			c.rwc.Close()
 		}
 		c.s.mu.Lock()
@@ -375,13 +375,13 @@ func (c *conn) serve() {
 			return
 		}
 		req, err := c.readRequest()
-		if err == errHandOff || err == errHeaderTooLarge {
+		if err == errFallback || err == errHeaderTooLarge {
 			if req := c.refuse(err); req != nil {
 				c.serveRequest(req)
 				c.lingeringClose()
 				return
 			}
-			handedOff = c.s.handoff.give(&prefixConn{Conn: c.rwc, prefix: c.in[c.pos:c.lim]})
+			fellBack = c.s.fallbackLn.give(&prefixConn{Conn: c.rwc, prefix: c.in[c.pos:c.lim]})
 			return
 		}
 		if err != nil {
@@ -405,7 +405,7 @@ func (c *conn) fill(max int) error {
 	}
 	if c.lim == len(c.in) {
 		if len(c.in) >= max {
-			return errHandOff
+			return errFallback
 		}
 		grown := make([]byte, min(2*len(c.in), max))
 		copy(grown, c.in[:c.lim])
@@ -425,7 +425,7 @@ func (c *conn) fill(max int) error {
 var crlfcrlf = []byte("\r\n\r\n")
 
 // readRequest reads and parses the next request's header. It returns
-// errHandOff, with nothing consumed, for a request net/http must answer.
+// errFallback, with nothing consumed, for a request net/http must answer.
 func (c *conn) readRequest() (*http.Request, error) {
 	end := -1
 	for {
@@ -440,11 +440,11 @@ func (c *conn) readRequest() (*http.Request, error) {
 				c.state.Store(stateHeader)
 			}
 			if bytes.Contains(c.in[c.pos:c.lim], []byte("\n\n")) || bytes.Contains(c.in[c.pos:c.lim], []byte("\n\r\n")) {
-				return nil, errHandOff // bare LF line ends: net/http's to judge
+				return nil, errFallback // bare LF line ends: net/http's to judge
 			}
 		}
 		if err := c.fill(c.s.MaxHeaderBytes); err != nil {
-			if err == errHandOff && c.lim > c.pos {
+			if err == errFallback && c.lim > c.pos {
 				return nil, errHeaderTooLarge
 			}
 			return nil, err
@@ -461,13 +461,13 @@ func (c *conn) readRequest() (*http.Request, error) {
 	line := head[:nl]
 	sp1 := bytes.IndexByte(line, ' ')
 	if sp1 < 0 {
-		return nil, errHandOff
+		return nil, errFallback
 	}
 	method := knownMethod(line[:sp1])
 	rest := line[sp1+1:]
 	sp2 := bytes.IndexByte(rest, ' ')
 	if method == "" || sp2 <= 0 {
-		return nil, errHandOff
+		return nil, errFallback
 	}
 	minor := 1
 	switch string(rest[sp2+1:]) {
@@ -475,15 +475,15 @@ func (c *conn) readRequest() (*http.Request, error) {
 	case "HTTP/1.0":
 		minor = 0
 	default:
-		return nil, errHandOff
+		return nil, errFallback
 	}
 	target := rest[:sp2]
-	if target[0] != '/' || (c.s.HandOff != nil && c.s.HandOff(target)) {
-		return nil, errHandOff
+	if target[0] != '/' || (c.s.FallbackFor != nil && c.s.FallbackFor(target)) {
+		return nil, errFallback
 	}
 	for _, b := range target {
 		if b <= ' ' || b >= 0x7f {
-			return nil, errHandOff
+			return nil, errFallback
 		}
 	}
 
@@ -495,14 +495,14 @@ func (c *conn) readRequest() (*http.Request, error) {
 	// HTTP/1.1 requires a Host; HTTP/1.0 had no chunked coding and no
 	// 100-continue, so net/http judges those requests.
 	if !ok || (minor == 1 && !hd.hasHost) || (minor == 0 && (hd.chunked || hd.expectContinue)) {
-		return nil, errHandOff
+		return nil, errFallback
 	}
 	raw := string(target)
 	u, err := url.ParseRequestURI(raw)
 	c.refused = refusal{}
 	if err != nil {
 		if c.s.BadRequest == nil {
-			return nil, errHandOff
+			return nil, errFallback
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -536,10 +536,10 @@ func (c *conn) readRequest() (*http.Request, error) {
 }
 
 // refuse judges a request that is not plain, as net/http would (cause is
-// errHandOff or errHeaderTooLarge): when net/http would refuse it before
+// errFallback or errHeaderTooLarge): when net/http would refuse it before
 // any handler, and BadRequest is set, it returns the request for
 // BadRequest to answer (c.refused says why), having consumed what was
-// read; otherwise nil, and the request is handed over untouched.
+// read; otherwise nil, and the request falls back untouched.
 func (c *conn) refuse(cause error) *http.Request {
 	if c.s.BadRequest == nil {
 		return nil
@@ -913,7 +913,7 @@ func (c *conn) line() ([]byte, error) {
 			return nil, errBadChunked
 		}
 		if err := c.fill(max(len(c.in), 2*maxChunkLine)); err != nil {
-			if err == errHandOff {
+			if err == errFallback {
 				err = errBadChunked
 			}
 			return nil, err
@@ -949,7 +949,7 @@ func (b *body) discard() bool {
 	return err == io.EOF
 }
 
-// prefixConn is a connection handed to net/http with the bytes already
+// prefixConn is a connection given to net/http with the bytes already
 // read from it.
 type prefixConn struct {
 	net.Conn
@@ -965,7 +965,7 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
-// listener gives net/http the connections handed over.
+// listener gives net/http the connections that fall back.
 type listener struct {
 	addr   net.Addr
 	ch     chan net.Conn

@@ -130,7 +130,7 @@ func TestPlainRequestsAreServedHereOnOneConnection(t *testing.T) {
 // client's next request comes here again.
 func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 	addr, _ := start(t, echo, func(s *Server) {
-		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
+		s.FallbackFor = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
 	})
 	for name, tc := range map[string]struct {
 		raw  string
@@ -142,7 +142,7 @@ func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 				"GET /db/c HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /db/a ", "net/http POST /db/b abc"},
 		},
-		"handed off by the server": {
+		"a fallback route of the server": {
 			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a "},
 		},
@@ -437,7 +437,7 @@ func TestShutdownWhileServeStarts(t *testing.T) {
 		}
 		if s.fallbackStarted() {
 			select {
-			case <-s.handoff.done:
+			case <-s.fallbackLn.done:
 			case <-time.After(5 * time.Second):
 				t.Fatal("fallback listener still open after Shutdown")
 			}
@@ -562,7 +562,7 @@ func TestBadTargetIsAnsweredHereWhenTheServerSaysHow(t *testing.T) {
 // after the answer; what net/http accepts is still served by it.
 func TestWhatNetHTTPRefusesIsRefusedHereAlike(t *testing.T) {
 	ours, _ := start(t, echo, func(s *Server) {
-		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
+		s.FallbackFor = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
 		refusing(s)
 	})
 	theirs := netHTTP(t, echo)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // serveRequest runs the handler and sends its answer; it reports whether
@@ -190,7 +192,8 @@ func (w *response) finish() bool {
 	return w.err == nil
 }
 
-// appendHeader appends the status line and header fields, adding Date,
+// appendHeader appends the status line and header fields, dropping those
+// whose name is not a token (as net/http does), and adds Date,
 // Content-Length (of a whole answer), Content-Type (sniffed, as net/http
 // does) and, as net/http does, Connection: close when an HTTP/1.1
 // answer closes the connection, Connection: keep-alive when an HTTP/1.0
@@ -213,6 +216,9 @@ func (w *response) appendHeader(b []byte) []byte {
 	for k, vs := range h {
 		if k == "Content-Length" && !bodyAllowed(w.status) {
 			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue // dropped, as net/http does: a bad name could split the answer
 		}
 		for _, v := range vs {
 			b = appendField(b, k, v)

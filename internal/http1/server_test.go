@@ -853,3 +853,43 @@ func TestHTTP10IsServedHereAsNetHTTPWould(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidResponseHeaderNamesAreDroppedAsNetHTTPDrops: a field whose
+// name is not a token (a space, a colon, a line break, empty) is left out
+// of the answer on both paths; the valid fields around it are sent.
+func TestInvalidResponseHeaderNamesAreDroppedAsNetHTTPDrops(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, k := range []string{"Bad Name", "X:Y", "X\r\nSet-Cookie", "", "Ã"} {
+			w.Header()[k] = []string{"1"}
+		}
+		w.Header().Set("X-Ok", "yes")
+		io.WriteString(w, via(r))
+	})
+	ours, _ := start(t, h, nil)
+	for _, addr := range []string{ours, netHTTP(t, h)} {
+		c := dial(t, addr)
+		io.WriteString(c, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		var head []string
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l == "\r\n" {
+				break
+			}
+			head = append(head, l)
+		}
+		got := strings.Join(head, "")
+		for _, bad := range []string{"Bad Name", "X:Y", "Set-Cookie", "\r\n: 1", "Ã"} {
+			if strings.Contains(got, bad) {
+				t.Errorf("%s: the answer's header holds %q:\n%s", addr, bad, got)
+			}
+		}
+		if !strings.Contains(got, "X-Ok: yes\r\n") {
+			t.Errorf("%s: the valid field is missing:\n%s", addr, got)
+		}
+	}
+}

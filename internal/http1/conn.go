@@ -33,6 +33,9 @@ type conn struct {
 	// refused, when status is not 0, is why the current request is
 	// answered by BadRequest rather than the handler.
 	refused refusal
+	// readDeadline: ReadTimeout's deadline is set for the current
+	// request's body, and must be cleared before the next request.
+	readDeadline bool
 }
 
 // errHeaderTooLarge: no header block ends within MaxHeaderBytes.
@@ -71,6 +74,10 @@ func (c *conn) serve() {
 			return
 		}
 		keep := c.serveRequest(req)
+		if c.readDeadline {
+			c.rwc.SetReadDeadline(time.Time{}) // the header has no deadline: see reap
+			c.readDeadline = false
+		}
 		c.since.Store(time.Now().UnixNano())
 		c.state.Store(stateIdle)
 		if !keep {
@@ -117,4 +124,20 @@ func (c *conn) lingeringClose() {
 	}
 	c.rwc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	io.CopyN(io.Discard, c.rwc, 1<<20)
+}
+
+// setDeadlines bounds the current request's body (ReadTimeout) and its
+// answer (WriteTimeout) from now, as net/http bounds them.
+func (c *conn) setDeadlines(hasBody bool) {
+	if c.s.ReadTimeout <= 0 && c.s.WriteTimeout <= 0 {
+		return
+	}
+	now := time.Now()
+	if d := c.s.WriteTimeout; d > 0 {
+		c.rwc.SetWriteDeadline(now.Add(d))
+	}
+	if d := c.s.ReadTimeout; d > 0 && hasBody {
+		c.rwc.SetReadDeadline(now.Add(d))
+		c.readDeadline = true
+	}
 }

@@ -29,6 +29,8 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			panic(v)
 		}
 	}()
+	_, hasBody := req.Body.(*body)
+	c.setDeadlines(hasBody)
 	if c.refused.status != 0 {
 		c.s.BadRequest(w, req, c.refused.status, c.refused.detail)
 	} else {

@@ -28,6 +28,13 @@ type Server struct {
 	// IdleTimeout closes a keep-alive connection idle that long (0: never,
 	// as net/http's default).
 	IdleTimeout time.Duration
+	// ReadTimeout bounds how long a request's body may take to arrive
+	// once its header has (0: no bound, as net/http's default).
+	// WriteTimeout bounds how long the answer may take to leave, from the
+	// same moment. Both apply alike to the requests the fallback serves,
+	// except those FallbackFor names: their answers last as long as the
+	// client reads, and their uploads as long as the client sends.
+	ReadTimeout, WriteTimeout time.Duration
 	// MaxHeaderBytes: the longest header block a request may have
 	// (default 64 KiB); Fallback gets the same limit unless it has its
 	// own.
@@ -73,13 +80,15 @@ type Server struct {
 }
 
 // New returns a server answering with h, plain requests here and the
-// others through a net/http server with the same handler and header
-// timeout.
+// others through a net/http server with the same handler and timeouts: a
+// header must arrive within 10 s, a body within a minute, and an answer
+// must leave within a minute.
 func New(h http.Handler, logger *slog.Logger) *Server {
 	const headerTimeout = 10 * time.Second
 	fb := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
 	fb.SetKeepAlivesEnabled(false)
-	return &Server{Handler: h, ReadHeaderTimeout: headerTimeout, Logger: logger, Fallback: fb}
+	return &Server{Handler: h, ReadHeaderTimeout: headerTimeout, Logger: logger, Fallback: fb,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -117,6 +126,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if !s.unlessClosing(func() {
 		if s.fallbackLn == nil {
 			s.fallbackLn = newListener(ln.Addr())
+			s.Fallback.Handler = s.bounded(s.Fallback.Handler)
 			go func(l *listener) {
 				if err := s.Fallback.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					s.Logger.Error("http fallback server stopped", "err", err)
@@ -278,4 +288,32 @@ func (s *Server) reap() {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// bounded gives the fallback's requests the deadlines of those served
+// here (ReadTimeout, WriteTimeout), through net/http's ResponseController,
+// and clears them for the requests FallbackFor names.
+func (s *Server) bounded(h http.Handler) http.Handler {
+	if s.ReadTimeout <= 0 && s.WriteTimeout <= 0 {
+		return h
+	}
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var read, write time.Time // zero: none, and none left from a request before
+		if s.FallbackFor == nil || !s.FallbackFor([]byte(r.RequestURI)) {
+			now := time.Now()
+			if s.ReadTimeout > 0 {
+				read = now.Add(s.ReadTimeout)
+			}
+			if s.WriteTimeout > 0 {
+				write = now.Add(s.WriteTimeout)
+			}
+		}
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(read)
+		rc.SetWriteDeadline(write)
+		h.ServeHTTP(w, r)
+	})
 }

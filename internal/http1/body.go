@@ -15,6 +15,7 @@ type body struct {
 	started bool // chunked: a chunk-size line has been read
 	done    bool // chunked: the last chunk and the trailer section are read
 	expect  bool // a 100 Continue is owed before the first read
+	eof     bool // the handler was given io.EOF
 	err     error
 }
 
@@ -47,6 +48,10 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 	}
 	if b.left == 0 {
+		if !b.eof {
+			b.eof = true
+			b.c.ctx.bodyDone()
+		}
 		return 0, io.EOF
 	}
 	if len(p) == 0 {

@@ -36,7 +36,19 @@ type conn struct {
 	// readDeadline: ReadTimeout's deadline is set for the current
 	// request's body, and must be cleared before the next request.
 	readDeadline bool
+
+	// ctx is the current request's context; the rest is its background
+	// read's (see requestContext).
+	ctx       *requestContext
+	watchDone chan struct{} // closed when the background read returns
+	stopping  atomic.Bool   // the background read is being stopped
+	peek      [1]byte
+	peekN     int
+	peekErr   error
 }
+
+// errDisconnected: the background read found the client gone.
+var errDisconnected = errors.New("http1: client disconnected")
 
 // errHeaderTooLarge: no header block ends within MaxHeaderBytes.
 var errHeaderTooLarge = errors.New("header too large")

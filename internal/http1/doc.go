@@ -13,12 +13,14 @@
 // 1.0 status line, the connection kept only on Connection: keep-alive).
 // The answer is built in buffers from a pool shared by all connections
 // and leaves in one write (unless the handler streams more than
-// StreamAfter bytes or flushes). What net/http spends per request beyond
-// that, and this server does not, is a goroutine's background read to
-// notice a client that disconnects (this server notices at the next read
-// or write: no request's context is cancelled by a disconnect), the
-// header snapshot at WriteHeader, a bufio reader and writer per request,
-// and a context per request.
+// StreamAfter bytes or flushes). A request's context ends when its
+// handler returns or its client disconnects, as under net/http; the
+// background read that notices a disconnect starts only when something
+// waits on the context's Done. A body must arrive within ReadTimeout and
+// an answer leave within WriteTimeout of the header's end. What net/http
+// spends per request beyond that, and this server does not, is the
+// background read for a handler that never waits, the header snapshot at
+// WriteHeader, and a bufio reader and writer per request.
 //
 // A request that is not plain is judged as net/http would judge it (see
 // BadRequest): one net/http would refuse is refused here, when BadRequest

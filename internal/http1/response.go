@@ -18,9 +18,19 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 		c.header = make(http.Header, 8)
 	}
 	clear(c.header)
+	x := &requestContext{c: c}
+	if _, ok := req.Body.(*body); !ok {
+		x.bodyRead = true
+	}
+	c.ctx = x
+	req = req.WithContext(x)
 	w := &c.resp
 	*w = response{c: c, req: req, header: c.header, contentLength: -1}
+	ended := false
 	defer func() {
+		if !ended {
+			c.endContext(x) // the handler panicked
+		}
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				keep = false
@@ -35,6 +45,10 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 		c.s.BadRequest(w, req, c.refused.status, c.refused.detail)
 	} else {
 		c.s.Handler.ServeHTTP(w, req)
+	}
+	ended = true
+	if !c.endContext(x) {
+		w.closeAfter = true // the client is gone; its answer is still tried
 	}
 	if b, ok := req.Body.(*body); ok && b.expect {
 		w.closeAfter = true // see body.discard

@@ -67,7 +67,10 @@ type Server struct {
 	// (chunked, or as declared by the handler's Content-Length) rather
 	// than whole (default 256 KiB).
 	StreamAfter int
-	Logger      *slog.Logger
+	// FallbackOnly turns the fast path off: every connection is served by
+	// Fallback alone, with keep-alives, under the same deadlines.
+	FallbackOnly bool
+	Logger       *slog.Logger
 
 	mu         sync.Mutex
 	fallbackLn *listener // the fallback server's listener, once Serve started it
@@ -123,6 +126,9 @@ func (s *Server) init() {
 // returns a non-nil error (ErrServerClosed after those).
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
+	if s.FallbackOnly {
+		return s.serveFallbackOnly(ln)
+	}
 	if !s.unlessClosing(func() {
 		if s.fallbackLn == nil {
 			s.fallbackLn = newListener(ln.Addr())
@@ -170,6 +176,36 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		go c.serve()
 	}
+}
+
+// serveFallbackOnly serves ln with the fallback server alone.
+func (s *Server) serveFallbackOnly(ln net.Listener) error {
+	if !s.unlessClosing(func() {
+		if s.fallbackLn == nil {
+			// Not given connections: it marks the fallback as started,
+			// for Shutdown and Close.
+			s.fallbackLn = newListener(ln.Addr())
+			s.Fallback.Handler = s.bounded(s.Fallback.Handler)
+			s.Fallback.SetKeepAlivesEnabled(true)
+			if s.Fallback.IdleTimeout == 0 {
+				s.Fallback.IdleTimeout = s.IdleTimeout
+			}
+		}
+		s.listeners[ln] = struct{}{}
+	}) {
+		ln.Close()
+		return ErrServerClosed
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	err := s.Fallback.Serve(ln)
+	if s.closing.Load() {
+		return ErrServerClosed // stop closed ln before shutting the fallback down
+	}
+	return err
 }
 
 // unlessClosing runs f under the server's lock unless the server is

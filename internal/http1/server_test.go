@@ -893,3 +893,23 @@ func TestInvalidResponseHeaderNamesAreDroppedAsNetHTTPDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackOnlyServesEveryRequestWithNetHTTP: with the fast path off,
+// net/http answers every request, keeping the connection alive, and
+// answers a malformed one itself, even with BadRequest set.
+func TestFallbackOnlyServesEveryRequestWithNetHTTP(t *testing.T) {
+	addr, _ := start(t, echo, func(s *Server) { s.FallbackOnly = true; refusing(s) })
+	raw := "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"PUT /db/b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi" +
+		"GET /db/c HTTP/1.1\r\n\r\n"
+	resps, bodies, _ := exchange(t, addr, raw, 3)
+	want := []string{"net/http GET /db/a ", "net/http PUT /db/b hi", "400 Bad Request: missing required Host header"}
+	for i, w := range want {
+		if bodies[i] != w {
+			t.Errorf("answer %d = %q, want %q", i, bodies[i], w)
+		}
+	}
+	if resps[0].Close || resps[1].Close {
+		t.Error("net/http closed a keep-alive connection")
+	}
+}

@@ -36,6 +36,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzRequest$$' -fuzztime=$(FUZZTIME_HTTP) -fuzzminimizetime=3s ./internal/api
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/query
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCheckpoint$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/changes
+	$(GO) test -run='^$$' -fuzz='^FuzzParseDifferential$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/http1
 
 # HTTP benchmarks of the document API next to a no-op handler (the ceiling).
 bench:

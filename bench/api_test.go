@@ -1,7 +1,8 @@
 // Package bench measures the document API over real HTTP against a real
 // node (embedded etcd, Pebble with synced writes), next to a no-op Go HTTP
 // handler driven by the same client: the ceiling of this interface on the
-// machine. Run: make bench (go test -run '^$' -bench . -benchtime 3s ./bench).
+// machine. Run: make bench (go test -run '^$' -bench . -benchtime 3s ./bench);
+// -args -http-server=net-http serves the node with net/http alone.
 package bench
 
 import (
@@ -29,7 +30,11 @@ var (
 	// noopHTTP1 is the no-op handler served by internal/http1, as the
 	// node serves the API.
 	noopHTTP1 string
-	client    = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+	// httpServer chooses how the node serves HTTP: fast-path (plain
+	// requests by internal/http1) or net-http (net/http alone), as the
+	// flag of doppio start.
+	httpServer = flag.String("http-server", "fast-path", "how the node serves HTTP: fast-path or net-http")
+	client     = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +46,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	n, err := node.Start(context.Background(), node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"})
+	n, err := node.Start(context.Background(), node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", NetHTTPOnly: *httpServer == "net-http"})
 	if err != nil {
 		panic(err)
 	}

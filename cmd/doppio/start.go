@@ -37,6 +37,7 @@ type nodeFlags struct {
 	checkInterval                         time.Duration
 	checkRate                             int64
 	rowCache                              int64
+	httpServer                            string
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -57,6 +58,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how long after a partition's last consistency check its leader checks it again (0 = only on demand: doppio check)")
 	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
 	fl.Int64Var(&f.rowCache, "row-cache-bytes", node.DefaultRowCacheBytes, "memory for recently read documents, answered without reading Pebble (0 = no row cache)")
+	fl.StringVar(&f.httpServer, "http-server", "fast-path", "how HTTP/1.1 is served: fast-path (plain requests by internal/http1, the rest by net/http) or net-http (net/http alone)")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -89,6 +91,13 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 	}
 	cfg.Controller = controller.Options{DeadNodeDelay: f.deadNodeDelay, MaxMoves: f.maxMoves, MaxMovesPerNode: f.maxMovesPerNode, Mode: mode}
 	cfg.Standby = f.standby
+	switch f.httpServer {
+	case "fast-path":
+	case "net-http":
+		cfg.NetHTTPOnly = true
+	default:
+		return cfg, fmt.Errorf("--http-server %q: want fast-path or net-http", f.httpServer)
+	}
 	if err := servePprof(f.pprofAddr, logger); err != nil {
 		return cfg, err
 	}

@@ -216,7 +216,7 @@ func (s *Server) record(rt *route, pattern, method string, status int, start tim
 // leaves to it, by net/http.
 func (s *Server) HTTPServer() *http1.Server {
 	hs := http1.New(s, s.log)
-	hs.BadRequest, hs.HandOff = s.badRequest, s.streaming
+	hs.BadRequest, hs.FallbackFor = s.badRequest, s.streaming
 	return hs
 }
 

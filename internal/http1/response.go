@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // serveRequest runs the handler and sends its answer; it reports whether
@@ -16,9 +18,19 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 		c.header = make(http.Header, 8)
 	}
 	clear(c.header)
+	x := &requestContext{c: c}
+	if _, ok := req.Body.(*body); !ok {
+		x.bodyRead = true
+	}
+	c.ctx = x
+	req = req.WithContext(x)
 	w := &c.resp
 	*w = response{c: c, req: req, header: c.header, contentLength: -1}
+	ended := false
 	defer func() {
+		if !ended {
+			c.endContext(x) // the handler panicked
+		}
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				keep = false
@@ -27,10 +39,16 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			panic(v)
 		}
 	}()
+	_, hasBody := req.Body.(*body)
+	c.setDeadlines(hasBody)
 	if c.refused.status != 0 {
 		c.s.BadRequest(w, req, c.refused.status, c.refused.detail)
 	} else {
 		c.s.Handler.ServeHTTP(w, req)
+	}
+	ended = true
+	if !c.endContext(x) {
+		w.closeAfter = true // the client is gone; its answer is still tried
 	}
 	if b, ok := req.Body.(*body); ok && b.expect {
 		w.closeAfter = true // see body.discard
@@ -190,7 +208,8 @@ func (w *response) finish() bool {
 	return w.err == nil
 }
 
-// appendHeader appends the status line and header fields, adding Date,
+// appendHeader appends the status line and header fields, dropping those
+// whose name is not a token (as net/http does), and adds Date,
 // Content-Length (of a whole answer), Content-Type (sniffed, as net/http
 // does) and, as net/http does, Connection: close when an HTTP/1.1
 // answer closes the connection, Connection: keep-alive when an HTTP/1.0
@@ -213,6 +232,9 @@ func (w *response) appendHeader(b []byte) []byte {
 	for k, vs := range h {
 		if k == "Content-Length" && !bodyAllowed(w.status) {
 			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue // dropped, as net/http does: a bad name could split the answer
 		}
 		for _, v := range vs {
 			b = appendField(b, k, v)

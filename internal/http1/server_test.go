@@ -130,7 +130,7 @@ func TestPlainRequestsAreServedHereOnOneConnection(t *testing.T) {
 // client's next request comes here again.
 func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 	addr, _ := start(t, echo, func(s *Server) {
-		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
+		s.FallbackFor = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
 	})
 	for name, tc := range map[string]struct {
 		raw  string
@@ -142,7 +142,7 @@ func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 				"GET /db/c HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /db/a ", "net/http POST /db/b abc"},
 		},
-		"handed off by the server": {
+		"a fallback route of the server": {
 			"GET /_cluster HTTP/1.1\r\nHost: x\r\n\r\nGET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\nGET /db/a HTTP/1.1\r\nHost: x\r\n\r\n",
 			[]string{"http1 GET /_cluster ", "net/http GET /_stream/a "},
 		},
@@ -171,26 +171,6 @@ func TestUnusualRequestsGoToNetHTTPWhichClosesTheirConnection(t *testing.T) {
 			}
 			if _, bodies, _ := exchange(t, addr, "GET /db/next HTTP/1.1\r\nHost: x\r\n\r\n", 1); bodies[0] != "http1 GET /db/next " {
 				t.Errorf("the next connection's request: %q", bodies[0])
-			}
-		})
-	}
-}
-
-func TestMalformedRequestsGetNetHTTPsAnswer(t *testing.T) {
-	addr, _ := start(t, echo, nil)
-	for name, raw := range map[string]string{
-		"no Host":             "GET /db/a HTTP/1.1\r\n\r\n",
-		"space before colon":  "GET /db/a HTTP/1.1\r\nHost : x\r\n\r\n",
-		"two lengths":         "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-		"bad length":          "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\na",
-		"bad percent-escape":  "GET /db/%zz HTTP/1.1\r\nHost: x\r\n\r\n",
-		"control in a value":  "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n",
-		"nul in request line": "GET /db/\x00 HTTP/1.1\r\nHost: x\r\n\r\n",
-	} {
-		t.Run(name, func(t *testing.T) {
-			resps, _, _ := exchange(t, addr, raw, 1)
-			if resps[0].StatusCode != http.StatusBadRequest {
-				t.Errorf("status %d, want 400 from net/http", resps[0].StatusCode)
 			}
 		})
 	}
@@ -437,7 +417,7 @@ func TestShutdownWhileServeStarts(t *testing.T) {
 		}
 		if s.fallbackStarted() {
 			select {
-			case <-s.handoff.done:
+			case <-s.fallbackLn.done:
 			case <-time.After(5 * time.Second):
 				t.Fatal("fallback listener still open after Shutdown")
 			}
@@ -552,84 +532,6 @@ func TestBadTargetIsAnsweredHereWhenTheServerSaysHow(t *testing.T) {
 	}
 	if bodies[1] != "http1 GET /db/a " {
 		t.Errorf("the request after it: %q", bodies[1])
-	}
-}
-
-// TestWhatNetHTTPRefusesIsRefusedHereAlike: with BadRequest set, a request
-// net/http would refuse before its handler is answered by BadRequest with
-// the status net/http gives it (the same input is sent to a server
-// without BadRequest, where net/http answers), and the connection ends
-// after the answer; what net/http accepts is still served by it.
-func TestWhatNetHTTPRefusesIsRefusedHereAlike(t *testing.T) {
-	ours, _ := start(t, echo, func(s *Server) {
-		s.HandOff = func(target []byte) bool { return bytes.HasPrefix(target, []byte("/_stream/")) }
-		refusing(s)
-	})
-	theirs := netHTTP(t, echo)
-	long := "GET /db/a HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 70<<10) + "\r\n\r\n"
-	for _, tc := range []struct {
-		name, raw string
-		status    int
-		detail    string // what BadRequest was told; "" when net/http serves the request
-	}{
-		{"no Host", "GET /db/a HTTP/1.1\r\n\r\n", 400, "the request has no Host header (HTTP/1.1 requires one)"},
-		{"two Hosts", "GET /db/a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "the request cannot be parsed: too many Host headers"},
-		{"malformed Host", "GET /db/a HTTP/1.1\r\nHost: a\"b\r\n\r\n", 400, `the Host header "a\"b" is malformed`},
-		{"space before colon", "GET /db/a HTTP/1.1\r\nHost : x\r\n\r\n", 400, "the request has no Host header (HTTP/1.1 requires one)"},
-		{"two lengths", "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400, `the request cannot be parsed: http: message cannot contain multiple Content-Length headers; got ["1" "2"]`},
-		{"bad length", "PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\na", 400, `the request cannot be parsed: bad Content-Length "1x"`},
-		{"control in a value", "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n", 400, `the request cannot be parsed: malformed MIME header line: "X: a\x01b"`},
-		{"no request line", "HELLO\r\nHost: x\r\n\r\n", 400, `the request cannot be parsed: malformed HTTP request "HELLO"`},
-		{"bad escape, streaming route", "GET /_stream/%G1 HTTP/1.1\r\nHost: x\r\n\r\n", 400, `the request cannot be parsed: parse "/_stream/%G1": invalid URL escape "%G1"`},
-		{"gzip coding", "POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "transfer coding not supported (only chunked is)"},
-		{"chunked twice", "PUT /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", 501, "transfer coding not supported (only chunked is)"},
-		{"invalid field name", "GET /db/a HTTP/1.1\r\nHost: x\r\nX\x7fY: 1\r\n\r\n", 400, `the request cannot be parsed: malformed MIME header line: "X\x7fY: 1"`},
-		{"Expect another", "PUT /db/a HTTP/1.1\r\nHost: x\r\nExpect: something\r\nContent-Length: 1\r\n\r\na", 417, "only Expect: 100-continue is supported"},
-		{"HTTP/2.0", "GET /db/a HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/2.0 is not supported: use HTTP/1.1"},
-		{"header too long", long, 431, "the request header is longer than 65536 bytes"},
-		{"HTTP/1.0 chunked", "PUT /db/a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 200, ""},
-		{"OPTIONS", "OPTIONS /db/a HTTP/1.1\r\nHost: x\r\n\r\n", 200, ""},
-		{"bare LF", "GET /db/a HTTP/1.1\nHost: x\n\n", 200, ""},
-		{"folded", "GET /db/a HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 200, ""},
-		{"streaming route", "GET /_stream/a HTTP/1.1\r\nHost: x\r\n\r\n", 200, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// net/http answers a header too long while the client still
-			// sends it, and resets the connection: its answer may be lost.
-			if tc.status != 431 {
-				if want, _, _ := exchange(t, theirs, tc.raw, 1); want[0].StatusCode != tc.status {
-					t.Fatalf("net/http answers %d, the test expects %d", want[0].StatusCode, tc.status)
-				}
-			}
-			resps, bodies, c := exchange(t, ours, tc.raw, 1)
-			if resps[0].StatusCode != tc.status {
-				t.Errorf("status %d, want %d", resps[0].StatusCode, tc.status)
-			}
-			if tc.detail == "" {
-				if !strings.HasPrefix(bodies[0], "net/http ") {
-					t.Errorf("answer %q, want net/http's handler", bodies[0])
-				}
-				return
-			}
-			method, _, _ := strings.Cut(tc.raw, " ")
-			if knownMethod([]byte(method)) == "" {
-				method = "OTHER"
-			}
-			path := ""
-			if _, rest, ok := strings.Cut(strings.SplitN(tc.raw, "\r\n", 2)[0], " "); ok {
-				path, _, _ = strings.Cut(rest, " ")
-			}
-			if want := fmt.Sprintf("http1 refused %s %s: %s", method, path, tc.detail); bodies[0] != want {
-				t.Errorf("answer %q, want %q", bodies[0], want)
-			}
-			if !resps[0].Close {
-				t.Error("the answer does not say Connection: close")
-			}
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if n, err := c.Read(make([]byte, 1)); err != io.EOF {
-				t.Errorf("after the refusal: read %d, %v; want the connection closed", n, err)
-			}
-		})
 	}
 }
 
@@ -851,5 +753,65 @@ func TestHTTP10IsServedHereAsNetHTTPWould(t *testing.T) {
 		if got != want {
 			t.Errorf("%q:\n here     %+v\n net/http %+v", raw, got, want)
 		}
+	}
+}
+
+// TestInvalidResponseHeaderNamesAreDroppedAsNetHTTPDrops: a field whose
+// name is not a token (a space, a colon, a line break, empty) is left out
+// of the answer on both paths; the valid fields around it are sent.
+func TestInvalidResponseHeaderNamesAreDroppedAsNetHTTPDrops(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, k := range []string{"Bad Name", "X:Y", "X\r\nSet-Cookie", "", "Ã"} {
+			w.Header()[k] = []string{"1"}
+		}
+		w.Header().Set("X-Ok", "yes")
+		io.WriteString(w, via(r))
+	})
+	ours, _ := start(t, h, nil)
+	for _, addr := range []string{ours, netHTTP(t, h)} {
+		c := dial(t, addr)
+		io.WriteString(c, "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		var head []string
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l == "\r\n" {
+				break
+			}
+			head = append(head, l)
+		}
+		got := strings.Join(head, "")
+		for _, bad := range []string{"Bad Name", "X:Y", "Set-Cookie", "\r\n: 1", "Ã"} {
+			if strings.Contains(got, bad) {
+				t.Errorf("%s: the answer's header holds %q:\n%s", addr, bad, got)
+			}
+		}
+		if !strings.Contains(got, "X-Ok: yes\r\n") {
+			t.Errorf("%s: the valid field is missing:\n%s", addr, got)
+		}
+	}
+}
+
+// TestFallbackOnlyServesEveryRequestWithNetHTTP: with the fast path off,
+// net/http answers every request, keeping the connection alive, and
+// answers a malformed one itself, even with BadRequest set.
+func TestFallbackOnlyServesEveryRequestWithNetHTTP(t *testing.T) {
+	addr, _ := start(t, echo, func(s *Server) { s.FallbackOnly = true; refusing(s) })
+	raw := "GET /db/a HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"PUT /db/b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi" +
+		"GET /db/c HTTP/1.1\r\n\r\n"
+	resps, bodies, _ := exchange(t, addr, raw, 3)
+	want := []string{"net/http GET /db/a ", "net/http PUT /db/b hi", "400 Bad Request: missing required Host header"}
+	for i, w := range want {
+		if bodies[i] != w {
+			t.Errorf("answer %d = %q, want %q", i, bodies[i], w)
+		}
+	}
+	if resps[0].Close || resps[1].Close {
+		t.Error("net/http closed a keep-alive connection")
 	}
 }

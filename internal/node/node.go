@@ -46,6 +46,9 @@ type Config struct {
 	// HTTPAddr is the REST listen address, e.g. 127.0.0.1:8080 (":0" picks
 	// a free port; see Node.Addr).
 	HTTPAddr string
+	// NetHTTPOnly serves the REST API with net/http alone, without the
+	// fast path of internal/http1 (http1.Server.FallbackOnly).
+	NetHTTPOnly bool
 	// GRPCAddr is the node-to-node (Raft) listen address (default
 	// 127.0.0.1:0).
 	GRPCAddr string
@@ -172,6 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.listener = ln
 	n.http = n.api.HTTPServer()
+	n.http.FallbackOnly = cfg.NetHTTPOnly
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -16,6 +16,7 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/testport"
 	"github.com/doppio-db/doppio/internal/testwait"
 )
 
@@ -50,6 +51,23 @@ func startEtcd(t *testing.T, dir string) *embedetcd.Server {
 	srv, err := embedetcd.Start(ctx, dir, logger)
 	if err != nil {
 		t.Fatalf("embedetcd: %v", err)
+	}
+	return srv
+}
+
+// startEtcdOn starts (or restarts) the single etcd member under dir on
+// the given client and peer addresses, so clients of an earlier start
+// still reach it; a restart that cannot bind them fails the test.
+func startEtcdOn(t *testing.T, dir, client, peer string) *embedetcd.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := embedetcd.StartMember(ctx, embedetcd.MemberConfig{
+		Dir: dir, Name: "catalog", ClientURL: "http://" + client, PeerURL: "http://" + peer,
+	}, logger)
+	if err != nil {
+		t.Fatalf("embedetcd on %s: %v", client, err)
 	}
 	return srv
 }
@@ -390,11 +408,20 @@ func TestWatchAfterCompaction(t *testing.T) {
 	eventually(t, "watch after reload", func() bool { _, ok := c.Database("fourth"); return ok })
 }
 
-// TestSurvivesEtcdRestart restarts etcd under a live catalog: the client
-// reconnects and the watch resumes.
+// TestSurvivesEtcdRestart restarts etcd under a live catalog, on the same
+// ports (reserved through testport, below the range the kernel gives
+// outgoing connections): the client reconnects and the watch resumes.
 func TestSurvivesEtcdRestart(t *testing.T) {
 	dir := t.TempDir()
-	srv := startEtcd(t, dir)
+	client, err := testport.Free("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := testport.Free("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startEtcdOn(t, dir, client, peer)
 	// Registered first so it runs last, after the catalogs and clients
 	// below closed their watches; else Close waits out the open streams.
 	t.Cleanup(func() { srv.Close() })
@@ -407,9 +434,9 @@ func TestSurvivesEtcdRestart(t *testing.T) {
 	// before cutting the stream: the price of restarting etcd in-process.
 	srv.Close()
 
-	srv = startEtcd(t, dir)
+	srv = startEtcdOn(t, dir, client, peer)
 	if !slices.Equal(srv.Endpoints(), eps) {
-		t.Skipf("etcd came back on other ports (%v, was %v); the old client cannot follow", srv.Endpoints(), eps)
+		t.Fatalf("etcd came back on %v, was %v", srv.Endpoints(), eps)
 	}
 	other := open(t, newClient(t, srv))
 	if _, _, err := other.PutDatabase(ctx(t), schema.Database{Name: "after"}); err != nil {

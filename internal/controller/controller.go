@@ -55,9 +55,11 @@ type Options struct {
 	// controller (for metrics).
 	OnProgress func(membership.Rebalance)
 
-	// onRound, for tests, is told how many etcd writes each planning
-	// round made.
-	onRound func(writes int)
+	// onRound, for tests, is told after each planning round the placement
+	// it started from and how many etcd writes it made: a test waits for
+	// a round that saw a state, rather than sleeping, to check what the
+	// controller did not do.
+	onRound func(current placement.Placement, writes int)
 }
 
 func (o Options) withDefaults() Options {

@@ -18,6 +18,7 @@ import (
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/placement"
 	"github.com/doppio-db/doppio/internal/schema"
 	"github.com/doppio-db/doppio/internal/testwait"
 )
@@ -126,6 +127,103 @@ func (c *cluster) active() string {
 	return id
 }
 
+// candidates lists the nodes campaigning to be the controller, the
+// active one first.
+func (c *cluster) candidates() []string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := c.cli.Get(ctx, prefix+electionDir+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Value))
+	}
+	return out
+}
+
+// placed reads database db's placement from etcd (not from a watch, which
+// may trail the controller's writes).
+func (c *cluster) placed(db string) membership.Placement {
+	c.t.Helper()
+	resp, err := c.cli.Get(context.Background(), prefix+membership.PlacementDir+db)
+	if err != nil || len(resp.Kvs) != 1 {
+		c.t.Fatalf("placement of %s: %v, %v", db, resp, err)
+	}
+	var p membership.Placement
+	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// roundLog records a controller's planning rounds (Options.onRound): the
+// placement each started from and the etcd writes it made.
+type roundLog struct {
+	mu     sync.Mutex
+	rounds []loggedRound
+}
+
+type loggedRound struct {
+	current placement.Placement
+	writes  int
+}
+
+func (l *roundLog) observe(current placement.Placement, writes int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rounds = append(l.rounds, loggedRound{current, writes})
+}
+
+func (l *roundLog) all() []loggedRound {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.rounds)
+}
+
+// quietRound waits for a round that started from a placement done accepts
+// and wrote nothing: the controller saw that state and had its chance to
+// act. It returns the rounds up to that one and their etcd writes.
+func (l *roundLog) quietRound(t *testing.T, d time.Duration, what string, done func(placement.Placement) bool) (rounds []loggedRound, writes int) {
+	t.Helper()
+	eventually(t, d, what, func() (bool, string) {
+		all := l.all()
+		rounds, writes = nil, 0
+		for _, r := range all {
+			rounds = append(rounds, r)
+			writes += r.writes
+			if r.writes == 0 && done(r.current) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d rounds, none quiet from that state", len(all))
+	})
+	return rounds, writes
+}
+
+// settledOn accepts a placement of n partitions whose replicas are three
+// voters, all on live nodes, one of them the leader, and no learners.
+func settledOn(n int, live ...string) func(placement.Placement) bool {
+	return func(cur placement.Placement) bool {
+		if len(cur) != n {
+			return false
+		}
+		for _, a := range cur {
+			if len(a.Replicas) != 3 || len(a.Learners) != 0 || !slices.Contains(a.Replicas, a.Leader) {
+				return false
+			}
+			for _, r := range a.Replicas {
+				if !slices.Contains(live, string(r)) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+}
+
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
 	return testwait.For(t, d, what, cond)
@@ -175,6 +273,15 @@ func (r *recorder) all() []write {
 	return slices.Clone(r.writes)
 }
 
+// first waits until the watch brought n writes and returns those.
+func (r *recorder) first(t *testing.T, n int) []write {
+	t.Helper()
+	eventually(t, 5*time.Second, fmt.Sprintf("%d writes recorded", n), func() (bool, string) {
+		return len(r.all()) >= n, fmt.Sprintf("%d", len(r.all()))
+	})
+	return r.all()[:n]
+}
+
 // TestOneControllerIsActiveAndAnotherTakesOver runs two controllers: one
 // is active; when its process dies (no resignation) the other takes over
 // once the election lease expires, and when that one stops cleanly the
@@ -184,7 +291,10 @@ func TestOneControllerIsActiveAndAnotherTakesOver(t *testing.T) {
 	_, killA := c.run("a", Options{})
 	eventually(t, 5*time.Second, "a active", func() (bool, string) { return c.active() == "a", c.active() })
 	stopB, _ := c.run("b", Options{})
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, 5*time.Second, "b campaigns", func() (bool, string) {
+		got := c.candidates()
+		return slices.Equal(got, []string{"a", "b"}), fmt.Sprint(got)
+	})
 	if got := c.active(); got != "a" {
 		t.Fatalf("active = %q after b joined, want a", got)
 	}
@@ -198,7 +308,10 @@ func TestOneControllerIsActiveAndAnotherTakesOver(t *testing.T) {
 	}
 
 	c.run("c", Options{})
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, 5*time.Second, "c campaigns", func() (bool, string) {
+		got := c.candidates()
+		return slices.Equal(got, []string{"b", "c"}), fmt.Sprint(got)
+	})
 	stopB() // resigns: c takes over without waiting for the lease
 	took = eventually(t, 2*time.Second, "c takes over", func() (bool, string) { return c.active() == "c", c.active() })
 	t.Logf("c active %v after b resigned", took.Round(10*time.Millisecond))
@@ -216,13 +329,19 @@ func TestNewDatabasesArePlacedInOneWrite(t *testing.T) {
 	c.createDB("b", 8, 2)
 	rec := record(t, c.cli)
 	start := time.Now()
-	c.run("n0", Options{})
+	var rounds roundLog
+	c.run("n0", Options{onRound: rounds.observe})
 	defer func() { t.Logf("placed in %v", time.Since(start)) }()
 	eventually(t, 5*time.Second, "first write", func() (bool, string) { return len(rec.all()) >= 1, "" })
 	c.createDB("c", 16, 1)
 	eventually(t, 5*time.Second, "second write", func() (bool, string) { return len(rec.all()) >= 2, "" })
-	time.Sleep(300 * time.Millisecond)
-	writes := rec.all()
+	// A round that started from c placed and wrote nothing: no write
+	// follows c's.
+	_, n := rounds.quietRound(t, 10*time.Second, "a quiet round after c's placement", func(cur placement.Placement) bool {
+		_, ok := cur[placement.PartitionID{Database: "c"}]
+		return ok
+	})
+	writes := rec.first(t, n)
 	if len(writes) != 2 || len(writes[0].placements) != 2 || len(writes[1].placements) != 1 {
 		t.Fatalf("writes = %+v, want a and b in one, then c", writes)
 	}
@@ -327,15 +446,8 @@ func TestDeadNodeIsReplacedWithOneWritePerRound(t *testing.T) {
 	c.groups(t)
 	c.createDB("db", partitions, 3)
 	rec := record(t, c.cli)
-	var roundsMu sync.Mutex
-	var rounds []int // etcd writes of each round that wrote
-	c.run("n0", Options{DeadNodeDelay: delay, MaxMoves: maxMoves, onRound: func(writes int) {
-		roundsMu.Lock()
-		defer roundsMu.Unlock()
-		if writes > 0 {
-			rounds = append(rounds, writes)
-		}
-	}})
+	var log roundLog
+	c.run("n0", Options{DeadNodeDelay: delay, MaxMoves: maxMoves, onRound: log.observe})
 
 	// Settled: placed, and every group reports its placement.
 	view, err := membership.Open(context.Background(), c.cli, prefix, quiet)
@@ -362,8 +474,8 @@ func TestDeadNodeIsReplacedWithOneWritePerRound(t *testing.T) {
 		return true, ""
 	}
 	eventually(t, 10*time.Second, "placed", func() (bool, string) { return settled([]string{"n0", "n1", "n2", "n3"}) })
-	time.Sleep(300 * time.Millisecond)
-	before := rec.all()
+	_, n := log.quietRound(t, 10*time.Second, "a quiet round once placed", settledOn(partitions, "n0", "n1", "n2", "n3"))
+	before := rec.first(t, n)
 	if len(before) != 1 {
 		t.Fatalf("%d writes before the kill, want 1 (the creation)", len(before))
 	}
@@ -381,8 +493,8 @@ func TestDeadNodeIsReplacedWithOneWritePerRound(t *testing.T) {
 	killed := time.Now()
 	c.kill("n3")
 	took := eventually(t, 20*time.Second, "replicas recreated", func() (bool, string) { return settled([]string{"n0", "n1", "n2"}) })
-	time.Sleep(300 * time.Millisecond)
-	writes := rec.all()[1:]
+	upTo, n := log.quietRound(t, 10*time.Second, "a quiet round once replaced", settledOn(partitions, "n0", "n1", "n2"))
+	writes := rec.first(t, n)[1:]
 	t.Logf("n3 held %d replicas and led %d partitions; replaced %v after the kill (delay %v, %d moves in flight) in %d writes",
 		onDead, ledByDead, took.Round(10*time.Millisecond), delay, maxMoves, len(writes))
 
@@ -416,8 +528,12 @@ func TestDeadNodeIsReplacedWithOneWritePerRound(t *testing.T) {
 	}
 	// Adds then removals, MaxMoves at a time, and leader moves: one write
 	// per planning round, never one per partition.
-	roundsMu.Lock()
-	defer roundsMu.Unlock()
+	var rounds []int // etcd writes of each round that wrote
+	for _, r := range upTo {
+		if r.writes > 0 {
+			rounds = append(rounds, r.writes)
+		}
+	}
 	for i, n := range rounds {
 		if n != 1 {
 			t.Fatalf("round %d wrote %d times, want once", i+1, n)
@@ -615,17 +731,30 @@ func TestANodeBackWithNoControllerIsNotJudgedByItsEarlierDeath(t *testing.T) {
 	// n3 stays up past a delay from its first death, then dies again.
 	time.Sleep(time.Until(firstDeath.Add(delay + time.Second)))
 	c.kill("n3")
-	c.run("n1", Options{DeadNodeDelay: delay})
+	var log roundLog
+	c.run("n1", Options{DeadNodeDelay: delay, onRound: log.observe})
 	eventually(t, 5*time.Second, "n1 the active controller", func() (bool, string) {
 		id := c.active()
 		return id == "n1", id
 	})
 	tookOver := time.Now()
 	eventually(t, 5*time.Second, "the second death recorded", deathRecord)
-	// Had the first record survived, n3's replicas would go at once.
-	time.Sleep(delay / 2)
-	if n, js := onN3(); n <= 0 {
-		t.Fatalf("n3's replicas were replaced %v after the takeover, within the delay of its second death: %s", time.Since(tookOver), js)
+	// Had the first record survived, n3's replicas would go at once: in
+	// the round that recorded the second death (n1 alone writes records)
+	// or in any later one. Wait for a round to end after the record was
+	// seen, then read the placement it left.
+	seen := len(log.all())
+	eventually(t, 10*time.Second, "a round after the second death was recorded", func() (bool, string) {
+		return len(log.all()) > seen, ""
+	})
+	n3 := 0
+	for _, pp := range c.placed("db").Partitions {
+		if slices.Contains(pp.Replicas, "n3") {
+			n3++
+		}
+	}
+	if n3 == 0 {
+		t.Fatalf("n3's replicas were replaced %v after the takeover, within the delay of its second death", time.Since(tookOver))
 	}
 	eventually(t, 3*delay, "n3's replicas recreated after the delay", func() (bool, string) {
 		n, js := onN3()

@@ -179,7 +179,7 @@ func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error
 	changed := d.apply(dbs, current, plan, alive)
 	writes, err := d.write(ctx, changed)
 	if d.opts.onRound != nil {
-		d.opts.onRound(writes)
+		d.opts.onRound(current, writes)
 	}
 	if err != nil {
 		return next, err

@@ -30,6 +30,8 @@ type Options struct {
 	Cursor string
 	// Count asks for the number of matches only.
 	Count bool
+	// Knobs, when not nil, replace the probing walk's budgets (tests).
+	Knobs *TestingKnobs
 }
 
 // Result is one page of matches.
@@ -301,12 +303,13 @@ func (e *executor) addPending(set *roaring.Bitmap, field string, insert bool, ma
 // o.Count is set.
 func (e *executor) run(q Op, o Options, st start, limit int) (page, error) {
 	probe := !o.Count && o.Sort.Field != "" && !o.Sort.Multi && limit > 0 && e.cut == nil && !st.missing && probeable(q)
+	perResult, slack, gather := o.Knobs.budgets()
 	if probe {
 		// The matches are gathered the general way unless that reads more
 		// than gatherBudget entries: then a probing walk answers, which
 		// costs about the page, not the matches (a small mailbox is not
 		// walked twice, once to size a list and once to answer).
-		e.budget, e.scanned, e.overflow = gatherBudget*limit+probeSlack, 0, false
+		e.budget, e.scanned, e.overflow = gather*limit+slack, 0, false
 	}
 	set, err := e.eval(q, true)
 	if probe {
@@ -317,7 +320,7 @@ func (e *executor) run(q Op, o Options, st start, limit int) (page, error) {
 			if err := e.loadPending(q); err != nil {
 				return page{}, err
 			}
-			p, ok, err := e.probeSorted(q, o.Sort, st, newPage(limit))
+			p, ok, err := e.probeSorted(q, o.Sort, st, newPage(limit), perResult*limit+slack)
 			if err != nil || ok {
 				return p, err
 			}

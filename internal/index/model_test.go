@@ -319,17 +319,19 @@ func expected(docs map[string]schema.Document, group, restPrefix []byte, op inde
 func TestIndexAnswersEqualBruteForce(t *testing.T) {
 	for _, probing := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bitmaps", true: "probing"}[probing], func(t *testing.T) {
+			t.Parallel()
+			var knobs *index.TestingKnobs
 			if probing {
 				// Tiny budgets: every sorted, limited query of equalities
 				// probes, and many give up midway and fall back.
-				defer index.SetProbeBudget(3, 2)()
+				knobs = &index.TestingKnobs{ProbeBudget: 3, ProbeSlack: 2}
 			}
-			indexAnswersEqualBruteForce(t)
+			indexAnswersEqualBruteForce(t, knobs)
 		})
 	}
 }
 
-func indexAnswersEqualBruteForce(t *testing.T) {
+func indexAnswersEqualBruteForce(t *testing.T, knobs *index.TestingKnobs) {
 	seed := *modelSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -379,7 +381,7 @@ func indexAnswersEqualBruteForce(t *testing.T) {
 			var got []string
 			cursor := ""
 			for pages := 0; ; pages++ {
-				res, err := index.Execute(s.e, s.p, s.table, g, restPrefix, op, index.Options{Sort: srt, Limit: limit, Cursor: cursor})
+				res, err := index.Execute(s.e, s.p, s.table, g, restPrefix, op, index.Options{Sort: srt, Limit: limit, Cursor: cursor, Knobs: knobs})
 				if err != nil {
 					t.Fatalf("seed %d step %d: %s sort %s: %v", seed, step, op, srt, err)
 				}
@@ -397,7 +399,7 @@ func indexAnswersEqualBruteForce(t *testing.T) {
 				t.Fatalf("seed %d step %d: %s sort %s limit %d prefix %q:\n got %v\nwant %v", seed, step, op, srt, limit, restPrefix,
 					render(toBytes(got)), render(toBytes(want)))
 			}
-			res, err := index.Execute(s.e, s.p, s.table, g, restPrefix, op, index.Options{Count: true})
+			res, err := index.Execute(s.e, s.p, s.table, g, restPrefix, op, index.Options{Count: true, Knobs: knobs})
 			if err != nil || res.Count != len(want) {
 				t.Fatalf("seed %d step %d: %s: count %d (%v), want %d", seed, step, op, res.Count, err, len(want))
 			}

@@ -33,19 +33,36 @@ func probeable(q Op) bool {
 }
 
 // A probing walk may examine probeBudget documents per result asked for,
-// plus probeSlack, before it gives up. (Variables so tests can make every
-// query probe.)
-var probeBudget, probeSlack = 64, 256
+// plus probeSlack, before it gives up.
+const probeBudget, probeSlack = 64, 256
 
 // A sorted query that would read more than gatherBudget entries per result
 // asked for, plus probeSlack, to gather its matches is probed instead.
-var gatherBudget = 4
+const gatherBudget = 4
 
-// probeSorted fills p by walking the sort list from st. ok is false when
+// TestingKnobs let a test make every sorted, limited query probe, and
+// many probes give up midway, with tiny budgets.
+type TestingKnobs struct {
+	// ProbeBudget, ProbeSlack and GatherBudget replace probeBudget,
+	// probeSlack and gatherBudget, all three, zeros included.
+	ProbeBudget, ProbeSlack, GatherBudget int
+}
+
+// budgets is the query's probe budget, slack and gather budget: the
+// knobs' when set, else production's.
+func (k *TestingKnobs) budgets() (probe, slack, gather int) {
+	if k == nil {
+		return probeBudget, probeSlack, gatherBudget
+	}
+	return k.ProbeBudget, k.ProbeSlack, k.GatherBudget
+}
+
+// probeSorted fills p by walking the sort list from st, examining at most
+// budget documents. ok is false when
 // the walk gave up or reached the list's end before the page was full (the
 // matches without a sort value, which come last, are not known here); the
 // caller then runs the query the general way.
-func (e *executor) probeSorted(q Op, s Sort, st start, p page) (_ page, ok bool, err error) {
+func (e *executor) probeSorted(q Op, s Sort, st start, p page, budget int) (_ page, ok bool, err error) {
 	// Same point in time; the clone takes e.it's current bounds, so it is
 	// given the partition's.
 	probe, err := e.it.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: e.prefix, UpperBound: e.prefix.End()}})
@@ -67,7 +84,6 @@ func (e *executor) probeSorted(q Op, s Sort, st start, p page) (_ page, ok bool,
 			lower = at
 		}
 	}
-	budget := probeBudget*p.limit + probeSlack
 	e.it.SetBounds(lower, upper)
 	more := e.it.First()
 	if s.Desc {

@@ -33,21 +33,17 @@ import (
 // leader's, in memory, and a new leader starts afresh.
 
 // foldAfter is how many pending entries a document group's writes add
-// before the group is folded; a variable so tests can fold often.
-var foldAfter = 256
-
-// foldHook, when set, runs after a fold read the values it folds and
-// before it replicates them (tests).
-var foldHook func()
+// before the group is folded (TestingKnobs.FoldAfter replaces it).
+const foldAfter = 256
 
 // A fold writes at most foldDocs documents per write set, as one segment.
 const foldDocs = 256
 
 // A group's fold job purges a text list's dead postings once it has
-// purgeAfter of them (a variable so tests can purge often), rewriting the
+// purgeAfter of them (TestingKnobs.PurgeAfter replaces it), rewriting the
 // posting blocks in write sets of about purgeBytes. A query that reads as
 // many in one list starts the job.
-var purgeAfter = 256
+const purgeAfter = 256
 
 const purgeBytes = 256 << 10
 
@@ -61,6 +57,11 @@ const bulkDocs = 64
 const maxFoldCounts = 1 << 16
 
 type folding struct {
+	// after and purgeAfter are foldAfter and purgeAfter, or the knobs'
+	// values; beforeWrite is the knobs' BeforeFoldWrite.
+	after, purgeAfter int
+	beforeWrite       func()
+
 	mu      sync.Mutex
 	counts  map[string]int  // table "\x00" group -> pending entries written since
 	running map[string]bool // folds at work; true: asked for again meanwhile
@@ -72,6 +73,20 @@ type folding struct {
 	// writes and docs count the fold write sets and the documents folded,
 	// purged the dead postings purged.
 	writes, docs, purged atomic.Int64
+}
+
+// configure sets the thresholds and the hook from k (nil: production's).
+func (f *folding) configure(k *TestingKnobs) {
+	f.after, f.purgeAfter = foldAfter, purgeAfter
+	if k != nil {
+		if k.FoldAfter > 0 {
+			f.after = k.FoldAfter
+		}
+		if k.PurgeAfter > 0 {
+			f.purgeAfter = k.PurgeAfter
+		}
+		f.beforeWrite = k.BeforeFoldWrite
+	}
 }
 
 // FoldStats returns how many write sets folded pending text entries on
@@ -94,7 +109,7 @@ func (r *Replica) notePending(table string, group []byte, n int) {
 		f.counts = map[string]int{}
 	}
 	f.counts[k] += n
-	due := f.counts[k] >= foldAfter
+	due := f.counts[k] >= f.after
 	if due {
 		delete(f.counts, k)
 	}
@@ -183,7 +198,7 @@ func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 // in write sets of about purgeBytes. It runs in the group's fold job, so
 // one list is not purged twice at once.
 func (r *Replica) purge(ctx context.Context, list []byte) error {
-	batches, deletes, purged, err := index.PurgeDead(r.engine, list, purgeAfter, purgeBytes)
+	batches, deletes, purged, err := index.PurgeDead(r.engine, list, r.folds.purgeAfter, purgeBytes)
 	if err != nil {
 		return err
 	}
@@ -249,8 +264,8 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 	for _, e := range entries {
 		ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
 	}
-	if foldHook != nil {
-		foldHook()
+	if r.folds.beforeWrite != nil {
+		r.folds.beforeWrite()
 	}
 	if _, err := r.repl.Replicate(ctx, ws); err != nil {
 		held = !releaseWhenSettled(err, release)
@@ -278,7 +293,7 @@ func (r *Replica) textFields(table string) []string {
 // foldIfPiled starts a fold of group when a query read more pending
 // entries or dead postings in one of its lists than the job should leave.
 func (r *Replica) foldIfPiled(table string, group []byte, res index.Result) {
-	if res.Pending > 2*foldAfter || res.Dead >= purgeAfter {
+	if res.Pending > 2*r.folds.after || res.Dead >= r.folds.purgeAfter {
 		r.startFold(table, group)
 	}
 }

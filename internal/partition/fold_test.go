@@ -18,24 +18,16 @@ import (
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
-// setFoldAfter sets foldAfter for the test. Call it before foldFixture:
-// cleanups run last first, so it is restored after the fixture's fold
-// jobs, which read it, have ended.
-func setFoldAfter(t *testing.T, n int) {
-	old := foldAfter
-	foldAfter = n
-	t.Cleanup(func() { foldAfter = old })
-}
-
 const foldSchema = `{"type":"record","name":"M","fields":[
 	{"name":"subject","type":"string","index":"text"},
 	{"name":"at","type":"long","index":"attribute"}]}`
 
-// foldFixture is a fixture whose replica indexes table Msg (box, id):
-// subject as text, at as an attribute.
-func foldFixture(t *testing.T) (*fixture, *schema.Table) {
+// foldFixture is a fixture whose replica, configured by knobs, indexes
+// table Msg (box, id): subject as text, at as an attribute.
+func foldFixture(t *testing.T, knobs TestingKnobs) (*fixture, *schema.Table) {
 	t.Helper()
-	f := newFixture(t)
+	f := openWith(t, t.TempDir(), &knobs)
+	t.Cleanup(func() { f.engine.Close() })
 	msgs := table(t, "Msg", []schema.KeyPart{{Name: "box", Type: "string"}, {Name: "id", Type: "long"}}, foldSchema)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); f.rep.WaitIndexJobs() })
@@ -123,8 +115,8 @@ func pendingCount(t *testing.T, f *fixture, tb *schema.Table, box string) int {
 }
 
 func TestFoldMovesPendingEntriesIntoASegmentWithTheSameAnswers(t *testing.T) {
-	setFoldAfter(t, 4)
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	f, msgs := foldFixture(t, TestingKnobs{FoldAfter: 4})
 	subjects := []string{"lunch on friday", "budget review", "friday lunch menu", "team lunch"}
 	for i, s := range subjects[:3] {
 		f.exec(t, put(msgs, keys.Tuple{"a", int64(i + 1)}, schema.Document{"subject": s, "at": int64(i)}))
@@ -240,8 +232,8 @@ func TestFoldMovesPendingEntriesIntoASegmentWithTheSameAnswers(t *testing.T) {
 // hides, and a writer that missed a folded entry would leave its postings
 // alive.
 func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
-	setFoldAfter(t, 2)
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	f, msgs := foldFixture(t, TestingKnobs{FoldAfter: 2})
 	words := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
 	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
 	var wg sync.WaitGroup
@@ -316,21 +308,26 @@ func TestFoldsRacingWritesLeaveExactlyTheLiveEntries(t *testing.T) {
 // holds its old text read and not yet written: the write must wait for the
 // fold, then hide the postings the fold wrote.
 func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
-	setFoldAfter(t, 1<<20)
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	var (
+		f     *fixture
+		msgs  *schema.Table
+		first sync.Once
+	)
+	wrote := make(chan error, 1)
+	inFold := func() {
+		first.Do(func() {
+			go func() {
+				_, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "new text", "at": int64(1)})}})
+				wrote <- err
+			}()
+			time.Sleep(100 * time.Millisecond) // long enough for an unlatched write to land
+		})
+	}
+	f, msgs = foldFixture(t, TestingKnobs{FoldAfter: 1 << 20, BeforeFoldWrite: inFold})
 	for i := range 3 {
 		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": "old words", "at": int64(i)}))
 	}
-	wrote := make(chan error, 1)
-	foldHook = func() {
-		foldHook = nil
-		go func() {
-			_, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{put(msgs, keys.Tuple{"a", int64(1)}, schema.Document{"subject": "new text", "at": int64(1)})}})
-			wrote <- err
-		}()
-		time.Sleep(100 * time.Millisecond) // long enough for an unlatched write to land
-	}
-	t.Cleanup(func() { foldHook = nil })
 	group, _ := keys.EncodeTuple(keys.Tuple{"a"})
 	if err := f.rep.Fold(context.Background(), msgs.Def.Name, group); err != nil {
 		t.Fatal(err)
@@ -366,8 +363,8 @@ func TestAFoldCarriesItsFlagThroughTheLog(t *testing.T) {
 }
 
 func TestIncrementalBackupSkipsFolds(t *testing.T) {
-	setFoldAfter(t, 1<<20)
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	f, msgs := foldFixture(t, TestingKnobs{FoldAfter: 1 << 20})
 	for i := range 6 {
 		f.exec(t, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%3, " common"), "at": int64(i)}))
 	}
@@ -399,8 +396,8 @@ func TestIncrementalBackupSkipsFolds(t *testing.T) {
 }
 
 func TestAWriteOfManyDocumentsWritesItsOwnSegment(t *testing.T) {
-	setFoldAfter(t, 4)
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	f, msgs := foldFixture(t, TestingKnobs{FoldAfter: 4})
 	var ops []Operation
 	for i := range bulkDocs {
 		ops = append(ops, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%5, " common"), "at": int64(i)}))
@@ -457,11 +454,8 @@ func TestAWriteOfManyDocumentsWritesItsOwnSegment(t *testing.T) {
 // without them (a block left empty goes) and deletes the dead postings,
 // and the answers stay the same.
 func TestAFoldPurgesDeadPostings(t *testing.T) {
-	setFoldAfter(t, 8)
-	old := purgeAfter
-	purgeAfter = 3
-	t.Cleanup(func() { purgeAfter = old })
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	f, msgs := foldFixture(t, TestingKnobs{FoldAfter: 8, PurgeAfter: 3})
 	for i := range 8 {
 		subject := fmt.Sprint("common word", i%2)
 		if i == 5 {
@@ -509,11 +503,8 @@ func TestAFoldPurgesDeadPostings(t *testing.T) {
 // reads purgeAfter dead postings in a list starts the group's job, which
 // purges them though nothing is pending.
 func TestAQueryThatReadsManyDeadPostingsStartsAPurge(t *testing.T) {
-	setFoldAfter(t, 1<<20)
-	old := purgeAfter
-	purgeAfter = 3
-	t.Cleanup(func() { purgeAfter = old })
-	f, msgs := foldFixture(t)
+	t.Parallel()
+	f, msgs := foldFixture(t, TestingKnobs{FoldAfter: 1 << 20, PurgeAfter: 3})
 	var ops []Operation
 	for i := range bulkDocs {
 		ops = append(ops, put(msgs, keys.Tuple{"a", int64(i)}, schema.Document{"subject": fmt.Sprint("word", i%4), "at": int64(i)}))

@@ -40,6 +40,12 @@ type fixture struct {
 
 func open(t testing.TB, dir string) *fixture {
 	t.Helper()
+	return openWith(t, dir, nil)
+}
+
+// openWith is open with the replica's testing knobs (nil: production's).
+func openWith(t testing.TB, dir string, knobs *TestingKnobs) *fixture {
+	t.Helper()
 	e, err := storage.Open(dir, storage.Options{CacheBytes: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +55,7 @@ func open(t testing.TB, dir string) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{
-		dir: dir, engine: e, rep: New(e, "db", 0, seq, Limits{}),
+		dir: dir, engine: e, rep: New(e, "db", 0, seq, Limits{Knobs: knobs}),
 		mailbox: table(t, "Mailbox", []schema.KeyPart{{Name: "id", Type: "string"}},
 			`{"type":"record","name":"Mailbox","fields":[{"name":"unread","type":"long","default":0}]}`),
 		messages: table(t, "Message", []schema.KeyPart{{Name: "id", Type: "string"}, {Name: "msg", Type: "long", AutoIncrement: true}},

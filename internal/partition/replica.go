@@ -13,7 +13,8 @@ import (
 	"github.com/doppio-db/doppio/internal/storage"
 )
 
-// Limits bound what one request may write.
+// Limits bound what one request may write, and carry the replica's
+// testing knobs.
 type Limits struct {
 	// MaxDocumentBytes bounds one document's Avro encoding (default 1 MiB).
 	MaxDocumentBytes int
@@ -23,6 +24,22 @@ type Limits struct {
 	// indexes in one partition, so it does not starve live traffic
 	// (default DefaultBackfillRate).
 	BackfillRate int
+	// Knobs, when not nil, change when the replica folds and purges (tests).
+	Knobs *TestingKnobs
+}
+
+// TestingKnobs let a test fold and purge after a few writes, or act inside
+// a fold. The zero value (and a nil *TestingKnobs) is production's.
+type TestingKnobs struct {
+	// FoldAfter, when positive, replaces foldAfter: how many pending
+	// entries a document group's writes add before the group is folded.
+	FoldAfter int
+	// PurgeAfter, when positive, replaces purgeAfter: how many dead
+	// postings a text list holds before its group's fold job purges them.
+	PurgeAfter int
+	// BeforeFoldWrite, when set, runs after a fold read the values it
+	// folds and before it replicates them.
+	BeforeFoldWrite func()
 }
 
 func (l Limits) withDefaults() Limits {
@@ -54,13 +71,15 @@ type Replica struct {
 // New returns the replica of partition id of db, stored in e and replicated
 // by r.
 func New(e *storage.Engine, db string, id int, r Replicator, limits Limits) *Replica {
-	return &Replica{
+	rep := &Replica{
 		DB: db, ID: id,
 		prefix: keys.PartitionPrefix(db, id),
 		engine: e,
 		repl:   r,
 		limits: limits.withDefaults(),
 	}
+	rep.folds.configure(limits.Knobs)
+	return rep
 }
 
 // Prefix is the key prefix of everything this partition stores.

@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -356,39 +355,6 @@ func TestShardedMySQLLayout(t *testing.T) {
 	}
 	if took != 2 {
 		t.Errorf("want 2 nodes leading 32 each after failover, got %v", c.Total)
-	}
-}
-
-func TestUnavailablePartitionsAreLeftAlone(t *testing.T) {
-	nodes := nodesIn("a", "b", "c")
-	cur := Placement{{"d", 0}: {Replicas: []NodeID{"n1", "n2", "n3"}, Leader: "n1"}}
-	nodes[1].State, nodes[2].State = Gone, Down
-	plan, err := Compute(Input{Nodes: nodes, Databases: []Database{{Name: "d", Partitions: 1, Replicas: 3}}, Current: cur})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(plan.Moves) != 0 || !slices.Equal(plan.Unavailable, []PartitionID{{"d", 0}}) {
-		t.Fatalf("moves %v, unavailable %v", plan.Moves, plan.Unavailable)
-	}
-}
-
-func TestInvalidInput(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		in   Input
-		want string
-	}{
-		{"rf", Input{Databases: []Database{{Name: "d", Partitions: 1, Replicas: 6}}}, "replication factor"},
-		{"partitions", Input{Databases: []Database{{Name: "d", Partitions: 0, Replicas: 1}}}, "partitions"},
-		{"dup node", Input{Nodes: nodesIn("a", "a")[:1:1]}, ""},
-		{"twice", Input{Nodes: []Node{{ID: "x"}, {ID: "x"}}}, "twice"},
-		{"dup replica", Input{Nodes: nodesIn("a"), Databases: []Database{{Name: "d", Partitions: 1, Replicas: 1}},
-			Current: Placement{{"d", 0}: {Replicas: []NodeID{"n1", "n1"}}}}, "twice"},
-	} {
-		_, err := Compute(c.in)
-		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%s: err %v, want %q", c.name, err, c.want)
-		}
 	}
 }
 

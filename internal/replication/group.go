@@ -417,7 +417,7 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			hs = rd.HardState
 		}
-		if err := g.st.installSnapshot(g.host.cfg.NodeID, snap, hs); err != nil {
+		if err := g.st.installSnapshot(g.host.cfg.Knobs, snap, hs); err != nil {
 			// Raft believes the snapshot installed; it is not. Stop rather
 			// than diverge (a restart asks for it again).
 			panic(fmt.Sprintf("replication: partition %x: installing snapshot: %v", []byte(g.prefix), err))

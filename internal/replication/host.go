@@ -80,6 +80,10 @@ type Config struct {
 	OnCommit func(time.Duration)
 
 	Logger *slog.Logger
+
+	// Knobs, when not nil, change how snapshots are cut and handled
+	// (tests).
+	Knobs *TestingKnobs
 }
 
 func (c Config) withDefaults() Config {

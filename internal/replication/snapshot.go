@@ -33,8 +33,8 @@ const (
 )
 
 // snapshotTableBytes is about how many key and value bytes one sstable of
-// a snapshot holds (a variable for tests).
-var snapshotTableBytes = 32 << 20
+// a snapshot holds (TestingKnobs.SnapshotTableBytes replaces it).
+const snapshotTableBytes = 32 << 20
 
 // incomingSnapshot is a received snapshot waiting for raft to install it:
 // its tables, staged in dir.
@@ -82,16 +82,17 @@ func (t *transport) sendSnapshot(g *Group, m *raftpb.Message) {
 }
 
 // streamWritable sends the bytes of one sstable as 'c' frames of about
-// snapshotChunk bytes, and 'e' once the table is finished.
+// chunk bytes, and 'e' once the table is finished.
 type streamWritable struct {
-	s    grpc.ClientStream
-	buf  []byte
-	sent *atomic.Uint64 // counts the table bytes sent
+	s     grpc.ClientStream
+	buf   []byte
+	chunk int
+	sent  *atomic.Uint64 // counts the table bytes sent
 }
 
 func (w *streamWritable) Write(p []byte) error {
 	w.buf = append(w.buf, p...)
-	if len(w.buf) >= snapshotChunk {
+	if len(w.buf) >= w.chunk {
 		return w.flush()
 	}
 	return nil
@@ -144,17 +145,17 @@ func (t *transport) streamSnapshot(to uint64, name string, prefix keys.Partition
 	if err := s.SendMsg(wrapperspb.Bytes(frame)); err != nil {
 		return err
 	}
-	e := t.host.engine
+	e, knobs := t.host.engine, t.host.cfg.Knobs
 	it, err := e.NewIter(prefix, prefix.End())
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	next := func() (objstorage.Writable, error) {
-		return &streamWritable{s: s, buf: []byte{snapChunk}, sent: &t.host.snapshotBytes}, nil
+		return &streamWritable{s: s, buf: []byte{snapChunk}, chunk: knobs.snapshotChunk(), sent: &t.host.snapshotBytes}, nil
 	}
 	for _, span := range prefix.DataSpans() {
-		if _, err := storage.WriteSpanTables(e, it, span[0], span[1], snapshotTableBytes, next); err != nil {
+		if _, err := storage.WriteSpanTables(e, it, span[0], span[1], knobs.snapshotTableBytes(), next); err != nil {
 			return err
 		}
 	}
@@ -208,10 +209,8 @@ func (t *transport) serveSnapshot(s grpc.ServerStream) (err error) {
 		if len(b) == 0 {
 			return errFrame
 		}
-		if h := testHooks.Load(); h != nil && h.frame != nil {
-			if err := h.frame(t.self, b[0]); err != nil {
-				return err
-			}
+		if err := t.host.cfg.Knobs.snapshotFrame(b[0]); err != nil {
+			return err
 		}
 		switch b[0] {
 		case snapHeader:
@@ -283,24 +282,6 @@ func (t *transport) serveSnapshot(s grpc.ServerStream) (err error) {
 		return err
 	}
 	return s.SendMsg(&wrapperspb.BytesValue{})
-}
-
-// snapshotHooks let tests fail or stop snapshot handling at chosen points.
-type snapshotHooks struct {
-	// frame sees every snapshot frame a node receives before it is
-	// handled; an error fails the stream there.
-	frame func(node uint64, kind byte) error
-	// ingest runs on a node's loop right before ("before") and right after
-	// ("after") a snapshot's ingestion.
-	ingest func(node uint64, stage string)
-}
-
-var testHooks atomic.Pointer[snapshotHooks]
-
-func ingestHook(node uint64, stage string) {
-	if h := testHooks.Load(); h != nil && h.ingest != nil {
-		h.ingest(node, stage)
-	}
 }
 
 // raftTable writes the table that replaces the Raft section of partition p

@@ -17,13 +17,39 @@ import (
 	"github.com/doppio-db/doppio/internal/partition"
 )
 
-// smallSnapshots makes snapshots of a few kilobytes span several tables
-// and frames.
-func smallSnapshots(t *testing.T) {
-	chunk, table := snapshotChunk, snapshotTableBytes
-	snapshotChunk, snapshotTableBytes = 1<<10, 8<<10
-	t.Cleanup(func() { snapshotChunk, snapshotTableBytes = chunk, table })
-	t.Cleanup(func() { testHooks.Store(nil) })
+// snapshotHooks let a test fail or stop snapshot handling at chosen
+// points, on the node it names.
+type snapshotHooks struct {
+	// frame sees every snapshot frame a node receives before it is
+	// handled; an error fails the stream there.
+	frame func(node uint64, kind byte) error
+	// ingest runs on a node's loop right before ("before") and right after
+	// ("after") a snapshot's ingestion.
+	ingest func(node uint64, stage string)
+}
+
+// newSmallSnapshotCluster is newCluster with snapshots of a few kilobytes
+// spanning several tables and frames, handled under the hooks the test
+// stores in hooks (none while it holds nil).
+func newSmallSnapshotCluster(t *testing.T, hooks *atomic.Pointer[snapshotHooks], ids ...uint64) *cluster {
+	return newConfiguredCluster(t, func(cfg *Config) {
+		node := cfg.NodeID
+		cfg.Knobs = &TestingKnobs{
+			SnapshotTableBytes: 8 << 10,
+			SnapshotChunk:      1 << 10,
+			OnSnapshotFrame: func(kind byte) error {
+				if h := hooks.Load(); h != nil && h.frame != nil {
+					return h.frame(node, kind)
+				}
+				return nil
+			},
+			OnSnapshotIngest: func(stage string) {
+				if h := hooks.Load(); h != nil && h.ingest != nil {
+					h.ingest(node, stage)
+				}
+			},
+		}
+	}, ids...)
 }
 
 // bigWriteSet is write set i with a value of about 1 KiB.
@@ -86,9 +112,11 @@ func (c *cluster) lagBehindTruncatedLogs(ctx context.Context, p keys.Partition, 
 // leader's data (the documents deleted meanwhile are gone) while its other
 // partition is untouched; then it keeps replicating from the log.
 func TestFarBehindFollowerCatchesUpFromSSTSnapshot(t *testing.T) {
-	smallSnapshots(t)
-	var tables, chunks atomic.Int64
-	testHooks.Store(&snapshotHooks{frame: func(node uint64, kind byte) error {
+	var (
+		tables, chunks atomic.Int64
+		hooks          atomic.Pointer[snapshotHooks]
+	)
+	hooks.Store(&snapshotHooks{frame: func(node uint64, kind byte) error {
 		if node == 3 {
 			switch kind {
 			case snapEnd:
@@ -99,7 +127,7 @@ func TestFarBehindFollowerCatchesUpFromSSTSnapshot(t *testing.T) {
 		}
 		return nil
 	}})
-	c := newCluster(t, 1, 2, 3)
+	c := newSmallSnapshotCluster(t, &hooks, 1, 2, 3)
 	p, other := testPartition(0), testPartition(1)
 	c.startGroup(p, []uint64{1, 2, 3})
 	c.startGroup(other, []uint64{1, 2, 3})
@@ -158,8 +186,8 @@ func TestFarBehindFollowerCatchesUpFromSSTSnapshot(t *testing.T) {
 func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 	for _, where := range []string{"stream", "before", "after"} {
 		t.Run(where, func(t *testing.T) {
-			smallSnapshots(t)
-			c := newCluster(t, 1, 2, 3)
+			var current atomic.Pointer[snapshotHooks]
+			c := newSmallSnapshotCluster(t, &current, 1, 2, 3)
 			p := testPartition(0)
 			c.startGroup(p, []uint64{1, 2, 3})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -192,7 +220,7 @@ func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 					}
 				}
 			}
-			testHooks.Store(hooks)
+			current.Store(hooks)
 			c.startGroup(p, []uint64{1, 2, 3}, 3)
 			select {
 			case <-crashed:
@@ -224,7 +252,7 @@ func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 			}
 			// Crash and restart: whatever was staged is gone, and the node
 			// catches up (asking for the snapshot again if it needs it).
-			testHooks.Store(nil)
+			current.Store(nil)
 			c.stop(3)
 			c.start(3)
 			if left, _ := filepath.Glob(filepath.Join(c.host(3).staging, "*")); len(left) != 0 {

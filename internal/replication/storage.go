@@ -369,7 +369,7 @@ func (s *raftStorage) truncate(b *storage.Batch, index uint64) error {
 // section, with the staged snapshot in one atomic Pebble ingestion (see
 // raftTable); hs is the hard state to hold with it (its commit at least the
 // snapshot's index, so a restart right after finds a consistent state).
-func (s *raftStorage) installSnapshot(node uint64, snap *incomingSnapshot, hs *raftpb.HardState) error {
+func (s *raftStorage) installSnapshot(knobs *TestingKnobs, snap *incomingSnapshot, hs *raftpb.HardState) error {
 	hs = proto.Clone(hs).(*raftpb.HardState)
 	if hs.GetCommit() < snap.applied.Index {
 		hs.Commit = new(snap.applied.Index)
@@ -378,11 +378,11 @@ func (s *raftStorage) installSnapshot(node uint64, snap *incomingSnapshot, hs *r
 	if err := raftTable(s.engine, s.prefix, rt, snap, hs); err != nil {
 		return err
 	}
-	ingestHook(node, "before")
+	knobs.snapshotIngest("before")
 	if err := s.engine.Ingest(context.Background(), append(slices.Clone(snap.tables), rt)); err != nil {
 		return err
 	}
-	ingestHook(node, "after")
+	knobs.snapshotIngest("after")
 	s.trunc = entryID{Index: snap.applied.Index, Term: snap.applied.Term}
 	s.last, s.lastTerm = s.trunc.Index, s.trunc.Term
 	s.tail = nil

@@ -69,9 +69,9 @@ const (
 	maxQueued   = 10000   // messages queued per peer before dropping (raft retransmits)
 )
 
-// snapshotChunk is about the size of one frame of a snapshot (a variable
-// for tests).
-var snapshotChunk = 1 << 20
+// snapshotChunk is about the size of one frame of a snapshot
+// (TestingKnobs.SnapshotChunk replaces it).
+const snapshotChunk = 1 << 20
 
 // inbound is one received Raft message.
 type inbound struct {

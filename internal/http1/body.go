@@ -154,15 +154,15 @@ func parseChunkSize(b []byte) (int64, bool) {
 
 // line returns the next line of a chunked body's framing without its
 // CRLF, reading more as needed. The line aliases the connection's buffer
-// until the next read. A line ended by a bare LF, or longer than
-// maxChunkLine, is malformed.
+// until the next read. A line ended by a bare LF, holding a CR before
+// its end, or longer than maxChunkLine, is malformed.
 func (c *conn) line() ([]byte, error) {
 	for {
 		if i := bytes.IndexByte(c.in[c.pos:c.lim], '\n'); i >= 0 {
 			l := c.in[c.pos : c.pos+i]
 			c.pos += i + 1
-			if len(l) == 0 || l[len(l)-1] != '\r' || len(l) > maxChunkLine+1 {
-				return nil, errBadChunked
+			if len(l) == 0 || bytes.IndexByte(l, '\r') != len(l)-1 || len(l) > maxChunkLine+1 {
+				return nil, errBadChunked // a bare LF, or a CR before the end (as net/http)
 			}
 			return l[:len(l)-1], nil
 		}

@@ -1,9 +1,11 @@
 package http1
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"net/textproto"
 )
 
 // body reads a request body, of declared length or chunked, from the
@@ -89,7 +91,8 @@ func (b *body) Read(p []byte) (int, error) {
 
 // nextChunk reads the line break that ends the chunk before (if any) and
 // the next chunk-size line, whose extensions are ignored; after the last
-// chunk, it reads the trailer section and drops its fields.
+// chunk, it reads the trailer section and drops its fields, refusing one
+// net/http would not parse.
 func (b *body) nextChunk() error {
 	c := b.c
 	if b.started {
@@ -115,19 +118,28 @@ func (b *body) nextChunk() error {
 		b.left = n
 		return nil
 	}
-	for total := 0; ; {
+	var trailer []byte
+	for {
 		l, err := c.line()
 		if err != nil {
 			return err
 		}
 		if len(l) == 0 {
-			b.done = true
-			return nil
+			break
 		}
-		if total += len(l) + 2; total > c.s.MaxHeaderBytes {
+		if trailer = append(append(trailer, l...), "\r\n"...); len(trailer) > c.s.MaxHeaderBytes {
 			return errBadChunked
 		}
 	}
+	if trailer != nil {
+		// Dropped, but judged by net/http's parser of trailer fields.
+		tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(append(trailer, "\r\n"...))))
+		if _, err := tp.ReadMIMEHeader(); err != nil {
+			return errBadChunked
+		}
+	}
+	b.done = true
+	return nil
 }
 
 // parseChunkSize parses a chunk size: 1 to 15 hexadecimal digits.
@@ -154,15 +166,15 @@ func parseChunkSize(b []byte) (int64, bool) {
 
 // line returns the next line of a chunked body's framing without its
 // CRLF, reading more as needed. The line aliases the connection's buffer
-// until the next read. A line ended by a bare LF, or longer than
-// maxChunkLine, is malformed.
+// until the next read. A line ended by a bare LF, holding a CR before
+// its end, or longer than maxChunkLine, is malformed.
 func (c *conn) line() ([]byte, error) {
 	for {
 		if i := bytes.IndexByte(c.in[c.pos:c.lim], '\n'); i >= 0 {
 			l := c.in[c.pos : c.pos+i]
 			c.pos += i + 1
-			if len(l) == 0 || l[len(l)-1] != '\r' || len(l) > maxChunkLine+1 {
-				return nil, errBadChunked
+			if len(l) == 0 || bytes.IndexByte(l, '\r') != len(l)-1 || len(l) > maxChunkLine+1 {
+				return nil, errBadChunked // a bare LF, or a CR before the end (as net/http)
 			}
 			return l[:len(l)-1], nil
 		}

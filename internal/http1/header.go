@@ -3,6 +3,7 @@ package http1
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -37,6 +38,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 		if err := c.fill(c.s.MaxHeaderBytes); err != nil {
 			if err == errFallback && c.lim > c.pos {
 				return nil, errHeaderTooLarge
+			}
+			if err == io.EOF && c.lim > c.pos {
+				return nil, errFallback // a header cut short: net/http answers it 400
 			}
 			return nil, err
 		}

@@ -99,8 +99,20 @@ func judge(in []byte) refusal {
 			}
 		}
 	}
-	if e := req.Header.Get("Expect"); e != "" && !hasToken(e, "100-continue") {
+	if e := req.Header.Get("Expect"); e != "" && !expectsContinue(e) {
 		return refusal{http.StatusExpectationFailed, "only Expect: 100-continue is supported"}
 	}
 	return refusal{}
+}
+
+// expectsContinue reports whether an Expect value asks for 100-continue
+// as net/http's server reads it: the word bounded by spaces, tabs,
+// commas or the value's ends, in any case.
+func expectsContinue(v string) bool {
+	for _, w := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' }) {
+		if strings.EqualFold(w, "100-continue") {
+			return true
+		}
+	}
+	return false
 }

@@ -609,6 +609,8 @@ func TestMalformedChunkedBodiesAreRefusedAndEndTheConnection(t *testing.T) {
 		"trailer too long":      "3\r\nabc\r\n0\r\n" + strings.Repeat("X: y\r\n", 20000) + "\r\n",
 		"negative size":         "-3\r\nabc\r\n0\r\n\r\n",
 		"space inside the size": "1 0\r\n0123456789abcdef\r\n0\r\n\r\n",
+		"CR inside the size line": "3;\r\r\nabc\r\n0\r\n\r\n",
+		"trailer line without a colon": "3\r\nabc\r\n0\r\n0\r\n\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			resps, bodies, c := exchange(t, addr, head+body+next, 1)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -26,67 +28,19 @@ import (
 // /_cluster, the metrics, and the restart of a replica its leader rebuilds.
 // The check itself is replication.Group.Check.
 
-// PartitionCheck is the outcome of one partition's check.
-type PartitionCheck struct {
-	Database  string    `json:"database"`
-	Partition int       `json:"partition"`
-	Leader    string    `json:"leader,omitempty"`
-	Index     uint64    `json:"index,omitempty"`
-	SCN       string    `json:"scn,omitempty"`
-	At        time.Time `json:"at"`
-	Keys      uint64    `json:"keys"`
-	Bytes     uint64    `json:"bytes"`
-	Result    string    `json:"result"`
-	// HandedTo: the leader differed from the majority and handed
-	// leadership to this node, which rebuilt it (if that failed, the
-	// check is run again there).
-	HandedTo string             `json:"handedTo,omitempty"`
-	Error    string             `json:"error,omitempty"`
-	Replicas []ReplicaCheckInfo `json:"replicas,omitempty"`
-}
-
-// ReplicaCheckInfo is one replica's outcome in a check.
-type ReplicaCheckInfo struct {
-	Node        string   `json:"node"`
-	Status      string   `json:"status"`
-	Ranges      []string `json:"ranges,omitempty"`
-	Error       string   `json:"error,omitempty"`
-	Repaired    bool     `json:"repaired,omitempty"`
-	RepairError string   `json:"repairError,omitempty"`
-}
-
-// DatabaseCheck is the outcome of checking every partition of a database.
-type DatabaseCheck struct {
-	Database   string           `json:"database"`
-	Result     string           `json:"result"`
-	Partitions []PartitionCheck `json:"partitions"`
-}
-
-// CheckStatus is what /_cluster shows of a partition's checks (from its
-// leader's node).
-type CheckStatus struct {
-	Running bool       `json:"running,omitempty"`
-	Started *time.Time `json:"started,omitempty"`
-	// SummedBytes: of a running check, the bytes the leader has summed of
-	// its own replica so far (the last check's bytes say about how many
-	// there are).
-	SummedBytes uint64          `json:"summedBytes,omitempty"`
-	Last        *PartitionCheck `json:"last,omitempty"`
-}
-
 // checks is a node's record of the checks it ran as leader.
 type checks struct {
 	mu     sync.Mutex
-	status map[partRef]*CheckStatus
+	status map[partRef]*wire.CheckStatus
 	// one serializes the checks this node leads: one partition at a time.
 	one chan struct{}
 }
 
 func newChecks() *checks {
-	return &checks{status: map[partRef]*CheckStatus{}, one: make(chan struct{}, 1)}
+	return &checks{status: map[partRef]*wire.CheckStatus{}, one: make(chan struct{}, 1)}
 }
 
-func (c *checks) get(ref partRef) *CheckStatus {
+func (c *checks) get(ref partRef) *wire.CheckStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.status[ref]
@@ -101,18 +55,18 @@ func (c *checks) get(ref partRef) *CheckStatus {
 var resultRank = map[string]int{"consistent": 0, "repaired": 1, "incomplete": 2, "failed": 3, "inconsistent": 4}
 
 // runCheck checks ref, led here by g, and records the outcome.
-func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, repair bool) (PartitionCheck, error) {
+func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, repair bool) (wire.PartitionCheck, error) {
 	select {
 	case n.checks.one <- struct{}{}:
 	case <-ctx.Done():
-		return PartitionCheck{}, problem.New(problem.Unavailable, "another consistency check runs on node %s; none started for %s/%d", n.cfg.ID, ref.db, ref.p)
+		return wire.PartitionCheck{}, problem.New(problem.Unavailable, "another consistency check runs on node %s; none started for %s/%d", n.cfg.ID, ref.db, ref.p)
 	}
 	defer func() { <-n.checks.one }()
 	started := time.Now().UTC()
 	n.checks.mu.Lock()
 	st := n.checks.status[ref]
 	if st == nil {
-		st = &CheckStatus{}
+		st = &wire.CheckStatus{}
 		n.checks.status[ref] = st
 	}
 	st.Running, st.Started = true, &started
@@ -123,9 +77,9 @@ func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, 
 	st.Running, st.Started = false, nil
 	n.checks.mu.Unlock()
 	if err != nil {
-		return PartitionCheck{}, err
+		return wire.PartitionCheck{}, err
 	}
-	pc := PartitionCheck{
+	pc := wire.PartitionCheck{
 		Database: ref.db, Partition: ref.p, Leader: n.nodeName(rep.Leader), Index: rep.Index, SCN: rep.SCN.String(),
 		At: rep.At, Keys: rep.Keys, Bytes: rep.Bytes, Result: rep.Result,
 	}
@@ -133,7 +87,7 @@ func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, 
 		pc.HandedTo = n.nodeName(rep.HandedTo)
 	}
 	for _, rc := range rep.Replicas {
-		pc.Replicas = append(pc.Replicas, ReplicaCheckInfo{
+		pc.Replicas = append(pc.Replicas, wire.ReplicaCheckInfo{
 			Node: n.nodeName(rc.Node), Status: rc.Status, Ranges: rc.Ranges, Error: rc.Error,
 			Repaired: rc.Repaired, RepairError: rc.RepairError,
 		})
@@ -146,7 +100,7 @@ func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, 
 	return pc, nil
 }
 
-// checksPrefix holds each partition's last check outcome (PartitionCheck
+// checksPrefix holds each partition's last check outcome (wire.PartitionCheck
 // JSON at checksPrefix+"{db}/{partition}"), written by the leader that ran
 // the check.
 const checksPrefix = etcdPrefix + "/checks/"
@@ -155,7 +109,7 @@ const checksPrefix = etcdPrefix + "/checks/"
 // etcd, so that the partition's next leader (after a failover, a transfer
 // or this node's restart) still shows it. Best effort: if etcd cannot take
 // it within two seconds, the outcome is only in this node's memory.
-func (n *Node) recordCheck(ctx context.Context, pc PartitionCheck) {
+func (n *Node) recordCheck(ctx context.Context, pc wire.PartitionCheck) {
 	b, err := json.Marshal(pc)
 	if err != nil {
 		return
@@ -170,16 +124,16 @@ func (n *Node) recordCheck(ctx context.Context, pc PartitionCheck) {
 
 // recordedChecks reads every partition's recorded last check outcome
 // (none if etcd does not answer within a second).
-func (n *Node) recordedChecks() map[partRef]PartitionCheck {
+func (n *Node) recordedChecks() map[partRef]wire.PartitionCheck {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	resp, err := n.client.Get(ctx, checksPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return map[partRef]PartitionCheck{}
+		return map[partRef]wire.PartitionCheck{}
 	}
-	out := make(map[partRef]PartitionCheck, len(resp.Kvs))
+	out := make(map[partRef]wire.PartitionCheck, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var pc PartitionCheck
+		var pc wire.PartitionCheck
 		if json.Unmarshal(kv.Value, &pc) == nil {
 			out[partRef{pc.Database, pc.Partition}] = pc
 		}
@@ -189,11 +143,11 @@ func (n *Node) recordedChecks() map[partRef]PartitionCheck {
 
 // lastCheck is what /_cluster shows of ref's checks, led here: whether one
 // runs here, and the latest outcome, this node's or the recorded one.
-func (n *Node) lastCheck(ref partRef, recorded map[partRef]PartitionCheck) *CheckStatus {
+func (n *Node) lastCheck(ref partRef, recorded map[partRef]wire.PartitionCheck) *wire.CheckStatus {
 	st := n.checks.get(ref)
 	if rec, ok := recorded[ref]; ok && (st == nil || st.Last == nil || rec.At.After(st.Last.At)) {
 		if st == nil {
-			st = &CheckStatus{}
+			st = &wire.CheckStatus{}
 		}
 		st.Last = &rec
 	}
@@ -203,11 +157,11 @@ func (n *Node) lastCheck(ref partRef, recorded map[partRef]PartitionCheck) *Chec
 // CheckPartition implements api.Checker: it runs the check here if this
 // node leads the partition, and otherwise (unless local) at the leader's
 // node, following leadership a few times.
-func (c clusterView) CheckPartition(ctx context.Context, db string, p int, repair, local bool) (any, error) {
+func (c clusterView) CheckPartition(ctx context.Context, db string, p int, repair, local bool) (wire.PartitionCheck, error) {
 	return c.n.checkPartition(ctx, db, p, repair, local)
 }
 
-func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, local bool) (PartitionCheck, error) {
+func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, local bool) (wire.PartitionCheck, error) {
 	ref := partRef{db, p}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -215,12 +169,12 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 			select {
 			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 			case <-ctx.Done():
-				return PartitionCheck{}, err
+				return wire.PartitionCheck{}, err
 			}
 		}
 		if _, g, hosted := n.router.Hosted(db, p); hosted {
 			if _, leading := g.Leader(); leading {
-				var pc PartitionCheck
+				var pc wire.PartitionCheck
 				if pc, err = n.runCheck(ctx, ref, g, repair); err == nil {
 					if pc.HandedTo == "" || pc.Result == "repaired" || local || attempt == 4 {
 						return pc, nil
@@ -232,13 +186,13 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 				}
 				var nl *replication.NotLeaderError
 				if local || !errors.As(err, &nl) {
-					return PartitionCheck{}, err
+					return wire.PartitionCheck{}, err
 				}
 				continue
 			}
 		}
 		if local {
-			return PartitionCheck{}, problem.New(problem.Unavailable, "node %s does not lead %s/%d", n.cfg.ID, db, p)
+			return wire.PartitionCheck{}, problem.New(problem.Unavailable, "node %s does not lead %s/%d", n.cfg.ID, db, p)
 		}
 		id, _, ok := n.view.Leader(db, p)
 		nd, known := n.view.Node(id)
@@ -246,7 +200,7 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 			err = &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("no leader of %s/%d is known", db, p)}
 			continue
 		}
-		var pc PartitionCheck
+		var pc wire.PartitionCheck
 		if pc, err = n.remoteCheck(ctx, nd.HTTP, db, p, repair); err == nil {
 			if pc.HandedTo == "" || pc.Result == "repaired" || attempt == 4 {
 				return pc, nil
@@ -254,55 +208,55 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 			err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, pc.Leader)
 		}
 	}
-	return PartitionCheck{}, err
+	return wire.PartitionCheck{}, err
 }
 
 // remoteCheck asks the node at addr, the partition's leader, to check it.
-func (n *Node) remoteCheck(ctx context.Context, addr, db string, p int, repair bool) (PartitionCheck, error) {
+func (n *Node) remoteCheck(ctx context.Context, addr, db string, p int, repair bool) (wire.PartitionCheck, error) {
 	u := fmt.Sprintf("http://%s/_internal/check/%s/%d?repair=%t", addr, url.PathEscape(db), p, repair)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
-		return PartitionCheck{}, err
+		return wire.PartitionCheck{}, err
 	}
 	req.Header.Set("X-Doppio-Forwarded-By", n.cfg.ID)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return PartitionCheck{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("asking the leader of %s/%d at %s to check it: %v", db, p, addr, err)}
+		return wire.PartitionCheck{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("asking the leader of %s/%d at %s to check it: %v", db, p, addr, err)}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return PartitionCheck{}, err
+		return wire.PartitionCheck{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		var pb struct {
 			Detail string `json:"detail"`
 		}
 		_ = json.Unmarshal(b, &pb)
-		return PartitionCheck{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("the leader of %s/%d at %s: %s", db, p, addr, pb.Detail)}
+		return wire.PartitionCheck{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("the leader of %s/%d at %s: %s", db, p, addr, pb.Detail)}
 	}
-	var pc PartitionCheck
+	var pc wire.PartitionCheck
 	if err := json.Unmarshal(b, &pc); err != nil {
-		return PartitionCheck{}, fmt.Errorf("check of %s/%d from %s: %w", db, p, addr, err)
+		return wire.PartitionCheck{}, fmt.Errorf("check of %s/%d from %s: %w", db, p, addr, err)
 	}
 	return pc, nil
 }
 
 // CheckDatabase implements api.Checker: every partition, one after
 // another. A partition whose check cannot run is reported failed.
-func (c clusterView) CheckDatabase(ctx context.Context, db string, partitions int, repair bool) (any, error) {
+func (c clusterView) CheckDatabase(ctx context.Context, db string, partitions int, repair bool) (wire.DatabaseCheck, error) {
 	return c.n.checkDatabase(ctx, db, partitions, repair)
 }
 
-func (n *Node) checkDatabase(ctx context.Context, db string, partitions int, repair bool) (DatabaseCheck, error) {
-	out := DatabaseCheck{Database: db, Result: "consistent", Partitions: []PartitionCheck{}}
+func (n *Node) checkDatabase(ctx context.Context, db string, partitions int, repair bool) (wire.DatabaseCheck, error) {
+	out := wire.DatabaseCheck{Database: db, Result: "consistent", Partitions: []wire.PartitionCheck{}}
 	for p := range partitions {
 		pc, err := n.checkPartition(ctx, db, p, repair, false)
 		if err != nil {
 			if ctx.Err() != nil {
-				return DatabaseCheck{}, err
+				return wire.DatabaseCheck{}, err
 			}
-			pc = PartitionCheck{Database: db, Partition: p, At: time.Now().UTC(), Result: "failed", Error: err.Error()}
+			pc = wire.PartitionCheck{Database: db, Partition: p, At: time.Now().UTC(), Result: "failed", Error: err.Error()}
 		}
 		if resultRank[pc.Result] > resultRank[out.Result] {
 			out.Result = pc.Result
@@ -349,7 +303,7 @@ func (n *Node) checkLoop() {
 				continue // nothing is known to be due
 			}
 		}
-		var recorded map[partRef]PartitionCheck
+		var recorded map[partRef]wire.PartitionCheck
 		for ref, g := range n.hosted() {
 			if _, leading := g.Leader(); !leading {
 				continue

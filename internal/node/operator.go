@@ -10,6 +10,7 @@ import (
 
 	"github.com/doppio-db/doppio/client/wire"
 
+	"github.com/doppio-db/doppio/internal/lifecycle"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replication"
@@ -204,7 +205,7 @@ func (n *Node) successor(st replication.Status, p int) (uint64, bool) {
 	var cands []uint64
 	for _, v := range st.Voters {
 		f, ok := st.Followers[v]
-		if v == n.self || !ok || !f.Active || f.Lag > caughtUp {
+		if v == n.self || !ok || !f.Active || f.Lag > lifecycle.CaughtUp {
 			continue
 		}
 		if nd, alive := n.view.NodeByRaft(v); !alive || nd.Leaving {

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/membership"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +59,7 @@ func (n *Node) local() wire.LocalInfo {
 	if n.router == nil {
 		return out
 	}
-	var recorded map[partRef]wire.PartitionCheck
+	var recorded map[consistency.Ref]wire.PartitionCheck
 	for ref, g := range n.hosted() {
 		st, err := g.Status()
 		if err != nil {
@@ -79,9 +80,9 @@ func (n *Node) local() wire.LocalInfo {
 		}
 		if st.Role == "leader" {
 			if recorded == nil { // read once, and only if this node leads
-				recorded = n.recordedChecks()
+				recorded = n.checks.Recorded()
 			}
-			lr.Check = n.lastCheck(ref, recorded)
+			lr.Check = n.checks.Last(consistency.Ref{DB: ref.db, Partition: ref.p}, recorded)
 			if summing, b := g.CheckProgress(); summing && lr.Check != nil {
 				lr.Check.SummedBytes = b
 			}

@@ -1,6 +1,9 @@
 // Package node wires one Doppio process: the HTTP listener, etcd (embedded or
 // external), the schema catalog, the storage engine, the router with its
-// partition replicas, and the background work of the node.
+// partition replicas, and the background work of the node. It decides
+// little itself: a replica's lifecycle is lifecycle.Next's, consistency
+// checks are package consistency's, placement is the controller's; node
+// reads their inputs, runs their loops and executes their steps.
 package node
 
 import (

@@ -4,21 +4,26 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"time"
+
+	"github.com/doppio-db/doppio/client/wire"
 )
 
 // NodeIntent is what the operator wants of a node, as the cluster
 // recorded it.
-type NodeIntent struct {
-	Node string `json:"node"`
-	// Alive: the node's process runs and is registered.
-	Alive bool `json:"alive"`
-	// State is active, standby, draining or removed.
-	State string    `json:"state"`
-	Since time.Time `json:"since"`
-	// Replicas is how many partitions still place a replica on the node or
-	// list it as a Raft member.
-	Replicas int `json:"replicas"`
+type NodeIntent = wire.NodeIntent
+
+// ClusterInfo is the cluster's state as GET /_cluster reports it: nodes,
+// partitions with their replicas, the rebalance's progress and running
+// transfers.
+type ClusterInfo = wire.ClusterInfo
+
+// Cluster returns the cluster's state as the server sees it: every live
+// node's report of its replicas joined with the placement (a node that
+// does not answer is left out of the members).
+func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
+	var out ClusterInfo
+	_, err := c.call(ctx, newRequest(http.MethodGet, "/_cluster"), &out)
+	return out, err
 }
 
 // AddNode makes node an active member: the controller moves replicas to

@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
-	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/storage"
 )
 
@@ -197,7 +198,7 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 
 	// /_cluster shows the last check of partition 0 at its leader; the
 	// nodes' metrics count the mismatches and the one repair.
-	var last *node.PartitionCheck
+	var last *wire.PartitionCheck
 	for _, p := range clusterInfo(t, nodes[0]).Partitions {
 		if p.Partition == 0 && p.Check != nil {
 			last = p.Check.Last
@@ -325,7 +326,7 @@ func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
 		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/g%d/%d", i, i), map[string]any{"n": i})
 	}
 	cn := &clusterNode{devNode: n, id: "dev"}
-	waitForChecks(t, cn, "every partition checked in the background after the writes", func(p node.PartitionInfo) bool {
+	waitForChecks(t, cn, "every partition checked in the background after the writes", func(p wire.PartitionInfo) bool {
 		return p.Check.Last.Result == "consistent" && p.Check.Last.SCN == p.SCN
 	})
 	if v := metricValue(t, string(n.must(200, "GET", "/metrics", nil)), "doppio_consistency_checks_total"); v < 8 {
@@ -333,7 +334,7 @@ func TestBackgroundConsistencyChecksShowInClusterView(t *testing.T) {
 	}
 
 	// On demand, the whole database at once.
-	var dc node.DatabaseCheck
+	var dc wire.DatabaseCheck
 	if err := json.Unmarshal(n.must(200, "POST", "/_cluster/check/e2e?repair=false", nil), &dc); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestTheLastCheckOutlivesItsLeader(t *testing.T) {
 	for i := range 10 {
 		n.must(201, "PUT", fmt.Sprintf("/e2e/Counter/o%d/%d", i, i), map[string]any{"n": i})
 	}
-	var dc node.DatabaseCheck
+	var dc wire.DatabaseCheck
 	if err := json.Unmarshal(n.must(200, "POST", "/_cluster/check/e2e?repair=false", nil), &dc); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,7 @@ func TestTheLastCheckOutlivesItsLeader(t *testing.T) {
 	}
 	n.kill()
 	cn := &clusterNode{devNode: startDev(t, data), id: "dev"}
-	waitForChecks(t, cn, "every partition's last check shown by the restarted leader", func(p node.PartitionInfo) bool {
+	waitForChecks(t, cn, "every partition's last check shown by the restarted leader", func(p wire.PartitionInfo) bool {
 		want, got := dc.Partitions[p.Partition], p.Check.Last
 		return !p.Check.Running && got.Result == "consistent" && got.At.Equal(want.At) && got.SCN == want.SCN && got.Keys == want.Keys && got.Leader == "dev"
 	})
@@ -400,7 +401,7 @@ func TestARestartDoesNotPostponeBackgroundChecks(t *testing.T) {
 	n.kill()
 	restarted := time.Now()
 	cn := &clusterNode{devNode: runNode(t, args), id: "dev"}
-	first := waitForChecks(t, cn, "every partition checked in the background", func(node.PartitionInfo) bool { return true })
+	first := waitForChecks(t, cn, "every partition checked in the background", func(wire.PartitionInfo) bool { return true })
 	for _, pc := range first {
 		if pc.Result != "consistent" || pc.At.Before(began.Add(interval)) || !pc.At.Before(restarted.Add(interval)) {
 			t.Errorf("partition %d: checked at %s (%s), want consistent, no sooner than %s (an interval after the first start) and before %s (an interval after the restart)",
@@ -411,9 +412,9 @@ func TestARestartDoesNotPostponeBackgroundChecks(t *testing.T) {
 
 // waitForChecks waits until /_cluster at cn shows all 8 partitions of e2e
 // with a last check for which ok holds, and returns those checks.
-func waitForChecks(t *testing.T, cn *clusterNode, what string, ok func(node.PartitionInfo) bool) []node.PartitionCheck {
+func waitForChecks(t *testing.T, cn *clusterNode, what string, ok func(wire.PartitionInfo) bool) []wire.PartitionCheck {
 	t.Helper()
-	var last []node.PartitionCheck
+	var last []wire.PartitionCheck
 	waitFor(t, 30*time.Second, what, func() (bool, string) {
 		info := clusterInfo(t, cn)
 		js, _ := json.MarshalIndent(info.Partitions, "", " ")

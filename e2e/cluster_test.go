@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
-	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/testport"
 	"github.com/doppio-db/doppio/internal/testwait"
 )
@@ -134,9 +135,9 @@ func startClusterAt(t *testing.T) ([]*clusterNode, string) {
 	return startElasticCluster(t, []string{"n1", "n2", "n3"}, nil)
 }
 
-func clusterInfo(t *testing.T, n *clusterNode) node.ClusterInfo {
+func clusterInfo(t *testing.T, n *clusterNode) wire.ClusterInfo {
 	t.Helper()
-	var info node.ClusterInfo
+	var info wire.ClusterInfo
 	if err := json.Unmarshal(n.must(200, "GET", "/_cluster", nil), &info); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 
 // settled reports whether every partition has its replicas members, one
 // leader and every member caught up with it.
-func settled(info node.ClusterInfo, partitions, replicas int) (bool, string) {
+func settled(info wire.ClusterInfo, partitions, replicas int) (bool, string) {
 	js, _ := json.MarshalIndent(info.Partitions, "", " ")
 	if len(info.Partitions) != partitions {
 		return false, string(js)

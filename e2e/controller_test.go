@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/doppio-db/doppio/internal/embedetcd"
-	"github.com/doppio-db/doppio/internal/node"
 )
 
 // loggedNode is a `doppio start` process whose log the test reads while
@@ -81,9 +82,9 @@ func (n *loggedNode) logs() string {
 	return n.log.String()
 }
 
-func (n *loggedNode) info(t *testing.T) node.ClusterInfo {
+func (n *loggedNode) info(t *testing.T) wire.ClusterInfo {
 	t.Helper()
-	var info node.ClusterInfo
+	var info wire.ClusterInfo
 	if err := json.Unmarshal(n.must(200, "GET", "/_cluster", nil), &info); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func (n *loggedNode) info(t *testing.T) node.ClusterInfo {
 
 // restored reports whether every partition has rf caught-up voters and a
 // leader, all on live nodes, and its placement names exactly them.
-func restored(info node.ClusterInfo, partitions, rf int, dead ...string) (bool, string) {
+func restored(info wire.ClusterInfo, partitions, rf int, dead ...string) (bool, string) {
 	if ok, state := settled(info, partitions, rf); !ok {
 		return false, state
 	}
@@ -254,7 +255,7 @@ func TestDeadNodesAreReplacedAndTheControllerFailsOver(t *testing.T) {
 		if ok, state := restored(info, partitions, rf); !ok {
 			return false, state
 		}
-		var local node.LocalInfo
+		var local wire.LocalInfo
 		if err := json.Unmarshal(victim.must(200, "GET", "/_internal/replicas", nil), &local); err != nil {
 			t.Fatal(err)
 		}

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
 	"github.com/doppio-db/doppio/internal/embedetcd"
-	"github.com/doppio-db/doppio/internal/node"
 )
 
 // load is clients writing and reading documents through the Go client
@@ -135,7 +136,7 @@ func startElasticCluster(t *testing.T, ids []string, standby map[string]bool, ex
 }
 
 // replicasOn counts the replicas each node's placement holds.
-func replicasOn(info node.ClusterInfo) map[string]int {
+func replicasOn(info wire.ClusterInfo) map[string]int {
 	out := map[string]int{}
 	for _, p := range info.Partitions {
 		for _, r := range p.Replicas {
@@ -148,7 +149,7 @@ func replicasOn(info node.ClusterInfo) map[string]int {
 // rebalanced reports whether the controller has no move left, every
 // partition is settled with rf members, and the placement puts exactly
 // want replicas on each node named (none on the others).
-func rebalanced(info node.ClusterInfo, partitions, rf int, want map[string][2]int) (bool, string) {
+func rebalanced(info wire.ClusterInfo, partitions, rf int, want map[string][2]int) (bool, string) {
 	if ok, state := settled(info, partitions, rf); !ok {
 		return false, state
 	}

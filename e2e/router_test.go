@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/client/wire"
 )
 
 // TestRouterSendsEveryRequestToItsLeaderThroughAFailover runs a stateless
@@ -41,7 +41,7 @@ func TestRouterSendsEveryRequestToItsLeaderThroughAFailover(t *testing.T) {
 			t.Fatalf("collection %s through the router: %s", g, b)
 		}
 	}
-	var info node.ClusterInfo
+	var info wire.ClusterInfo
 	if err := json.Unmarshal(rt.must(200, "GET", "/_cluster", nil), &info); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/doppio-db/doppio/client"
-	"github.com/doppio-db/doppio/internal/node"
 
 	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
@@ -230,7 +231,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 			return res, fmt.Errorf("add %s: %w", id, err)
 		}
 	}
-	var final node.ClusterInfo
+	var final wire.ClusterInfo
 	err = waitUntil(ctx, cfg.MaxWait, "expansion done", func() (bool, string, error) {
 		info, err := localcluster.Info(ctx, base)
 		if err != nil {
@@ -314,7 +315,7 @@ func group(i, groups int) string { return fmt.Sprintf("g%06d", i%groups) }
 // settled reports whether every partition has 3 caught-up members and a
 // leader and, when mustHold is given, whether the replicas are spread
 // evenly over every node with each of those nodes holding some.
-func settled(info node.ClusterInfo, partitions int, mustHold []string) (bool, string) {
+func settled(info wire.ClusterInfo, partitions int, mustHold []string) (bool, string) {
 	if len(info.Partitions) != partitions {
 		return false, fmt.Sprintf("%d partitions", len(info.Partitions))
 	}

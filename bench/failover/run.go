@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/doppio-db/doppio/internal/keys"
-	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 
@@ -120,7 +121,7 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 
 	// Every partition led, its placement's 3 members up, the layout the
 	// mode asks for, and the leaders unchanged over a few polls.
-	var info node.ClusterInfo
+	var info wire.ClusterInfo
 	var last string
 	stable := 0
 	for {
@@ -358,7 +359,7 @@ func measure(ctx context.Context, cfg config, mode string, partitions int) (runR
 // ready reports whether every partition has a leader and three members in
 // the leader or follower role, and (for mode sharded-mysql) whether each
 // node leads all or none of its partitions; sig summarizes the leaders.
-func ready(info node.ClusterInfo, partitions int, mode string) (bool, string) {
+func ready(info wire.ClusterInfo, partitions int, mode string) (bool, string) {
 	if len(info.Partitions) != partitions {
 		return false, ""
 	}

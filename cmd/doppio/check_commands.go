@@ -8,7 +8,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/spf13/cobra"
 )
 
@@ -46,7 +47,7 @@ checked.`,
 			for i, p := range partitions {
 				pc, err := checkPartition(base, db, p, !noRepair)
 				if err != nil {
-					pc = node.PartitionCheck{Database: db, Partition: p, Result: "failed", Error: err.Error()}
+					pc = wire.PartitionCheck{Database: db, Partition: p, Result: "failed", Error: err.Error()}
 				}
 				counts[pc.Result]++
 				printPartitionCheck(out, i+1, len(partitions), pc)
@@ -72,7 +73,7 @@ checked.`,
 	return cmd
 }
 
-func printPartitionCheck(out io.Writer, i, n int, pc node.PartitionCheck) {
+func printPartitionCheck(out io.Writer, i, n int, pc wire.PartitionCheck) {
 	fmt.Fprintf(out, "[%d/%d] partition %d: %s", i, n, pc.Partition, pc.Result)
 	if pc.Error != "" {
 		fmt.Fprintf(out, ": %s\n", pc.Error)
@@ -111,8 +112,8 @@ func partitionCount(base, db string) (int, error) {
 	return d.Partitions, nil
 }
 
-func checkPartition(base, db string, p int, repair bool) (node.PartitionCheck, error) {
-	var pc node.PartitionCheck
+func checkPartition(base, db string, p int, repair bool) (wire.PartitionCheck, error) {
+	var pc wire.PartitionCheck
 	u := fmt.Sprintf("%s/_cluster/check/%s/%d?repair=%t", base, url.PathEscape(db), p, repair)
 	return pc, callJSON(http.MethodPost, u, &pc)
 }

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/doppio-db/doppio/client"
-	"github.com/doppio-db/doppio/internal/node"
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +22,7 @@ func clusterCommand(f *clientFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			for {
-				info, err := fetchCluster(f.server)
+				info, err := fetchCluster(cmd.Context(), f.client())
 				if err != nil {
 					return err
 				}
@@ -77,7 +75,7 @@ func clusterCommand(f *clientFlags) *cobra.Command {
 				if !wait || op.verb == "remove" {
 					return nil
 				}
-				return waitRebalance(cmd, f.server, op.verb, args)
+				return waitRebalance(cmd, cl, op.verb, args)
 			}),
 		}
 		if op.verb != "remove" {
@@ -90,13 +88,13 @@ func clusterCommand(f *clientFlags) *cobra.Command {
 
 // waitRebalance prints the rebalance's progress until no move remains and,
 // after a drain, the drained nodes hold nothing.
-func waitRebalance(cmd *cobra.Command, server, verb string, nodes []string) error {
+func waitRebalance(cmd *cobra.Command, cl *client.Client, verb string, nodes []string) error {
 	// The controller plans within a second of the intent: until its report
 	// says a rebalance started after now, an inactive report is an old one.
 	since := time.Now().Add(-time.Second)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		info, err := fetchCluster(server)
+		info, err := fetchCluster(cmd.Context(), cl)
 		if err != nil {
 			return err
 		}
@@ -121,7 +119,7 @@ func waitRebalance(cmd *cobra.Command, server, verb string, nodes []string) erro
 }
 
 // heldBy counts the replicas the partitions place on nodes.
-func heldBy(info node.ClusterInfo, nodes []string) int {
+func heldBy(info client.ClusterInfo, nodes []string) int {
 	n := 0
 	for _, p := range info.Partitions {
 		for _, r := range p.Replicas {
@@ -133,27 +131,17 @@ func heldBy(info node.ClusterInfo, nodes []string) int {
 	return n
 }
 
-func fetchCluster(server string) (node.ClusterInfo, error) {
-	var info node.ClusterInfo
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get(strings.TrimSuffix(server, "/") + "/_cluster")
-	if err != nil {
-		return info, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return info, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return info, fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	return info, json.Unmarshal(b, &info)
+// fetchCluster reads /_cluster, bounding the exchange as a status
+// command should (the cluster answers within about a second).
+func fetchCluster(ctx context.Context, cl *client.Client) (client.ClusterInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return cl.Cluster(ctx)
 }
 
 // printRebalance prints one line: the rebalance's progress bar, moves done
 // of total, in flight, and its age.
-func printRebalance(out io.Writer, info node.ClusterInfo) {
+func printRebalance(out io.Writer, info client.ClusterInfo) {
 	r := info.Rebalance
 	if r == nil {
 		fmt.Fprintln(out, "rebalance: none yet")
@@ -171,7 +159,7 @@ func printRebalance(out io.Writer, info node.ClusterInfo) {
 		progressBar(r.Progress(), 30), r.Progress()*100, r.Done, r.Total, r.InFlight, state, took.Round(100*time.Millisecond), r.MaxMoves, r.MaxMovesPerNode)
 }
 
-func printCluster(out io.Writer, info node.ClusterInfo) {
+func printCluster(out io.Writer, info client.ClusterInfo) {
 	fmt.Fprintf(out, "active controller: %s\n", dash(info.Controller))
 	printRebalance(out, info)
 	fmt.Fprintln(out)

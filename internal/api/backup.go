@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/backup"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
@@ -24,15 +25,9 @@ import (
 	"github.com/doppio-db/doppio/internal/router"
 )
 
-// Transfer is one partition backup or restore step running on this node.
-type Transfer struct {
-	Kind      string    `json:"kind"` // "backup" or "restore"
-	DB        string    `json:"db"`
-	Partition int       `json:"partition"`
-	Session   string    `json:"session,omitempty"`
-	Bytes     int64     `json:"bytes"`
-	Started   time.Time `json:"started"`
-}
+// Transfer is one partition backup or restore step running on this node,
+// as /_cluster reports it.
+type Transfer = wire.Transfer
 
 type transfer struct {
 	Transfer

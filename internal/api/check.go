@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -13,11 +14,11 @@ import (
 type Checker interface {
 	// CheckDatabase checks every partition of db, one after another, at
 	// their leaders, and returns the result of each.
-	CheckDatabase(ctx context.Context, db string, partitions int, repair bool) (any, error)
+	CheckDatabase(ctx context.Context, db string, partitions int, repair bool) (wire.DatabaseCheck, error)
 	// CheckPartition checks one partition at its leader. With local, only
 	// this node may run it (it must lead the partition): the route other
 	// nodes call.
-	CheckPartition(ctx context.Context, db string, partition int, repair, local bool) (any, error)
+	CheckPartition(ctx context.Context, db string, partition int, repair, local bool) (wire.PartitionCheck, error)
 }
 
 // checkParams validates a check request: no body, and only ?repair=.

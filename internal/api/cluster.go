@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/problem"
@@ -35,10 +36,10 @@ const (
 // Cluster is what the API asks the node about the cluster.
 type Cluster interface {
 	// Info is the body of GET /_cluster.
-	Info(ctx context.Context) (any, error)
+	Info(ctx context.Context) (wire.ClusterInfo, error)
 	// Local is the body of GET /_internal/replicas: this node's replicas
 	// and their Raft status.
-	Local() any
+	Local() wire.LocalInfo
 }
 
 // hopHeaders are not forwarded (RFC 9110 7.6.1).

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -13,7 +14,7 @@ import (
 type NodeOperator interface {
 	// SetNodeIntent applies verb (add, drain or remove) to node id and
 	// returns the node's intent as recorded.
-	SetNodeIntent(ctx context.Context, id, verb string) (any, error)
+	SetNodeIntent(ctx context.Context, id, verb string) (wire.NodeIntent, error)
 }
 
 // nodeIntent serves POST /_cluster/nodes/{name}/{add|drain|remove}.

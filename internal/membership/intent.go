@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/doppio-db/doppio/client/wire"
 )
 
 // The operator's intent for each node, and the controller's progress
@@ -137,39 +139,8 @@ func DeclareStandby(ctx context.Context, cli *clientv3.Client, prefix, id string
 }
 
 // Rebalance is the active controller's progress towards its target
-// placement since the current rebalance began (the first planning round
-// with moves to make after one without).
-type Rebalance struct {
-	// Controller is the node id of the controller that wrote this.
-	Controller string `json:"controller"`
-	// Active: moves remain. Started is when the rebalance began, Finished
-	// when the last one completed (zero while active).
-	Active   bool       `json:"active"`
-	Started  *time.Time `json:"started,omitempty"`
-	Finished *time.Time `json:"finished,omitempty"`
-	// Total is the moves of this rebalance so far: Done plus Remaining
-	// (Remaining = InFlight + the moves not started yet). It grows when
-	// the target changes during the rebalance (a node dies, another is
-	// added).
-	Total     int `json:"total"`
-	Done      int `json:"done"`
-	Remaining int `json:"remaining"`
-	InFlight  int `json:"inFlight"`
-	// Moving lists the replica adds in flight ("db/partition -> node").
-	Moving []string `json:"moving,omitempty"`
-	// Limits in force: moves in flight cluster-wide and per node.
-	MaxMoves        int `json:"maxMoves"`
-	MaxMovesPerNode int `json:"maxMovesPerNode,omitempty"`
-}
-
-// Progress is the fraction of the rebalance's moves done, 1 when none
-// remain.
-func (r Rebalance) Progress() float64 {
-	if r.Total == 0 || r.Remaining == 0 {
-		return 1
-	}
-	return float64(r.Done) / float64(r.Total)
-}
+// placement, as written to etcd and shown in /_cluster.
+type Rebalance = wire.Rebalance
 
 // ReadRebalance reads the controller's last progress report (ok false if
 // none was written yet).

@@ -12,113 +12,26 @@ import (
 	"sync"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/membership"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
-// NodeInfo describes one node in /_cluster.
-type NodeInfo struct {
-	ID      string     `json:"id"`
-	HTTP    string     `json:"http"`
-	GRPC    string     `json:"grpc,omitempty"`
-	Zone    string     `json:"zone"`
-	State   string     `json:"state"` // alive, or dead (placed replicas but no registration)
-	Started *time.Time `json:"started,omitempty"`
-	Leads   int        `json:"leads"`   // partitions it leads
-	Follows int        `json:"follows"` // partitions it holds a non-leading replica of
-	// Intent is what the operator wants of the node: active, standby,
-	// draining or removed (`doppio cluster add|drain|remove`).
-	Intent string `json:"intent"`
-}
-
-// ReplicaInfo is one replica of a partition in /_cluster.
-type ReplicaInfo struct {
-	Node    string `json:"node"`
-	Role    string `json:"role"` // leader, follower, learner, candidate, … or unknown (node not answering)
-	SCN     string `json:"scn,omitempty"`
-	Applied uint64 `json:"appliedIndex"`
-	// Lag is how many log entries the leader has that this replica is not
-	// known to hold (the leader's view); absent when no leader answers.
-	Lag *uint64 `json:"lag,omitempty"`
-}
-
-// PartitionInfo describes one partition in /_cluster.
-type PartitionInfo struct {
-	Database  string        `json:"database"`
-	Partition int           `json:"partition"`
-	Leader    string        `json:"leader"` // "" when none is known
-	Term      uint64        `json:"term"`
-	Replicas  []string      `json:"replicas"` // placement
-	SCN       string        `json:"scn"`      // leader's applied SCN
-	Members   []ReplicaInfo `json:"members"`  // Raft members as their nodes report them
-	// Check is the leader's record of the partition's consistency checks.
-	Check *CheckStatus `json:"check,omitempty"`
-}
-
-// ClusterInfo is the body of GET /_cluster.
-type ClusterInfo struct {
-	// Controller is the node id of the active placement controller, ""
-	// while none is elected.
-	Controller string          `json:"controller"`
-	Nodes      []NodeInfo      `json:"nodes"`
-	Partitions []PartitionInfo `json:"partitions"`
-	// Rebalance is the controller's progress moving replicas towards its
-	// target placement (absent before the first report).
-	Rebalance *membership.Rebalance `json:"rebalance,omitempty"`
-	// Transfers are the partition backups and restore steps running on
-	// the nodes now (doppio backup / doppio restore).
-	Transfers []TransferInfo `json:"transfers"`
-}
-
-// TransferInfo is one running partition backup or restore step in
-// /_cluster: the node serving it, what and how many bytes so far.
-type TransferInfo struct {
-	Node string `json:"node"`
-	api.Transfer
-}
-
-// LocalReplica is one replica hosted on a node, as GET
-// /_internal/replicas answers it.
-type LocalReplica struct {
-	Database  string                    `json:"database"`
-	Partition int                       `json:"partition"`
-	Role      string                    `json:"role"`
-	Leader    string                    `json:"leader"`
-	Term      uint64                    `json:"term"`
-	SCN       string                    `json:"scn"`
-	Applied   uint64                    `json:"appliedIndex"`
-	Voters    []string                  `json:"voters"`
-	Learners  []string                  `json:"learners"`
-	Followers map[string]FollowerReport `json:"followers,omitempty"`
-	Check     *CheckStatus              `json:"check,omitempty"` // on the leader
-}
-
-// FollowerReport is a leader's view of one follower.
-type FollowerReport struct {
-	Match  uint64 `json:"match"`
-	Lag    uint64 `json:"lag"`
-	State  string `json:"state"`
-	Active bool   `json:"active"`
-}
-
-// LocalInfo is the body of GET /_internal/replicas.
-type LocalInfo struct {
-	Node      string         `json:"node"`
-	Replicas  []LocalReplica `json:"replicas"`
-	Transfers []api.Transfer `json:"transfers,omitempty"`
-}
-
 // clusterView answers /_cluster and /_internal/replicas for the API.
 type clusterView struct{ n *Node }
 
-func (c clusterView) Local() any { return c.n.local() }
+func (c clusterView) Local() wire.LocalInfo { return c.n.local() }
 
-func (c clusterView) Info(ctx context.Context) (any, error) { return c.n.clusterInfo(ctx), nil }
+func (c clusterView) Info(ctx context.Context) (wire.ClusterInfo, error) {
+	return c.n.clusterInfo(ctx), nil
+}
 
 // directory is the router's view of other nodes.
 type directory struct{ v *membership.View }
@@ -138,21 +51,21 @@ func (d directory) NodeByRaft(raft uint64) (string, string, bool) {
 }
 
 // local reports every replica hosted here with its Raft status.
-func (n *Node) local() LocalInfo {
-	out := LocalInfo{Node: n.cfg.ID, Replicas: []LocalReplica{}}
+func (n *Node) local() wire.LocalInfo {
+	out := wire.LocalInfo{Node: n.cfg.ID, Replicas: []wire.LocalReplica{}}
 	if n.api != nil {
 		out.Transfers = n.api.Transfers()
 	}
 	if n.router == nil {
 		return out
 	}
-	var recorded map[partRef]PartitionCheck
+	var recorded map[consistency.Ref]wire.PartitionCheck
 	for ref, g := range n.hosted() {
 		st, err := g.Status()
 		if err != nil {
 			continue
 		}
-		lr := LocalReplica{
+		lr := wire.LocalReplica{
 			Database: ref.db, Partition: ref.p, Role: st.Role, Term: st.Term,
 			SCN: st.Applied.String(), Applied: st.AppliedIndex,
 		}
@@ -167,17 +80,17 @@ func (n *Node) local() LocalInfo {
 		}
 		if st.Role == "leader" {
 			if recorded == nil { // read once, and only if this node leads
-				recorded = n.recordedChecks()
+				recorded = n.checks.Recorded()
 			}
-			lr.Check = n.lastCheck(ref, recorded)
+			lr.Check = n.checks.Last(consistency.Ref{DB: ref.db, Partition: ref.p}, recorded)
 			if summing, b := g.CheckProgress(); summing && lr.Check != nil {
 				lr.Check.SummedBytes = b
 			}
 		}
 		if len(st.Followers) > 0 {
-			lr.Followers = map[string]FollowerReport{}
+			lr.Followers = map[string]wire.FollowerReport{}
 			for id, f := range st.Followers {
-				lr.Followers[n.nodeName(id)] = FollowerReport{Match: f.Match, Lag: f.Lag, State: f.State, Active: f.Active}
+				lr.Followers[n.nodeName(id)] = wire.FollowerReport{Match: f.Match, Lag: f.Lag, State: f.State, Active: f.Active}
 			}
 		}
 		out.Replicas = append(out.Replicas, lr)
@@ -188,10 +101,10 @@ func (n *Node) local() LocalInfo {
 // clusterInfo gathers every live node's replicas (each node answers for
 // its own; unreachable nodes are left out) and joins them with the
 // placement.
-func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
-	info := ClusterInfo{Nodes: []NodeInfo{}, Partitions: []PartitionInfo{}, Transfers: []TransferInfo{}}
+func (n *Node) clusterInfo(ctx context.Context) wire.ClusterInfo {
+	info := wire.ClusterInfo{Nodes: []wire.NodeInfo{}, Partitions: []wire.PartitionInfo{}, Transfers: []wire.TransferInfo{}}
 	if n.view == nil {
-		info.Nodes = append(info.Nodes, NodeInfo{ID: n.cfg.ID, HTTP: n.Addr(), State: "starting"})
+		info.Nodes = append(info.Nodes, wire.NodeInfo{ID: n.cfg.ID, HTTP: n.Addr(), State: "starting"})
 		return info
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -201,7 +114,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 	}
 	cancel()
 	nodes := n.view.Nodes()
-	reports := make([]LocalInfo, len(nodes))
+	reports := make([]wire.LocalInfo, len(nodes))
 	var wg sync.WaitGroup
 	for i, nd := range nodes {
 		if nd.ID == n.cfg.ID {
@@ -222,13 +135,13 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 	}
 	type reported struct {
 		node string
-		LocalReplica
+		wire.LocalReplica
 	}
 	byPart := map[key][]reported{}
 	leads, follows := map[string]int{}, map[string]int{}
 	for _, r := range reports {
 		for _, tr := range r.Transfers {
-			info.Transfers = append(info.Transfers, TransferInfo{Node: r.Node, Transfer: tr})
+			info.Transfers = append(info.Transfers, wire.TransferInfo{Node: r.Node, Transfer: tr})
 		}
 		for _, lr := range r.Replicas {
 			k := key{lr.Database, lr.Partition}
@@ -244,7 +157,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 	for _, nd := range nodes {
 		started := nd.Started
 		known[nd.ID] = true
-		info.Nodes = append(info.Nodes, NodeInfo{
+		info.Nodes = append(info.Nodes, wire.NodeInfo{
 			ID: nd.ID, HTTP: nd.HTTP, GRPC: nd.GRPC, Zone: nd.Zone, State: "alive", Started: &started, Intent: string(n.view.Intent(nd.ID).State),
 			Leads: leads[nd.ID], Follows: follows[nd.ID],
 		})
@@ -255,12 +168,12 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 			for _, r := range pp.Replicas {
 				if !known[r] {
 					known[r] = true
-					info.Nodes = append(info.Nodes, NodeInfo{ID: r, State: "dead", Intent: string(n.view.Intent(r).State)})
+					info.Nodes = append(info.Nodes, wire.NodeInfo{ID: r, State: "dead", Intent: string(n.view.Intent(r).State)})
 				}
 			}
-			pi := PartitionInfo{Database: db, Partition: p, Replicas: slices.Clone(pp.Replicas), Members: []ReplicaInfo{}}
+			pi := wire.PartitionInfo{Database: db, Partition: p, Replicas: slices.Clone(pp.Replicas), Members: []wire.ReplicaInfo{}}
 			reps := byPart[key{db, p}]
-			var leader *LocalReplica
+			var leader *wire.LocalReplica
 			for i := range reps {
 				if reps[i].Role == "leader" && (leader == nil || reps[i].Term > leader.Term) {
 					leader = &reps[i].LocalReplica
@@ -274,7 +187,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 			for _, lr := range reps {
 				node := lr.node
 				seen[node] = true
-				ri := ReplicaInfo{Node: node, Role: lr.Role, SCN: lr.SCN, Applied: lr.Applied}
+				ri := wire.ReplicaInfo{Node: node, Role: lr.Role, SCN: lr.SCN, Applied: lr.Applied}
 				if leader != nil {
 					var lag uint64
 					if f, ok := leader.Followers[node]; ok {
@@ -292,7 +205,7 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 					if seen[v] {
 						continue
 					}
-					ri := ReplicaInfo{Node: v, Role: "unknown"}
+					ri := wire.ReplicaInfo{Node: v, Role: "unknown"}
 					if f, ok := leader.Followers[v]; ok {
 						lag := f.Lag
 						ri.Lag = &lag
@@ -300,11 +213,11 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 					pi.Members = append(pi.Members, ri)
 				}
 			}
-			slices.SortFunc(pi.Members, func(a, b ReplicaInfo) int { return strings.Compare(a.Node, b.Node) })
+			slices.SortFunc(pi.Members, func(a, b wire.ReplicaInfo) int { return strings.Compare(a.Node, b.Node) })
 			info.Partitions = append(info.Partitions, pi)
 		}
 	}
-	slices.SortFunc(info.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(info.Nodes, func(a, b wire.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	sort.Slice(info.Partitions, func(i, j int) bool {
 		a, b := info.Partitions[i], info.Partitions[j]
 		if a.Database != b.Database {
@@ -316,22 +229,22 @@ func (n *Node) clusterInfo(ctx context.Context) ClusterInfo {
 }
 
 // fetchLocal asks another node for its replicas.
-func (n *Node) fetchLocal(ctx context.Context, nd membership.Node) (LocalInfo, error) {
+func (n *Node) fetchLocal(ctx context.Context, nd membership.Node) (wire.LocalInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.HTTP+"/_internal/replicas", nil)
 	if err != nil {
-		return LocalInfo{}, err
+		return wire.LocalInfo{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return LocalInfo{}, err
+		return wire.LocalInfo{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return LocalInfo{}, fmt.Errorf("node %s: status %d", nd.ID, resp.StatusCode)
+		return wire.LocalInfo{}, fmt.Errorf("node %s: status %d", nd.ID, resp.StatusCode)
 	}
-	var li LocalInfo
+	var li wire.LocalInfo
 	err = json.NewDecoder(resp.Body).Decode(&li)
 	li.Node = nd.ID
 	return li, err

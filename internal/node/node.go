@@ -1,6 +1,9 @@
 // Package node wires one Doppio process: the HTTP listener, etcd (embedded or
 // external), the schema catalog, the storage engine, the router with its
-// partition replicas, and the background work of the node.
+// partition replicas, and the background work of the node. It decides
+// little itself: a replica's lifecycle is lifecycle.Next's, consistency
+// checks are package consistency's, placement is the controller's; node
+// reads their inputs, runs their loops and executes their steps.
 package node
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/embedetcd"
@@ -135,10 +139,10 @@ type Node struct {
 	led chan struct{}
 	wg  sync.WaitGroup
 
-	// checks records the consistency checks this node ran as leader;
-	// rebuildingHere holds the replicas being restarted empty for a
-	// rebuild (the reconcile pass leaves them alone).
-	checks         *checks
+	// checks runs and records the consistency checks of the partitions
+	// led here; rebuildingHere holds the replicas being restarted empty
+	// for a rebuild (the reconcile pass leaves them alone).
+	checks         *consistency.Checker
 	rebuildingHere sync.Map // partRef -> struct{}
 }
 
@@ -158,7 +162,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID),
 		moves: make(chan struct{}, maxMoves), orphans: map[partRef]uint64{}, stale: map[partRef]time.Time{},
-		checks: newChecks(),
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
@@ -294,7 +297,15 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	})
 	n.api.Attach(n.catalog, n.router)
 	registry.MustRegister(newCollector(n))
-	registry.MustRegister(newCheckCollector(n))
+	n.checks = consistency.New(consistency.Config{
+		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Logger: n.log,
+	})
+	registry.MustRegister(consistency.NewCollector(func() (replication.CheckCounters, bool) {
+		if n.host == nil {
+			return replication.CheckCounters{}, false
+		}
+		return n.host.CheckCounters(), true
+	}))
 	n.streams, err = datastream.Open(ctx, datastream.Config{
 		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Schemas: n.catalog,
 		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.router, n.self}, Registry: registry, Logger: n.log,

@@ -8,31 +8,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
+	"github.com/doppio-db/doppio/internal/lifecycle"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// NodeIntentInfo answers POST /_cluster/nodes/{id}/{add|drain|remove}.
-type NodeIntentInfo struct {
-	Node  string `json:"node"`
-	Alive bool   `json:"alive"`
-	membership.Intent
-	// Replicas is how many partitions the node holds a replica of (placed
-	// there or still a member of their Raft group).
-	Replicas int `json:"replicas"`
-}
-
 // SetNodeIntent records what the operator wants of node id: "add" makes
 // it active (it takes replicas), "drain" moves everything off it, "remove"
 // takes a drained node out of the cluster for good. It refuses a drain
 // that would leave a database fewer active nodes than its replicas, and a
 // removal while the node still holds replicas.
-func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (any, error) {
+func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (wire.NodeIntent, error) {
 	n := c.n
 	if n.view == nil {
-		return nil, problem.New(problem.Unavailable, "node %s is starting; retry", n.cfg.ID)
+		return wire.NodeIntent{}, problem.New(problem.Unavailable, "node %s is starting; retry", n.cfg.ID)
 	}
 	var st membership.IntentState
 	switch verb {
@@ -43,45 +36,45 @@ func (c clusterView) SetNodeIntent(ctx context.Context, id, verb string) (any, e
 	case "remove":
 		st = membership.IntentRemoved
 	default:
-		return nil, problem.New(problem.NotFound, "unknown node operation %q (want add, drain or remove)", verb)
+		return wire.NodeIntent{}, problem.New(problem.NotFound, "unknown node operation %q (want add, drain or remove)", verb)
 	}
 	_, alive := n.view.Node(id)
 	intents, err := membership.ReadIntents(ctx, n.client, etcdPrefix)
 	if err != nil {
-		return nil, err
+		return wire.NodeIntent{}, err
 	}
 	_, hasIntent := intents.ByNode[id]
 	held := n.replicasHeld(id)
 	if !alive && !hasIntent && held == 0 {
-		return nil, problem.Field(problem.NotFound, "node", "node %q is not part of the cluster: not registered, no intent recorded, no replica placed on it", id)
+		return wire.NodeIntent{}, problem.Field(problem.NotFound, "node", "node %q is not part of the cluster: not registered, no intent recorded, no replica placed on it", id)
 	}
 	cur := intents.State(id)
 	guard := []string{id}
 	switch st {
 	case membership.IntentDraining:
 		if cur == membership.IntentRemoved {
-			return nil, problem.Field(problem.Conflict, "node", "node %q was removed; add it again first", id)
+			return wire.NodeIntent{}, problem.Field(problem.Conflict, "node", "node %q was removed; add it again first", id)
 		}
 		// Two drains at once must not both pass the check: the write
 		// requires every live node's intent unchanged since read.
 		if guard, err = n.checkDrain(id, intents); err != nil {
-			return nil, err
+			return wire.NodeIntent{}, err
 		}
 	case membership.IntentRemoved:
 		if held > 0 {
-			return nil, problem.Field(problem.Conflict, "node", "node %q still holds %d replica(s); drain it first (doppio cluster drain %s) and remove it once it holds none", id, held, id)
+			return wire.NodeIntent{}, problem.Field(problem.Conflict, "node", "node %q still holds %d replica(s); drain it first (doppio cluster drain %s) and remove it once it holds none", id, held, id)
 		}
 	}
 	in, recorded := intents.ByNode[id]
 	if !recorded || cur != st {
 		if in, err = membership.SetIntent(ctx, n.client, etcdPrefix, id, st, intents, guard); err != nil {
 			if errors.Is(err, membership.ErrIntentsChanged) {
-				return nil, problem.New(problem.Conflict, "another node's state changed while %s was being applied to %q; retry", verb, id)
+				return wire.NodeIntent{}, problem.New(problem.Conflict, "another node's state changed while %s was being applied to %q; retry", verb, id)
 			}
-			return nil, err
+			return wire.NodeIntent{}, err
 		}
 	}
-	return NodeIntentInfo{Node: id, Alive: alive, Intent: in, Replicas: held}, nil
+	return wire.NodeIntent{Node: id, Alive: alive, State: string(in.State), Since: in.Since, Replicas: held}, nil
 }
 
 // checkDrain refuses draining id when some database would be left with
@@ -212,7 +205,7 @@ func (n *Node) successor(st replication.Status, p int) (uint64, bool) {
 	var cands []uint64
 	for _, v := range st.Voters {
 		f, ok := st.Followers[v]
-		if v == n.self || !ok || !f.Active || f.Lag > caughtUp {
+		if v == n.self || !ok || !f.Active || f.Lag > lifecycle.CaughtUp {
 			continue
 		}
 		if nd, alive := n.view.NodeByRaft(v); !alive || nd.Leaving {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/lifecycle"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/replication"
-	"github.com/doppio-db/doppio/internal/schema"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,9 +21,6 @@ const (
 	// reconcileEvery re-checks placement even without a change in etcd:
 	// learners catching up and leaders becoming ready are not etcd events.
 	reconcileEvery = time.Second
-	// caughtUp is how far behind the leader's log a learner may be when it
-	// is promoted, or a voter when it is handed leadership.
-	caughtUp = 64
 	// moveTimeout bounds one membership change.
 	moveTimeout = 10 * time.Second
 	// learnerRecheck is how soon the reconcile loop runs again while a
@@ -74,7 +71,8 @@ func (n *Node) reconcileLoop() {
 	}
 }
 
-// reconcile does one pass over every placement:
+// reconcile does one pass over every placement, taking for each partition
+// the step lifecycle.Next decides:
 //   - a replica placed here is started (Raft group) and opened (router);
 //   - on the leader of a partition, the group's membership moves one step
 //     towards the placement (see changeMembership);
@@ -94,9 +92,40 @@ func (n *Node) reconcile(ctx context.Context) {
 			if p >= d.Partitions {
 				break
 			}
-			n.reconcilePartition(ctx, d, p, pp)
+			n.reconcilePartition(ctx, partRef{db, p}, pp)
 		}
 	}
+}
+
+// placedState is the lifecycle state of ref as far as its placement and
+// this node's local flags tell; the rest is read when a step needs it.
+func (n *Node) placedState(ref partRef, pp membership.PartitionPlacement) lifecycle.State {
+	s := lifecycle.State{Self: n.self, Placed: raftIDs(pp.Replicas), Now: time.Now(), UnlistedSince: n.stale[ref]}
+	if pp.Leader != "" {
+		s.Preferred = membership.RaftID(pp.Leader)
+	}
+	_, s.RestartingEmpty = n.rebuildingHere.Load(ref)
+	return s
+}
+
+// mark keeps ref's unlisted-since time as the lifecycle step says.
+func (n *Node) mark(ref partRef, step lifecycle.Step, now time.Time) {
+	switch step.Mark {
+	case lifecycle.Clear:
+		delete(n.stale, ref)
+	case lifecycle.Set:
+		n.stale[ref] = now
+	}
+}
+
+// report is the group configuration the leader of ref last published, as
+// lifecycle reads it (nil if none).
+func (n *Node) report(ref partRef) *lifecycle.Report {
+	g, _, ok := n.view.Group(ref.db, ref.p)
+	if !ok {
+		return nil
+	}
+	return &lifecycle.Report{Term: g.Term, Lists: g.Has(n.cfg.ID)}
 }
 
 // startWorkers bounds the replicas a node starts at once.
@@ -118,11 +147,9 @@ func (n *Node) startPlaced(ctx context.Context) {
 			if p >= d.Partitions {
 				break
 			}
-			if _, busy := n.rebuildingHere.Load(partRef{db, p}); busy {
-				continue
-			}
-			if _, _, hosted := n.router.Hosted(db, p); !hosted && slices.Contains(pp.Replicas, n.cfg.ID) {
-				todo = append(todo, partRef{db, p})
+			ref := partRef{db, p}
+			if _, _, hosted := n.router.Hosted(db, p); !hosted && lifecycle.Next(n.placedState(ref, pp)).Kind == lifecycle.Start {
+				todo = append(todo, ref)
 			}
 		}
 	}
@@ -149,94 +176,86 @@ func (n *Node) startPlaced(ctx context.Context) {
 	wg.Wait()
 }
 
-func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int, pp membership.PartitionPlacement) {
-	ref := partRef{d.Name, p}
-	if _, busy := n.rebuildingHere.Load(ref); busy {
-		return
+// reconcilePartition takes ref's next lifecycle step. The leader's
+// membership change runs in a goroutine of its own (changeMembership).
+func (n *Node) reconcilePartition(ctx context.Context, ref partRef, pp membership.PartitionPlacement) {
+	s := n.placedState(ref, pp)
+	_, g, hosted := n.router.Hosted(ref.db, ref.p)
+	if hosted {
+		s.Local = lifecycle.Hosted
 	}
-	placed := slices.Contains(pp.Replicas, n.cfg.ID)
-	_, g, hosted := n.router.Hosted(d.Name, p)
-	if !hosted {
-		if !placed {
-			return
+	var err error
+	for {
+		if g != nil {
+			_, s.Leading = g.Leader()
+			_, s.Changing = n.changing.Load(ref)
+			s.Removed = g.Removed()
 		}
-		var err error
-		if g, err = n.startReplica(ctx, ref); err != nil {
-			n.log.Error("start replica", "db", d.Name, "partition", p, "err", err)
-			return
-		}
-	}
-	if _, leading := g.Leader(); leading {
-		if _, busy := n.changing.Load(ref); !busy {
-			n.changing.Store(ref, struct{}{})
-			go func() {
-				defer n.changing.Delete(ref)
-				n.changeMembership(ctx, ref, g, pp)
-			}()
-		}
-		return
-	}
-	if placed {
-		delete(n.stale, ref)
-		if g.Removed() {
+		step := lifecycle.Next(s)
+		n.mark(ref, step, s.Now)
+		switch step.Kind {
+		case lifecycle.Start:
+			if g, err = n.startReplica(ctx, ref); err != nil {
+				n.log.Error("start replica", "db", ref.db, "partition", ref.p, "err", err)
+				return
+			}
+			s.Local = lifecycle.Hosted
+			continue
+		case lifecycle.ReadStatus:
+			if s.Leading {
+				n.changing.Store(ref, struct{}{})
+				go func() {
+					defer n.changing.Delete(ref)
+					n.changeMembership(ctx, ref, g, s)
+				}()
+				return
+			}
+			st, err := g.Status()
+			if err != nil {
+				return
+			}
+			s.Status, s.Report = lifecycleStatus(st), n.report(ref)
+			continue
+		case lifecycle.RestartEmpty:
 			// Removed from its group (a consistency repair whose rebuild
 			// request never arrived) yet placed here: it would ignore its
-			// leader forever. Start it again empty, without a vote until
-			// its snapshot; the leader adds it back.
-			n.log.Warn("replica removed from its group but placed here: restarting it empty", "db", d.Name, "partition", p)
-			if err := n.rebuildReplica(ctx, keys.PartitionPrefix(d.Name, p)); err != nil {
-				n.log.Error("restart removed replica", "db", d.Name, "partition", p, "err", err)
+			// leader forever.
+			n.log.Warn("replica removed from its group but placed here: restarting it empty", "db", ref.db, "partition", ref.p)
+			if err := n.rebuildReplica(ctx, keys.PartitionPrefix(ref.db, ref.p)); err != nil {
+				n.log.Error("restart removed replica", "db", ref.db, "partition", ref.p, "err", err)
 			}
+		case lifecycle.Drop:
+			n.log.Info("removing replica moved away", "db", ref.db, "partition", ref.p)
+			n.router.Drop(ref.db, ref.p)
+			if err := n.host.Remove(keys.PartitionPrefix(ref.db, ref.p)); err != nil {
+				n.log.Error("remove replica", "db", ref.db, "partition", ref.p, "err", err)
+			}
+			n.parts.Delete(string(keys.PartitionPrefix(ref.db, ref.p)))
+			n.reg.SetLeader(ref.db, ref.p, 0)
+			n.reg.SetGroup(ref.db, ref.p, nil)
 		}
 		return
 	}
-	// Not placed here and not leading: once the group no longer counts
-	// this replica (the leader removed it), drop it and its data. While it
-	// is still a member, deleting its state could let it vote with an
-	// empty log, so it stays until then.
-	st, err := g.Status()
-	if err != nil {
-		return
-	}
-	// A replica removed while it was down or cut off never applies its
-	// removal: its own configuration still lists it. Its leader's report
-	// (a term at least as recent) then tells.
-	removed := st.Role == "removed" || (!slices.Contains(st.Voters, n.self) && !slices.Contains(st.Learners, n.self) && st.AppliedIndex > 0)
-	if !removed && !n.removedByLeader(ref, st.Term) {
-		return
-	}
-	n.log.Info("removing replica moved away", "db", d.Name, "partition", p)
-	delete(n.stale, ref)
-	n.router.Drop(d.Name, p)
-	if err := n.host.Remove(keys.PartitionPrefix(d.Name, p)); err != nil {
-		n.log.Error("remove replica", "db", d.Name, "partition", p, "err", err)
-	}
-	n.parts.Delete(string(keys.PartitionPrefix(d.Name, p)))
-	n.reg.SetLeader(d.Name, p, 0)
-	n.reg.SetGroup(d.Name, p, nil)
 }
 
-// staleAfter is how long a replica must look removed in its leader's
-// report before it is deleted: the report and the placement arrive on
-// different watches, and a replica placed here again must not be deleted
-// on a report older than the placement.
-const staleAfter = 2 * time.Second
+// lifecycleStatus is what lifecycle reads of a replica's Raft status.
+func lifecycleStatus(st replication.Status) *lifecycle.Status {
+	out := &lifecycle.Status{Role: st.Role, Term: st.Term, AppliedIndex: st.AppliedIndex, Voters: st.Voters, Learners: st.Learners}
+	if len(st.Followers) > 0 {
+		out.Followers = make(map[uint64]lifecycle.Follower, len(st.Followers))
+		for id, f := range st.Followers {
+			out.Followers[id] = lifecycle.Follower{Match: f.Match, Lag: f.Lag, Active: f.Active}
+		}
+	}
+	return out
+}
 
-// removedByLeader reports whether the leader of ref, in a term at least
-// term, has published a configuration without this node, continuously for
-// staleAfter.
-func (n *Node) removedByLeader(ref partRef, term uint64) bool {
-	g, _, ok := n.view.Group(ref.db, ref.p)
-	if !ok || g.Term < term || g.Has(n.cfg.ID) {
-		delete(n.stale, ref)
-		return false
+func raftIDs(ids []string) []uint64 {
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = membership.RaftID(id)
 	}
-	since, seen := n.stale[ref]
-	if !seen {
-		n.stale[ref] = time.Now()
-		return false
-	}
-	return time.Since(since) >= staleAfter
+	return out
 }
 
 // findOrphans records the replicas with Raft state on disk that the first
@@ -268,24 +287,27 @@ func (n *Node) findOrphans() {
 // from its state, and the leader brings it up to date).
 func (n *Node) removeOrphans() {
 	for ref, term := range n.orphans {
-		if rec, ok := n.view.Placement(ref.db); ok && ref.p < len(rec.Partitions) && slices.Contains(rec.Partitions[ref.p].Replicas, n.cfg.ID) {
+		s := lifecycle.State{Self: n.self, Local: lifecycle.Orphan, OrphanTerm: term, Report: n.report(ref), Now: time.Now(), UnlistedSince: n.stale[ref]}
+		if rec, ok := n.view.Placement(ref.db); ok && ref.p < len(rec.Partitions) {
+			s.Placed = raftIDs(rec.Partitions[ref.p].Replicas)
+		}
+		step := lifecycle.Next(s)
+		n.mark(ref, step, s.Now)
+		switch step.Kind {
+		case lifecycle.ForgetOrphan:
+			delete(n.orphans, ref)
+		case lifecycle.DropOrphan:
+			prefix := keys.PartitionPrefix(ref.db, ref.p)
+			b := n.engine.NewBatch()
+			b.DeleteRange(prefix, prefix.End())
+			if err := n.engine.Commit(b); err != nil {
+				n.log.Error("remove stale replica", "db", ref.db, "partition", ref.p, "err", err)
+				continue
+			}
+			n.log.Info("removed stale replica", "db", ref.db, "partition", ref.p)
 			delete(n.orphans, ref)
 			delete(n.stale, ref)
-			continue
 		}
-		if !n.removedByLeader(ref, term) {
-			continue
-		}
-		prefix := keys.PartitionPrefix(ref.db, ref.p)
-		b := n.engine.NewBatch()
-		b.DeleteRange(prefix, prefix.End())
-		if err := n.engine.Commit(b); err != nil {
-			n.log.Error("remove stale replica", "db", ref.db, "partition", ref.p, "err", err)
-			continue
-		}
-		n.log.Info("removed stale replica", "db", ref.db, "partition", ref.p)
-		delete(n.orphans, ref)
-		delete(n.stale, ref)
 	}
 }
 
@@ -338,118 +360,56 @@ func initialVoters(pp membership.PartitionPlacement, self string) []uint64 {
 	return out
 }
 
-// changeMembership runs on the leader of a partition and takes the next
-// step from the group's configuration towards the placement, one change at
-// a time and at most maxMoves at once on this node:
-//  1. add a placed replica missing from the group as a learner;
-//  2. promote a learner that has caught up;
-//  3. remove a replica no longer placed (a learner at once; a voter only
-//     once the placed voters alone reach the replication factor, so it
-//     never drops during a move), handing leadership away first if the
-//     replica to remove is this one;
-//  4. hand leadership to the preferred leader once it is a caught-up voter.
-func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication.Group, pp membership.PartitionPlacement) {
-	if len(pp.Replicas) == 0 {
-		return
-	}
+// changeMembership runs on the leader of a partition and takes the step
+// lifecycle.Next decides from the group's status, at most maxMoves at once
+// on this node (one beyond that is left to a later pass).
+func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication.Group, s lifecycle.State) {
 	st, err := g.Status()
-	if err != nil || st.Role != "leader" {
+	if err != nil {
 		return
 	}
-	if len(st.Learners) > 0 {
+	s.Status = lifecycleStatus(st)
+	s.Nodes = map[uint64]lifecycle.Node{}
+	for _, nd := range n.view.Nodes() {
+		s.Nodes[membership.RaftID(nd.ID)] = lifecycle.Node{Leaving: nd.Leaving}
+	}
+	s.Repairing = map[uint64]bool{}
+	for _, id := range slices.Concat(s.Placed, st.Voters, st.Learners) {
+		if g.Rebuilding(id) {
+			s.Repairing[id] = true
+		}
+	}
+	step := lifecycle.Next(s)
+	if step.Soon {
 		n.learning.Store(true)
 	}
-	target := make([]uint64, len(pp.Replicas))
-	for i, r := range pp.Replicas {
-		target[i] = membership.RaftID(r)
-	}
-	members := append(slices.Clone(st.Voters), st.Learners...)
-	step := func(what string, node uint64, fn func(context.Context) error) {
-		select {
-		case n.moves <- struct{}{}:
-		default:
-			return // enough in flight; the next pass retries
-		}
-		defer func() { <-n.moves }()
-		mctx, cancel := context.WithTimeout(ctx, moveTimeout)
-		defer cancel()
-		name := n.nodeName(node)
-		if err := fn(mctx); err != nil {
-			n.log.Warn("membership change failed", "db", ref.db, "partition", ref.p, "change", what, "node", name, "err", err)
-			return
-		}
-		n.log.Info("membership changed", "db", ref.db, "partition", ref.p, "change", what, "node", name)
-	}
-	caught := func(id uint64) bool {
-		f, ok := st.Followers[id]
-		return ok && f.Active && f.Match > 0 && f.Lag <= caughtUp
-	}
-
-	for _, t := range target {
-		if g.Rebuilding(t) {
-			continue // a consistency repair re-adds and promotes it
-		}
-		if !slices.Contains(members, t) {
-			if _, alive := n.view.NodeByRaft(t); alive {
-				step("add learner", t, func(c context.Context) error { return g.AddLearner(c, t) })
-				return
-			}
-		}
-	}
-	for _, l := range st.Learners {
-		if slices.Contains(target, l) && caught(l) && !g.Rebuilding(l) {
-			step("promote", l, func(c context.Context) error { return g.Promote(c, l) })
-			return
-		}
-	}
-	placedVoters := 0
-	for _, v := range st.Voters {
-		if slices.Contains(target, v) {
-			placedVoters++
-		}
-	}
-	for _, m := range members {
-		if slices.Contains(target, m) {
-			continue
-		}
-		learner := slices.Contains(st.Learners, m)
-		if !learner && placedVoters < len(target) {
-			continue // its replacement is not a voter yet
-		}
-		if m == n.self {
-			// Hand leadership to a placed voter first; the new leader
-			// removes this replica.
-			for _, t := range preferFirst(target, membership.RaftID(pp.Leader)) {
-				if nd, alive := n.view.NodeByRaft(t); alive && !nd.Leaving && slices.Contains(st.Voters, t) && caught(t) && !g.Rebuilding(t) {
-					step("transfer leadership", t, func(c context.Context) error { return g.TransferLeadership(c, t) })
-					return
-				}
-			}
-			continue
-		}
-		step("remove", m, func(c context.Context) error { return g.RemoveReplica(c, m) })
+	var change func(context.Context, uint64) error
+	switch step.Kind {
+	case lifecycle.AddLearner:
+		change = g.AddLearner
+	case lifecycle.Promote:
+		change = g.Promote
+	case lifecycle.TransferLeadership:
+		change = g.TransferLeadership
+	case lifecycle.Remove:
+		change = g.RemoveReplica
+	default:
 		return
 	}
-	if pp.Leader != "" && pp.Leader != n.cfg.ID {
-		want := membership.RaftID(pp.Leader)
-		// Not to a node shutting down (it hands its leaderships over).
-		if nd, alive := n.view.Node(pp.Leader); alive && !nd.Leaving && slices.Contains(st.Voters, want) && caught(want) && !g.Rebuilding(want) {
-			step("transfer leadership", want, func(c context.Context) error { return g.TransferLeadership(c, want) })
-		}
+	select {
+	case n.moves <- struct{}{}:
+	default:
+		return // enough in flight; the next pass retries
 	}
-}
-
-func preferFirst(ids []uint64, first uint64) []uint64 {
-	out := []uint64{}
-	if slices.Contains(ids, first) {
-		out = append(out, first)
+	defer func() { <-n.moves }()
+	mctx, cancel := context.WithTimeout(ctx, moveTimeout)
+	defer cancel()
+	name := n.nodeName(step.Replica)
+	if err := change(mctx, step.Replica); err != nil {
+		n.log.Warn("membership change failed", "db", ref.db, "partition", ref.p, "change", step.Kind.String(), "node", name, "err", err)
+		return
 	}
-	for _, id := range ids {
-		if id != first {
-			out = append(out, id)
-		}
-	}
-	return out
+	n.log.Info("membership changed", "db", ref.db, "partition", ref.p, "change", step.Kind.String(), "node", name)
 }
 
 // nodeName returns the node id of a Raft member (its number if unknown).

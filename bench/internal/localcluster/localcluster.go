@@ -22,8 +22,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
+
 	"github.com/doppio-db/doppio/internal/embedetcd"
-	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/testport"
 )
 
@@ -219,8 +220,8 @@ func Do(ctx context.Context, base, method, path string, body any, headers ...str
 }
 
 // Info reads GET /_cluster from the node at base.
-func Info(ctx context.Context, base string) (node.ClusterInfo, error) {
-	var info node.ClusterInfo
+func Info(ctx context.Context, base string) (wire.ClusterInfo, error) {
+	var info wire.ClusterInfo
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	st, b, err := Do(ctx, base, "GET", "/_cluster", nil)

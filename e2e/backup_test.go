@@ -22,8 +22,6 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 const (
@@ -280,7 +278,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	noted.Range(func(k, v any) bool {
 		id, scn := k.(string), v.(string)
 		pk, _ := keys.EncodeTuple(keys.Tuple{id})
-		p := router.PartitionOf(schema.Database{Partitions: partitions}, pk)
+		p := keys.PartitionOf(pk, partitions)
 		want := 404
 		if seqOf(t, scn) <= seqOf(t, full.Parts[p].SCN) {
 			want, in = 200, in+1
@@ -305,7 +303,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatalf("insert after restore: %s, want message %d", b, lastMsg["box1"]+1)
 	}
 	pk, _ := keys.EncodeTuple(keys.Tuple{"box1"})
-	p1 := router.PartitionOf(schema.Database{Partitions: partitions}, pk)
+	p1 := keys.PartitionOf(pk, partitions)
 	after1, _ := partition.ParseSCN(h.Get("X-Doppio-SCN"))
 	last1, _ := partition.ParseSCN(inc.Parts[p1].SCN)
 	if after1.Sequence != last1.Sequence+1 || after1.Generation < last1.Generation {

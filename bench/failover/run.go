@@ -16,8 +16,6 @@ import (
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/node"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 
 	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
@@ -61,11 +59,10 @@ func (r runResult) quantile(q float64) time.Duration {
 // partition of a database of n partitions.
 func groupsByPartition(n int) []string {
 	out := make([]string, n)
-	db := schema.Database{Partitions: n}
 	for i, left := 0, n; left > 0; i++ {
 		g := fmt.Sprint("g", i)
 		enc, _ := keys.EncodeTuple(keys.Tuple{g})
-		if p := router.PartitionOf(db, enc); out[p] == "" {
+		if p := keys.PartitionOf(enc, n); out[p] == "" {
 			out[p] = g
 			left--
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/backup"
+	"github.com/doppio-db/doppio/internal/backupdir"
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
@@ -204,7 +205,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	waitFor(t, 30*time.Second, "notes written after the backup", func() (bool, string) { return notes.Load() >= after, "" })
 	stop.Store(true)
 	wg.Wait()
-	full, err := backup.ReadManifest(dir, fullID)
+	full, err := backupdir.ReadManifest(dir, fullID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	if prev != fullID {
 		t.Fatalf("second backup is incremental to %q, want %s", prev, fullID)
 	}
-	inc, err := backup.ReadManifest(dir, incID)
+	inc, err := backupdir.ReadManifest(dir, incID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	target.must(200, "POST", "/_internal/restore/shop2/0?step=load&from=shop&session="+incID+"&sha256="+first.SHA256, string(table))
 	// Partition 1 finished before the interruption.
 	target.must(200, "POST", "/_internal/restore/shop2/1?step=begin&session="+incID, nil)
-	for _, b := range []*backup.Manifest{full, inc} {
+	for _, b := range []*backupdir.Manifest{full, inc} {
 		for _, f := range b.Parts[1].Files {
 			table, err := os.ReadFile(filepath.Join(dir, b.ID, f.Name))
 			if err != nil {

@@ -21,10 +21,13 @@ test: unit fuzz
 
 # The fault suite (./torture) runs on its own after the other packages:
 # its nemeses and the end-to-end cluster tests both time elections and
-# failovers, and sharing two CPUs made each starve the other.
+# failovers, and sharing two CPUs made each starve the other. bench/ is a
+# module of its own (its dependencies stay out of the server's go.mod).
 unit:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/torture$$')
+	cd bench && $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -race -count=1 -timeout 20m ./torture
 
 fuzz:
@@ -40,30 +43,30 @@ fuzz:
 
 # HTTP benchmarks of the document API next to a no-op handler (the ceiling).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=3s ./bench
+	cd bench && $(GO) test -run='^$$' -bench=. -benchtime=3s .
 
 # The MailboxDB benchmark of the Espresso paper's Figure 7: Doppio, Bleve and
 # PostgreSQL under the same mailbox workload; writes docs/benchmarks/mailbox.{md,png,json}.
-# MAILBOX_FLAGS=-quick for a smoke run; `go run ./bench/mailbox -h` lists the sizes.
+# MAILBOX_FLAGS=-quick for a smoke run; `cd bench && go run ./mailbox -h` lists the sizes.
 .PHONY: bench-mailbox
 bench-mailbox:
-	$(GO) run ./bench/mailbox $(MAILBOX_FLAGS)
+	cd bench && $(GO) run ./mailbox $(MAILBOX_FLAGS)
 
 # The failover benchmark of the Espresso paper's Figures 4 and 5: kill -9 of
 # a node leading partitions, per-partition time until writes are accepted
 # again, spread placement against sharded-MySQL placement, 64 to 1024
 # partitions; writes docs/benchmarks/failover.{md,png}.
-# FAILOVER_FLAGS=-quick for a smoke run; `go run ./bench/failover -h` lists the flags.
+# FAILOVER_FLAGS=-quick for a smoke run; `cd bench && go run ./failover -h` lists the flags.
 .PHONY: bench-failover
 bench-failover:
-	$(GO) run ./bench/failover $(FAILOVER_FLAGS)
+	cd bench && $(GO) run ./failover $(FAILOVER_FLAGS)
 
 # Online cluster expansion, the Espresso paper's Figure 6: a loaded 3-node
 # cluster grown by 1, 2 and 3 nodes, serially and in parallel, under load;
 # writes docs/benchmarks/expand.{md,png}. EXPAND_FLAGS=-quick for a smoke run.
 .PHONY: bench-expand
 bench-expand:
-	$(GO) run ./bench/expand $(EXPAND_FLAGS)
+	cd bench && $(GO) run ./expand $(EXPAND_FLAGS)
 
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
@@ -77,8 +80,8 @@ torture:
 # MariaDB in one run, durable settings; needs Java 17 + Maven (installs the
 # databases with apt-get when absent); writes docs/benchmarks/ycsb/, then
 # runs again with the client under SCHED_BATCH into docs/benchmarks/ycsb/client-batch/.
-# YCSB_FLAGS=-quick for a smoke run; `go run ./bench/ycsb -h` lists the flags.
+# YCSB_FLAGS=-quick for a smoke run; `cd bench && go run ./ycsb -h` lists the flags.
 .PHONY: bench-ycsb
 bench-ycsb:
-	$(GO) run ./bench/ycsb $(YCSB_FLAGS)
-	$(GO) run ./bench/ycsb -client-sched batch -out docs/benchmarks/ycsb/client-batch $(YCSB_FLAGS)
+	cd bench && $(GO) run ./ycsb $(YCSB_FLAGS)
+	cd bench && $(GO) run ./ycsb -client-sched batch -out docs/benchmarks/ycsb/client-batch $(YCSB_FLAGS)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // WithSmartRouting makes the client send each request that names a
@@ -74,7 +72,7 @@ func (c *Client) baseFor(ctx context.Context, r *request) string {
 	if err != nil {
 		return c.base
 	}
-	if b := leaders[router.PartitionOf(schema.Database{Partitions: len(leaders)}, enc)]; b != "" {
+	if b := leaders[keys.PartitionOf(enc, len(leaders))]; b != "" {
 		return b
 	}
 	return c.base

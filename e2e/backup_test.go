@@ -18,12 +18,11 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/backup"
+	"github.com/doppio-db/doppio/internal/backupdir"
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 const (
@@ -206,7 +205,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	waitFor(t, 30*time.Second, "notes written after the backup", func() (bool, string) { return notes.Load() >= after, "" })
 	stop.Store(true)
 	wg.Wait()
-	full, err := backup.ReadManifest(dir, fullID)
+	full, err := backupdir.ReadManifest(dir, fullID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +238,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	if prev != fullID {
 		t.Fatalf("second backup is incremental to %q, want %s", prev, fullID)
 	}
-	inc, err := backup.ReadManifest(dir, incID)
+	inc, err := backupdir.ReadManifest(dir, incID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +279,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	noted.Range(func(k, v any) bool {
 		id, scn := k.(string), v.(string)
 		pk, _ := keys.EncodeTuple(keys.Tuple{id})
-		p := router.PartitionOf(schema.Database{Partitions: partitions}, pk)
+		p := keys.PartitionOf(pk, partitions)
 		want := 404
 		if seqOf(t, scn) <= seqOf(t, full.Parts[p].SCN) {
 			want, in = 200, in+1
@@ -305,7 +304,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatalf("insert after restore: %s, want message %d", b, lastMsg["box1"]+1)
 	}
 	pk, _ := keys.EncodeTuple(keys.Tuple{"box1"})
-	p1 := router.PartitionOf(schema.Database{Partitions: partitions}, pk)
+	p1 := keys.PartitionOf(pk, partitions)
 	after1, _ := partition.ParseSCN(h.Get("X-Doppio-SCN"))
 	last1, _ := partition.ParseSCN(inc.Parts[p1].SCN)
 	if after1.Sequence != last1.Sequence+1 || after1.Generation < last1.Generation {
@@ -368,7 +367,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	target.must(200, "POST", "/_internal/restore/shop2/0?step=load&from=shop&session="+incID+"&sha256="+first.SHA256, string(table))
 	// Partition 1 finished before the interruption.
 	target.must(200, "POST", "/_internal/restore/shop2/1?step=begin&session="+incID, nil)
-	for _, b := range []*backup.Manifest{full, inc} {
+	for _, b := range []*backupdir.Manifest{full, inc} {
 		for _, f := range b.Parts[1].Files {
 			table, err := os.ReadFile(filepath.Join(dir, b.ID, f.Name))
 			if err != nil {

@@ -17,7 +17,7 @@
 //     log (written as transactions of 100 documents) from a checkpoint,
 //     as raw NDJSON lines and decoded by client/changes.
 //
-// Run: go run ./bench/changes [-rate 2000 -duration 10s -events 200000 -kafka=true]
+// Run: cd bench && go run ./changes [-rate 2000 -duration 10s -events 200000 -kafka=true]
 package main
 
 import (

@@ -73,10 +73,16 @@ func main() {
 		quick      = flag.Bool("quick", false, "smoke run: 5,000 documents, 1 added node, 4 s before (output defaults to a temporary directory)")
 	)
 	flag.Parse()
+	// -out is relative to the repository, wherever in bench/ this runs.
+	if p, err := benchutil.InRepo(*out); err == nil {
+		*out = p
+	} else {
+		log.Fatal(err)
+	}
 	cfg := config{
 		Partitions: *partitions, Docs: *docs, DocBytes: *docBytes, Groups: *groups, Clients: *clients,
 		Before: *before, After: *after, MaxWait: *maxWait, Modes: benchutil.SplitList(*modes),
-		Parallel: *parallel, PerNode: *perNode, WorkDir: *work, Out: *out, Command: benchutil.CommandLine("go run ./bench/expand"), Quick: *quick,
+		Parallel: *parallel, PerNode: *perNode, WorkDir: *work, Out: *out, Command: benchutil.CommandLine("cd bench && go run ./expand"), Quick: *quick,
 		Progress: func(format string, args ...any) { log.Printf(format, args...) },
 	}
 	for _, s := range benchutil.SplitList(*adds) {

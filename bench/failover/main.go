@@ -69,6 +69,12 @@ func main() {
 		quick    = flag.Bool("quick", false, "smoke run: 64 and 256 partitions, one pass of each mode (output defaults to a temporary directory)")
 	)
 	flag.Parse()
+	// -out is relative to the repository, wherever in bench/ this runs.
+	if p, err := benchutil.InRepo(*out); err == nil {
+		*out = p
+	} else {
+		log.Fatal(err)
+	}
 	cfg := config{
 		Nodes:         *nodes,
 		Modes:         benchutil.SplitList(*modes),
@@ -80,7 +86,7 @@ func main() {
 		ProbeInterval: *probeInt,
 		WorkDir:       *work,
 		Out:           *out,
-		Command:       benchutil.CommandLine("go run ./bench/failover"),
+		Command:       benchutil.CommandLine("cd bench && go run ./failover"),
 		Quick:         *quick,
 		LogDir:        *logDir,
 		Progress:      func(format string, args ...any) { log.Printf(format, args...) },

@@ -17,8 +17,6 @@ import (
 	"github.com/doppio-db/doppio/client/wire"
 
 	"github.com/doppio-db/doppio/internal/keys"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 
 	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
@@ -62,11 +60,10 @@ func (r runResult) quantile(q float64) time.Duration {
 // partition of a database of n partitions.
 func groupsByPartition(n int) []string {
 	out := make([]string, n)
-	db := schema.Database{Partitions: n}
 	for i, left := 0, n; left > 0; i++ {
 		g := fmt.Sprint("g", i)
 		enc, _ := keys.EncodeTuple(keys.Tuple{g})
-		if p := router.PartitionOf(db, enc); out[p] == "" {
+		if p := keys.PartitionOf(enc, n); out[p] == "" {
 			out[p] = g
 			left--
 		}

@@ -31,7 +31,7 @@ func TestQuickRunAgainstDoppio(t *testing.T) {
 		Out:      out,
 		WorkDir:  t.TempDir(),
 		Parts:    4,
-		Command:  "go test ./bench/mailbox",
+		Command:  "cd bench && go test ./mailbox",
 		Progress: t.Logf,
 	}
 	if err := runBenchmark(context.Background(), cfg); err != nil {

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // config is everything a run depends on.
@@ -71,6 +73,12 @@ func main() {
 		mixProf   = flag.String("mixprofile", "", "write a CPU profile of each set and system's measured mixes (no load, no warm-up) to this prefix followed by .<set>.<system>")
 	)
 	flag.Parse()
+	// -out is relative to the repository, wherever in bench/ this runs.
+	if p, err := benchutil.InRepo(*out); err == nil {
+		*out = p
+	} else {
+		log.Fatal(err)
+	}
 	if *cpuProf != "" {
 		f, err := os.Create(*cpuProf)
 		if err != nil {
@@ -155,9 +163,9 @@ func flagSet(name string) bool {
 
 func commandLine() string {
 	if len(os.Args) <= 1 {
-		return "go run ./bench/mailbox"
+		return "cd bench && go run ./mailbox"
 	}
-	return "go run ./bench/mailbox " + strings.Join(os.Args[1:], " ")
+	return "cd bench && go run ./mailbox " + strings.Join(os.Args[1:], " ")
 }
 
 // systemRun is one system's results on one set.

@@ -24,7 +24,7 @@ import (
 // started in the same run (the peers the goal is measured against), on a
 // small set A (64 mailboxes of 100 messages), 8 concurrent clients:
 //
-//	go test -run '^$' -bench Requests -benchtime 2000x ./bench/mailbox
+//	cd bench && go test -run '^$' -bench Requests -benchtime 2000x ./mailbox
 //
 // Reported per request: mean and p99 latency (ms), and the CPU time of this
 // process (user+system, µs): all of Doppio's and Bleve's work, server and

@@ -145,20 +145,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// repoRoot is the module root: the benchmark builds the doppio binary and
-// the Java bindings from it.
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", err
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the doppio module")
-	}
-	return filepath.Dir(mod), nil
-}
-
 // buildJar packages bench/ycsb/java with Maven unless the jar is newer than
 // every source file.
 func buildJar(root string) (string, error) {
@@ -187,7 +173,7 @@ func buildJar(root string) (string, error) {
 }
 
 func runAll(ctx context.Context, c config, args string) error {
-	root, err := repoRoot()
+	root, err := benchutil.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -216,7 +202,7 @@ func runAll(ctx context.Context, c config, args string) error {
 		return err
 	}
 	res := &results{
-		Command:  "go run ./bench/ycsb " + args,
+		Command:  "cd bench && go run ./ycsb " + args,
 		Started:  time.Now(),
 		Machine:  describeMachine(root),
 		Records:  c.Records,

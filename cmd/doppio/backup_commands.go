@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/doppio-db/doppio/internal/backup"
+	"github.com/doppio-db/doppio/internal/backupdir"
 	"github.com/spf13/cobra"
 )
 
@@ -38,7 +38,7 @@ output says so). --full forces a full backup.`,
 			}
 			o, ctx, stop := backupOptions(cmd, parallel)
 			defer stop()
-			m, err := backup.Take(ctx, o, args[0], to, full)
+			m, err := backupdir.Take(ctx, o, args[0], to, full)
 			if err != nil {
 				return err
 			}
@@ -56,7 +56,7 @@ output says so). --full forces a full backup.`,
 
 	var (
 		from string
-		ro   backup.RestoreOptions
+		ro   backupdir.RestoreOptions
 	)
 	rs := &cobra.Command{
 		Use:   "restore --from DIR [--backup ID] [--as DB]",
@@ -82,7 +82,7 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 			}
 			o, ctx, stop := backupOptions(cmd, parallel)
 			defer stop()
-			m, err := backup.Restore(ctx, o, from, ro)
+			m, err := backupdir.Restore(ctx, o, from, ro)
 			if err != nil {
 				return err
 			}
@@ -103,14 +103,14 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 }
 
 // backupOptions wires the client flags and progress output (stderr).
-func backupOptions(cmd *cobra.Command, parallel int) (backup.Options, context.Context, context.CancelFunc) {
+func backupOptions(cmd *cobra.Command, parallel int) (backupdir.Options, context.Context, context.CancelFunc) {
 	server, _ := cmd.Flags().GetString("server")
 	retry, _ := cmd.Flags().GetDuration("retry")
 	if !cmd.Flags().Changed("retry") {
 		retry = time.Minute // a new database's partitions elect their leaders meanwhile
 	}
 	errOut := cmd.ErrOrStderr()
-	o := backup.Options{Server: server, Retry: retry, Parallel: parallel, Progress: func(p backup.Progress) {
+	o := backupdir.Options{Server: server, Retry: retry, Parallel: parallel, Progress: func(p backupdir.Progress) {
 		if p.Note != "" {
 			fmt.Fprintf(errOut, "%d/%d partitions, %d bytes: %s\n", p.PartitionsDone, p.Partitions, p.Bytes, p.Note)
 		}

@@ -216,7 +216,7 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 		if err != nil {
 			return err
 		}
-		pi := router.PartitionOf(d, key[:len(key)-len(rest)])
+		pi := keys.PartitionOf(key[:len(key)-len(rest)], d.Partitions)
 		if rep := reps[pi]; rep != nil {
 			item, ok, err := s.lookup(rep, t, key, opts)
 			if err != nil {

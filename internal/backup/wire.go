@@ -1,14 +1,8 @@
-// Package backup is Doppio's backup format and the client side of backup
-// and restore: a backup directory (manifest chain, sstables per
-// partition), the frames a node streams a partition's backup in, and the
-// drivers that take a backup from a running cluster and restore one into
-// a new or empty database through the REST API.
-//
-// A backup is DIR/{id}/manifest.json and DIR/{id}/p{N}/{nnnnnn}.sst. The
-// manifest names the database, its partition count and the schemas of its
-// tables (every version), and per partition the SCN its tables hold, the
-// files with their sizes and SHA-256, and whether they are a full copy or
-// apply on top of the previous backup of the chain (IncrementalTo).
+// Package backup is the stream a node sends one partition's backup in
+// (GET /_internal/backup/{db}/{p}): its frames, the PartitionInfo that
+// opens it, and the writer and reader of both ends. The node writes it
+// (internal/api); the backup driver (internal/backupdir) reads it and
+// turns it into a backup directory. This package links neither side.
 package backup
 
 import (

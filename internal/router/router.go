@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/partition"
@@ -22,14 +21,6 @@ import (
 	"github.com/doppio-db/doppio/internal/schema"
 	"github.com/doppio-db/doppio/internal/storage"
 )
-
-// PartitionOf is the partition of db holding the document group whose
-// encoded partition key is pk. Only hash partitioning exists today; the
-// database's partitioner names the function, so range partitioning can be
-// added without touching callers.
-func PartitionOf(db schema.Database, pk []byte) int {
-	return int(xxhash.Sum64(pk) % uint64(db.Partitions))
-}
 
 // Directory answers where other nodes are; the node implements it from the
 // routing table it watches in etcd.
@@ -185,7 +176,7 @@ func (r *Router) Locate(ctx context.Context, db schema.Database, pk any, a Acces
 	if err != nil {
 		return nil, err
 	}
-	return r.Route(ctx, db, PartitionOf(db, enc), a)
+	return r.Route(ctx, db, keys.PartitionOf(enc, db.Partitions), a)
 }
 
 // Route returns the replica of partition p of db that serves a request

@@ -26,6 +26,8 @@ import (
 
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/testport"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // HTTPClient keeps many idle connections per node: up to one prober per
@@ -243,7 +245,15 @@ func Build(ctx context.Context, workDir string) (binary string, cleanup func(), 
 		return "", nil, err
 	}
 	binary = filepath.Join(dir, "doppio")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/doppio-db/doppio/cmd/doppio")
+	root, err := benchutil.RepoRoot()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	// In the main module: the bench module's go.sum lacks what only the
+	// binary (not the harnesses) imports.
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/doppio")
+	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		os.RemoveAll(dir)

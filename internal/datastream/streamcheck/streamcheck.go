@@ -20,8 +20,6 @@ import (
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
-	"github.com/doppio-db/doppio/internal/router"
-	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // Txn is a committed transaction as its writer knows it.
@@ -329,11 +327,10 @@ func Sequences(d Delivery) map[int][]uint64 {
 // it, so a test can write to every partition on purpose.
 func GroupsPer(partitions, perPartition int) [][]string {
 	out := make([][]string, partitions)
-	db := schema.Database{Partitions: partitions}
 	for i, left := 0, partitions*perPartition; left > 0; i++ {
 		g := fmt.Sprint("g", i)
 		enc, _ := keys.EncodeTuple(keys.Tuple{g})
-		if p := router.PartitionOf(db, enc); len(out[p]) < perPartition {
+		if p := keys.PartitionOf(enc, partitions); len(out[p]) < perPartition {
 			out[p] = append(out[p], g)
 			left--
 		}

@@ -1,4 +1,4 @@
-package backup
+package backupdir
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/client"
+	"github.com/doppio-db/doppio/internal/backup"
 )
 
 // Options say how to reach the cluster and report progress.
@@ -125,7 +126,7 @@ func retryable(err error) bool {
 		return ce.Status == http.StatusServiceUnavailable
 	}
 	var ue *url.Error
-	return errors.As(err, &ue) || errors.Is(err, ErrTruncated) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.As(err, &ue) || errors.Is(err, backup.ErrTruncated) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // retry runs fn until it succeeds, fails for good, or Retry passes.
@@ -303,7 +304,7 @@ func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p 
 		return part, err
 	}
 	defer resp.Body.Close()
-	fr := NewFrameReader(resp.Body)
+	fr := backup.NewFrameReader(resp.Body)
 	var (
 		buf    []byte
 		cur    *os.File
@@ -323,14 +324,14 @@ func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p 
 		}
 		buf = payload[:0]
 		switch kind {
-		case FrameInfo:
-			var info PartitionInfo
+		case backup.FrameInfo:
+			var info backup.PartitionInfo
 			if err := json.Unmarshal(payload, &info); err != nil {
 				return part, fmt.Errorf("backup stream: %w", err)
 			}
 			part.SCN, part.Entry, part.Incremental, part.Since, part.FullReason = info.SCN, info.Entry, info.Incremental, info.Since, info.FullReason
 			gotInf = true
-		case FrameChunk:
+		case backup.FrameChunk:
 			if !gotInf {
 				return part, errors.New("backup stream: a table before the partition's info")
 			}
@@ -348,7 +349,7 @@ func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p 
 			sum.Write(payload)
 			size += int64(len(payload))
 			t.add(int64(len(payload)))
-		case FrameEnd:
+		case backup.FrameEnd:
 			if cur == nil {
 				return part, errors.New("backup stream: the end of a table that did not begin")
 			}
@@ -363,9 +364,9 @@ func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p 
 			f := &part.Files[len(part.Files)-1]
 			f.Bytes, f.SHA256 = size, hex.EncodeToString(sum.Sum(nil))
 			t.report(false, "")
-		case FrameDone:
+		case backup.FrameDone:
 			if !gotInf || cur != nil {
-				return part, ErrTruncated
+				return part, backup.ErrTruncated
 			}
 			return part, syncDir(filepath.Join(dir, sub))
 		default:

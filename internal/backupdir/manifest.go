@@ -1,4 +1,4 @@
-package backup
+package backupdir
 
 import (
 	"crypto/sha256"

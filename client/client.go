@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/backoff"
 )
 
 // DefaultRetry is how long a request is retried by default (see WithRetry).
@@ -114,8 +116,7 @@ type response struct {
 // status is below 400 (or 304); any other status is returned as *Error.
 func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 	start := time.Now()
-	backoff := 50 * time.Millisecond
-	const maxBackoff = time.Second
+	b := backoff.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	for {
 		resp, err := c.once(ctx, r)
 		// A read may always be sent again; a write only after a failure
@@ -131,12 +132,12 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 		var wait time.Duration
 		switch {
 		case err == nil && resp.status == http.StatusServiceUnavailable:
-			wait = backoff
+			wait = b.Next()
 			if s, perr := strconv.Atoi(resp.header.Get("Retry-After")); perr == nil && s >= 0 {
 				wait = time.Duration(s) * time.Second
 			}
 		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
-			wait = backoff
+			wait = b.Next()
 		default:
 			if err != nil {
 				return nil, err
@@ -150,15 +151,9 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			}
 			return resp, resp.problem()
 		}
-		wait = min(wait, remaining)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, min(wait, remaining)); err != nil {
+			return nil, err
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

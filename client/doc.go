@@ -12,8 +12,9 @@
 // int64 parts.
 //
 // Requests answered 503 (not ready, no leader) and requests that could not
-// connect are retried with capped exponential backoff, honouring Retry-After,
-// until a bounded total time (WithRetry, default 10s) has passed. Every
+// connect are retried with capped, jittered exponential backoff, honouring
+// Retry-After, until a bounded total time (WithRetry, default 10s) has
+// passed. Every
 // Doppio write is idempotent to retry after a refused connection because the
 // request never reached a server.
 package client

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -226,6 +227,29 @@ func clientRNGs(rng *rand.Rand, n int) []*rand.Rand {
 		out[i] = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	}
 	return out
+}
+
+// runClients is a workload's Run: n clients, each with its generator from
+// clientRNGs, call op until ctx ends (seq counts a client's calls from 1),
+// recording into a fresh history stored in *hist and closed at the end.
+func runClients(ctx context.Context, t Target, rng *rand.Rand, n int, hist **History, op func(c *Client, seq int64)) error {
+	*hist = NewHistory()
+	defer (*hist).Close()
+	hc := newHTTPClient()
+	rngs := clientRNGs(rng, n)
+	var wg sync.WaitGroup
+	for id := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := NewClient(id, t.Endpoints(), hc, rngs[id])
+			for seq := int64(1); ctx.Err() == nil; seq++ {
+				op(c, seq)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
 }
 
 // num reads a JSON number decoded with UseNumber (or a float64).

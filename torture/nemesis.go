@@ -89,6 +89,30 @@ func healNetwork(what string, c *Cluster) func(context.Context) (string, error) 
 	return func(context.Context) (string, error) { return "heal " + what, c.Net.Heal() }
 }
 
+// degradeLinks is a fault that degrades the links of a random minority
+// with degrade (a netem setting drawn from the fault's seed), then heals.
+func degradeLinks(what, doc string, degrade func(w *Network, i int, rng *rand.Rand) (string, error)) faultKind {
+	return faultKind{
+		doc:  doc,
+		hold: [2]time.Duration{3 * time.Second, 6 * time.Second},
+		plan: func(rng *rand.Rand, n int, f *Fault) {
+			f.Nodes = randomNodes(rng, n, 1+rng.IntN(minority(n)))
+			f.Seed = rng.Uint64()
+		},
+		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
+			rng := rand.New(rand.NewPCG(f.Seed, f.Seed))
+			var how []string
+			var errs []error
+			for _, i := range f.Nodes {
+				h, err := degrade(c.Net, i, rng)
+				how = append(how, h)
+				errs = append(errs, err)
+			}
+			return fmt.Sprintf("%s on %s: %s", what, names(c, f.Nodes), strings.Join(how, "; ")), healNetwork("links", c), errors.Join(errs...)
+		},
+	}
+}
+
 func indexOf(c *Cluster, nodes []*Node, k int) []int {
 	var idx []int
 	for _, n := range nodes[:min(k, len(nodes))] {
@@ -182,44 +206,8 @@ var faultKinds = map[string]faultKind{
 			return what, healNetwork("bridge", c), c.Net.Partition(f.Groups)
 		},
 	},
-	"loss": {
-		doc:  "lose packets on a random minority's links (netem loss, or a flapping link without sch_netem), heal",
-		hold: [2]time.Duration{3 * time.Second, 6 * time.Second},
-		plan: func(rng *rand.Rand, n int, f *Fault) {
-			f.Nodes = randomNodes(rng, n, 1+rng.IntN(minority(n)))
-			f.Seed = rng.Uint64()
-		},
-		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
-			rng := rand.New(rand.NewPCG(f.Seed, f.Seed))
-			var how []string
-			var errs []error
-			for _, i := range f.Nodes {
-				h, err := c.Net.Loss(i, rng)
-				how = append(how, h)
-				errs = append(errs, err)
-			}
-			return fmt.Sprintf("loss on %s: %s", names(c, f.Nodes), strings.Join(how, "; ")), healNetwork("links", c), errors.Join(errs...)
-		},
-	},
-	"delay": {
-		doc:  "slow a random minority's links (netem delay, or a 512 kbit/s token bucket without sch_netem), heal",
-		hold: [2]time.Duration{3 * time.Second, 6 * time.Second},
-		plan: func(rng *rand.Rand, n int, f *Fault) {
-			f.Nodes = randomNodes(rng, n, 1+rng.IntN(minority(n)))
-			f.Seed = rng.Uint64()
-		},
-		inject: func(ctx context.Context, c *Cluster, f Fault) (string, func(context.Context) (string, error), error) {
-			rng := rand.New(rand.NewPCG(f.Seed, f.Seed))
-			var how []string
-			var errs []error
-			for _, i := range f.Nodes {
-				h, err := c.Net.Delay(i, rng)
-				how = append(how, h)
-				errs = append(errs, err)
-			}
-			return fmt.Sprintf("delay on %s: %s", names(c, f.Nodes), strings.Join(how, "; ")), healNetwork("links", c), errors.Join(errs...)
-		},
-	},
+	"loss":  degradeLinks("loss", "lose packets on a random minority's links (netem loss, or a flapping link without sch_netem), heal", (*Network).Loss),
+	"delay": degradeLinks("delay", "slow a random minority's links (netem delay, or a 512 kbit/s token bucket without sch_netem), heal", (*Network).Delay),
 	"restart-all": {
 		doc:  "kill -9 every node at once, start them all again",
 		hold: [2]time.Duration{200 * time.Millisecond, 1 * time.Second},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -99,27 +98,13 @@ type transferInput struct {
 // Run implements Workload.
 func (w *Bank) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 	w.defaults()
-	w.hist = NewHistory()
-	defer w.hist.Close()
-	hc := newHTTPClient()
-	rngs := clientRNGs(rng, w.Clients)
-	var wg sync.WaitGroup
-	for id := range w.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := NewClient(id, t.Endpoints(), hc, rngs[id])
-			for ctx.Err() == nil {
-				if c.rng.IntN(4) == 0 {
-					w.read(ctx, c)
-				} else {
-					w.transfer(ctx, c)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return nil
+	return runClients(ctx, t, rng, w.Clients, &w.hist, func(c *Client, seq int64) {
+		if c.rng.IntN(4) == 0 {
+			w.read(ctx, c)
+		} else {
+			w.transfer(ctx, c)
+		}
+	})
 }
 
 func (w *Bank) randomAccount(rng *rand.Rand) account {

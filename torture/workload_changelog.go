@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -186,23 +185,9 @@ type txnInput struct {
 // Run implements Workload.
 func (w *Changelog) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 	w.defaults()
-	w.hist = NewHistory()
-	defer w.hist.Close()
-	hc := newHTTPClient()
-	rngs := clientRNGs(rng, w.Clients)
-	var wg sync.WaitGroup
-	for id := range w.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := NewClient(id, t.Endpoints(), hc, rngs[id])
-			for seq := int64(1); ctx.Err() == nil; seq++ {
-				w.txn(ctx, c, int64(id+1)*1_000_000_000+seq)
-			}
-		}()
-	}
-	wg.Wait()
-	return nil
+	return runClients(ctx, t, rng, w.Clients, &w.hist, func(c *Client, seq int64) {
+		w.txn(ctx, c, int64(c.ID+1)*1_000_000_000+seq)
+	})
 }
 
 func (w *Changelog) txn(ctx context.Context, c *Client, tok int64) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -60,31 +59,17 @@ func (w *Counter) Setup(ctx context.Context, t Target) error {
 // Run implements Workload.
 func (w *Counter) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 	w.defaults()
-	w.hist = NewHistory()
-	defer w.hist.Close()
-	hc := newHTTPClient()
-	rngs := clientRNGs(rng, w.Clients)
-	var wg sync.WaitGroup
-	for id := range w.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := NewClient(id, t.Endpoints(), hc, rngs[id])
-			for ctx.Err() == nil {
-				k := counterKey(c.rng.IntN(w.Counters))
-				if c.rng.IntN(5) == 0 {
-					w.read(ctx, c, k)
-					continue
-				}
-				d := int64(1 + c.rng.IntN(3))
-				op := w.hist.Invoke(c.ID, "inc", k, true, d)
-				resp, err := c.Do(ctx, "PATCH", w.path(k), map[string]any{"$inc": map[string]any{"n": d}})
-				w.hist.Complete(op, Classify(true, resp, err), nil, describe(resp, err))
-			}
-		}()
-	}
-	wg.Wait()
-	return nil
+	return runClients(ctx, t, rng, w.Clients, &w.hist, func(c *Client, seq int64) {
+		k := counterKey(c.rng.IntN(w.Counters))
+		if c.rng.IntN(5) == 0 {
+			w.read(ctx, c, k)
+			return
+		}
+		d := int64(1 + c.rng.IntN(3))
+		op := w.hist.Invoke(c.ID, "inc", k, true, d)
+		resp, err := c.Do(ctx, "PATCH", w.path(k), map[string]any{"$inc": map[string]any{"n": d}})
+		w.hist.Complete(op, Classify(true, resp, err), nil, describe(resp, err))
+	})
 }
 
 // read records a read of counter k; ok when it was answered with a value.

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -75,38 +74,22 @@ func (w *Register) Setup(ctx context.Context, t Target) error {
 // Run implements Workload.
 func (w *Register) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 	w.defaults()
-	w.hist = NewHistory()
-	defer w.hist.Close()
-	hc := newHTTPClient()
-	rngs := clientRNGs(rng, w.Clients)
 	start := time.Now()
-	var wg sync.WaitGroup
-	for id := range w.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := NewClient(id, t.Endpoints(), hc, rngs[id])
-			seq := int64(0)
-			for ctx.Err() == nil {
-				k := registerKey(int(time.Since(start)/w.Window), c.rng.IntN(w.Keys))
-				seq++
-				// Unique values: a read names the write it saw.
-				val := int64(id+1)*1_000_000_000 + seq
-				switch c.rng.IntN(3) {
-				case 0:
-					w.read(ctx, c, k)
-				case 1:
-					w.write(ctx, c, k, val)
-				case 2:
-					if cur, etag, ok, _ := w.read(ctx, c, k); ok {
-						w.cas(ctx, c, k, cur, etag, val)
-					}
-				}
+	return runClients(ctx, t, rng, w.Clients, &w.hist, func(c *Client, seq int64) {
+		k := registerKey(int(time.Since(start)/w.Window), c.rng.IntN(w.Keys))
+		// Unique values: a read names the write it saw.
+		val := int64(c.ID+1)*1_000_000_000 + seq
+		switch c.rng.IntN(3) {
+		case 0:
+			w.read(ctx, c, k)
+		case 1:
+			w.write(ctx, c, k, val)
+		case 2:
+			if cur, etag, ok, _ := w.read(ctx, c, k); ok {
+				w.cas(ctx, c, k, cur, etag, val)
 			}
-		}()
-	}
-	wg.Wait()
-	return nil
+		}
+	})
 }
 
 func (w *Register) path(k string) string { return "/" + registerDB + "/Register/" + k }

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"sort"
-	"sync"
 )
 
 // Set is the append-only set workload: clients insert unique elements
@@ -58,27 +57,13 @@ func (w *Set) Setup(ctx context.Context, t Target) error {
 // Run implements Workload.
 func (w *Set) Run(ctx context.Context, t Target, rng *rand.Rand) error {
 	w.defaults()
-	w.hist = NewHistory()
-	defer w.hist.Close()
-	hc := newHTTPClient()
-	rngs := clientRNGs(rng, w.Clients)
-	var wg sync.WaitGroup
-	for id := range w.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := NewClient(id, t.Endpoints(), hc, rngs[id])
-			for seq := int64(1); ctx.Err() == nil; seq++ {
-				e := int64(id+1)*1_000_000_000 + seq
-				g := setGroup(c.rng.IntN(w.Groups))
-				op := w.hist.Invoke(c.ID, "insert", g, true, e)
-				resp, err := c.Do(ctx, "PUT", fmt.Sprintf("/%s/Element/%s/%d", setDB, g, e), map[string]any{"v": e}, "If-None-Match", "*")
-				w.hist.Complete(op, Classify(true, resp, err), nil, describe(resp, err))
-			}
-		}()
-	}
-	wg.Wait()
-	return nil
+	return runClients(ctx, t, rng, w.Clients, &w.hist, func(c *Client, seq int64) {
+		e := int64(c.ID+1)*1_000_000_000 + seq
+		g := setGroup(c.rng.IntN(w.Groups))
+		op := w.hist.Invoke(c.ID, "insert", g, true, e)
+		resp, err := c.Do(ctx, "PUT", fmt.Sprintf("/%s/Element/%s/%d", setDB, g, e), map[string]any{"v": e}, "If-None-Match", "*")
+		w.hist.Complete(op, Classify(true, resp, err), nil, describe(resp, err))
+	})
 }
 
 // Check implements Workload: read every group in full, then compare.

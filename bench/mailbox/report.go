@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
 	"os/exec"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -24,24 +22,13 @@ import (
 
 // machine describes where the benchmark ran.
 type machine struct {
-	CPUs     int
-	CPUModel string
-	RAM      string
-	Kernel   string
-	Go       string
+	benchutil.Machine
 	Bleve    string
 	Postgres string
 }
 
 func describeMachine() machine {
-	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	if kb, err := strconv.ParseFloat(strings.Fields(procField("/proc/meminfo", "MemTotal") + " 0")[0], 64); err == nil {
-		m.RAM = fmt.Sprintf("%.1f GiB", kb/(1<<20))
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = "Linux " + strings.TrimSpace(string(b))
-	}
+	m := machine{Machine: benchutil.DescribeMachine()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
 			if d.Path == "github.com/blevesearch/bleve/v2" {
@@ -74,22 +61,6 @@ func findPostgresQuiet() (string, error) {
 		}
 	}
 	return "", os.ErrNotExist
-}
-
-func procField(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func (r *results) run(set, system string) *systemRun {

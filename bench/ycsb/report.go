@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -63,11 +62,7 @@ func (x *runResult) clientCPUPerOp() string {
 }
 
 type machine struct {
-	CPUs     int
-	CPUModel string
-	RAM      string
-	Kernel   string
-	Go       string
+	benchutil.Machine
 	Java     string
 	Postgres string
 	MariaDB  string
@@ -81,14 +76,7 @@ const (
 )
 
 func describeMachine(root string) machine {
-	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	if kb, err := strconv.ParseFloat(strings.Fields(procField("/proc/meminfo", "MemTotal") + " 0")[0], 64); err == nil {
-		m.RAM = fmt.Sprintf("%.1f GiB", kb/(1<<20))
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = "Linux " + strings.TrimSpace(string(b))
-	}
+	m := machine{Machine: benchutil.DescribeMachine()}
 	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
 		m.Java = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
 	}
@@ -98,20 +86,6 @@ func describeMachine(root string) machine {
 		m.Doppio = strings.TrimSpace(string(out))
 	}
 	return m
-}
-
-func procField(path, key string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func loadAvg() float64 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // TestParseYCSBSummary reads a real YCSB 0.17.0 output (PostgreSQL,
@@ -99,7 +101,7 @@ func TestReportFromCannedOutput(t *testing.T) {
 	}}
 	r := &results{
 		Command: "go run ./bench/ycsb -quick", Started: time.Date(2026, 11, 22, 15, 0, 0, 0, time.UTC), Elapsed: time.Minute,
-		Machine: machine{CPUs: 2, CPUModel: "test CPU", RAM: "1.0 GiB", Kernel: "Linux test"},
+		Machine: machine{Machine: benchutil.Machine{CPUs: 2, CPUModel: "test CPU", RAM: "1.0 GiB", Kernel: "Linux test"}},
 		Records: 5000, Fields: 10, FieldLen: 100, Threads: 8, Duration: 3 * time.Second,
 		Settings: map[string]string{"doppio-1": "one node", "postgres": "fsync = on"},
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/client"
+	"github.com/doppio-db/doppio/internal/backoff"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -250,7 +251,7 @@ var errRestart = errors.New("restart")
 // a failed stream is reopened on the next server.
 func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, saveErr <-chan error) error {
 	server := 0
-	backoff := 100 * time.Millisecond
+	bo := backoff.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		with, without, from := pr.known(parts)
 		sctx, cancel := context.WithCancel(ctx)
@@ -297,7 +298,7 @@ func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, sa
 			c.Bootstrap = true
 			continue
 		case first == errRestart:
-			backoff = 100 * time.Millisecond
+			bo.Reset()
 			continue
 		}
 		var ce *client.Error
@@ -306,12 +307,9 @@ func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, sa
 		}
 		c.logf("changes: stream from %s failed: %v; retrying", c.Servers[server%len(c.Servers)], first)
 		server++
-		select {
-		case <-ctx.Done():
+		if bo.Wait(ctx) != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
 }
@@ -383,18 +381,15 @@ func (c *Consumer) stream(ctx context.Context, server string, parts []int, o Opt
 func (c *Consumer) handle(ctx context.Context, t Txn) error {
 	c.handleMu.Lock()
 	defer c.handleMu.Unlock()
-	backoff := 50 * time.Millisecond
+	bo := backoff.Backoff{First: 50 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := c.Handle(ctx, t)
 		if err == nil {
 			return nil
 		}
 		c.logf("changes: handling partition %d at %s failed: %v; retrying", t.Partition, t.SCN, err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		if err := bo.Wait(ctx); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -420,7 +421,7 @@ func (s *Server) readPartition(ctx context.Context, cr changesRequest, part int,
 	opened := false
 	var lastErr error
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
-	backoff := 50 * time.Millisecond
+	bo := backoff.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		src := s.changeSources(cr, part, attempt)
 		if len(src) == 0 {
@@ -437,7 +438,7 @@ func (s *Server) readPartition(ctx context.Context, cr changesRequest, part int,
 			}
 			pos, started, opened = st.pos, st.started, st.opened
 			if st.progressed {
-				backoff = 50 * time.Millisecond
+				bo.Reset()
 			}
 			if st.booted {
 				bootstrap = false
@@ -461,12 +462,9 @@ func (s *Server) readPartition(ctx context.Context, cr changesRequest, part int,
 			send(ctx, items, streamItem{part: part, err: lastErr})
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if bo.Wait(ctx) != nil {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -50,7 +51,7 @@ func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 		body = b
 	}
 	deadline, _ := r.Context().Deadline()
-	backoff := retryFirst
+	b := retryBackoff()
 	for {
 		peers := s.relay()
 		var err error = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: "no storage node is registered"}}
@@ -60,10 +61,11 @@ func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 				return err
 			}
 		}
-		if r.Context().Err() != nil || time.Until(deadline) < backoff+retryMargin(deadline) {
+		if r.Context().Err() != nil || time.Until(deadline) < b.Peek()+retryMargin(deadline) {
 			return err
 		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, retryMax)
+		if backoff.Sleep(r.Context(), b.Next()) != nil {
+			return err
+		}
 	}
 }

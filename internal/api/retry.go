@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/router"
 )
@@ -47,12 +48,11 @@ func notApplied(r *http.Request, err error) bool {
 	return false
 }
 
-// Backoff between attempts of a request that met a leadership change:
-// elections and transfers settle in tens of milliseconds.
-const (
-	retryFirst = 5 * time.Millisecond
-	retryMax   = 100 * time.Millisecond
-)
+// retryBackoff paces the attempts of a request that met a leadership
+// change: elections and transfers settle in tens of milliseconds.
+func retryBackoff() backoff.Backoff {
+	return backoff.Backoff{First: 5 * time.Millisecond, Max: 100 * time.Millisecond}
+}
 
 // serve runs a data request to its end within its deadline: the handler,
 // then forwarding to the partition's leader when it is elsewhere. A
@@ -65,7 +65,7 @@ const (
 // again.
 func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) error {
 	deadline, _ := r.Context().Deadline()
-	backoff := retryFirst
+	bo := retryBackoff()
 	var body []byte
 	if s.relay != nil && relayed(rt.pattern) {
 		return s.relayAny(w, r)
@@ -90,25 +90,24 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 		if w.wrote || !notApplied(r, err) || r.Context().Err() != nil {
 			return err
 		}
-		if time.Until(deadline) < backoff+retryMargin(deadline) {
+		if time.Until(deadline) < bo.Peek()+retryMargin(deadline) {
 			return err
 		}
-		if !s.pause(r, err, backoff) {
+		if !s.pause(r, err, bo.Next()) {
 			return err
 		}
-		backoff = min(2*backoff, retryMax)
 	}
 }
 
-// pause waits before a request runs again: backoff, or less if this
-// node's replica of the partition sees its leadership change first. It
-// reports false if the request's context ended.
-func (s *Server) pause(r *http.Request, err error, backoff time.Duration) bool {
+// pause waits before a request runs again: wait, or less if this node's
+// replica of the partition sees its leadership change first. It reports
+// false if the request's context ended.
+func (s *Server) pause(r *http.Request, err error, wait time.Duration) bool {
 	var changed <-chan struct{}
 	if db, p, ok := router.Partition(err); ok && s.router != nil {
 		changed = s.router.Changed(db, p)
 	}
-	t := time.NewTimer(backoff)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-r.Context().Done():

@@ -274,20 +274,19 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
 // operation's final answer.
 func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) (batchResult, error) {
 	deadline, _ := r.Context().Deadline()
-	backoff := retryFirst
+	bo := retryBackoff()
 	for {
 		res, err := s.batchOp(r, db, b)
 		if err == nil || !notApplied(r, err) || r.Context().Err() != nil {
 			return res, nil
 		}
 		var to *router.ElsewhereError
-		if errors.As(err, &to) || time.Until(deadline) < backoff+retryMargin(deadline) {
+		if errors.As(err, &to) || time.Until(deadline) < bo.Peek()+retryMargin(deadline) {
 			return res, err
 		}
-		if !s.pause(r, err, backoff) {
+		if !s.pause(r, err, bo.Next()) {
 			return res, err
 		}
-		backoff = min(2*backoff, retryMax)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/doppio-db/doppio/internal/notify"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
 )
@@ -65,9 +66,7 @@ type Catalog struct {
 	// events counts the watch events applied (tests).
 	events int
 
-	subMu   sync.Mutex
-	subs    map[int]chan struct{}
-	nextSub int
+	changed notify.Notifier
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -93,7 +92,6 @@ func newCatalog(cli *clientv3.Client, prefix string) *Catalog {
 		dbs:    map[string]schema.Database{},
 		tables: map[string]map[string]*schema.Table{},
 		revs:   map[string]int64{},
-		subs:   map[int]chan struct{}{},
 	}
 }
 
@@ -253,31 +251,7 @@ func (c *Catalog) Tables(db string) []*schema.Table {
 // tables. Notifications coalesce (the channel buffers one): on receipt,
 // re-read the catalog. cancel stops delivery; it does not close the channel.
 func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	c.subMu.Lock()
-	id := c.nextSub
-	c.nextSub++
-	c.subs[id] = ch
-	c.subMu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			c.subMu.Lock()
-			delete(c.subs, id)
-			c.subMu.Unlock()
-		})
-	}
-}
-
-func (c *Catalog) notify() {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
-	for _, ch := range c.subs {
-		select {
-		case ch <- struct{}{}:
-		default: // a notification is already pending
-		}
-	}
+	return c.changed.Subscribe()
 }
 
 // PutDatabase creates the database (created=true) or updates what may
@@ -478,7 +452,7 @@ func (c *Catalog) load(ctx context.Context) error {
 	c.complete = Position{max(c.complete.DB, rev), max(c.complete.Table, rev)}
 	c.mu.Unlock()
 	if changed {
-		c.notify()
+		c.changed.Notify()
 	}
 	return nil
 }
@@ -595,7 +569,7 @@ func (c *Catalog) applyEvents(resp clientv3.WatchResponse) {
 	c.events += len(resp.Events)
 	c.mu.Unlock()
 	if changed {
-		c.notify()
+		c.changed.Notify()
 	}
 }
 
@@ -612,7 +586,7 @@ func (c *Catalog) applyKV(key string, val []byte, rev int64) (*schema.Table, err
 	}
 	c.mu.Unlock()
 	if changed {
-		c.notify()
+		c.changed.Notify()
 	}
 	if err != nil || !isTable || t != nil {
 		return t, err

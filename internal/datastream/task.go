@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -28,9 +29,6 @@ const (
 	// pollEvery bounds how long a task waits before it looks at its
 	// pause state, ownership and replica again.
 	pollEvery = 250 * time.Millisecond
-	// firstBackoff and maxBackoff pace a failing task's retries.
-	firstBackoff = 200 * time.Millisecond
-	maxBackoff   = 5 * time.Second
 	// rateWindow is what throughput is averaged over.
 	rateWindow = 5 * time.Second
 	// readBatch bounds the transactions produced in one round (one wait
@@ -223,21 +221,21 @@ func (t *task) setState(s string) {
 
 // sleep waits d or until the task stops; it reports false on stop.
 func (t *task) sleep(d time.Duration) bool {
-	select {
-	case <-t.ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
+	return backoff.Sleep(t.ctx, d) == nil
+}
+
+// retryBackoff paces a failing task's retries.
+func retryBackoff() backoff.Backoff {
+	return backoff.Backoff{First: 200 * time.Millisecond, Max: 5 * time.Second}
 }
 
 // loop reads, produces and checkpoints until the task stops.
 func (t *task) loop(sink *kafkaSink) {
 	var (
-		rd      *changes.Reader
-		rdLog   changes.Log
-		backoff = firstBackoff
-		filter  changes.Filter
+		rd     *changes.Reader
+		rdLog  changes.Log
+		bo     = retryBackoff()
+		filter changes.Filter
 	)
 	if len(t.def.Tables) > 0 {
 		filter.Tables = map[string]bool{}
@@ -307,7 +305,7 @@ func (t *task) loop(sink *kafkaSink) {
 			}
 			if err != nil {
 				rd = nil
-				if !t.fail(err, &backoff) {
+				if !t.fail(err, &bo) {
 					return
 				}
 				continue
@@ -321,7 +319,7 @@ func (t *task) loop(sink *kafkaSink) {
 		evs, err := rd.Next(t.ctx, pollEvery)
 		if err != nil {
 			rd = nil
-			if t.ctx.Err() != nil || !t.fail(err, &backoff) {
+			if t.ctx.Err() != nil || !t.fail(err, &bo) {
 				return
 			}
 			continue
@@ -340,12 +338,12 @@ func (t *task) loop(sink *kafkaSink) {
 		if err != nil {
 			rd = nil // read again from the checkpoint
 			t.m.metrics.errors.WithLabelValues(t.id.Stream).Inc()
-			if t.ctx.Err() != nil || !t.fail(err, &backoff) {
+			if t.ctx.Err() != nil || !t.fail(err, &bo) {
 				return
 			}
 			continue
 		}
-		backoff = firstBackoff
+		bo.Reset()
 		last := evs[len(evs)-1]
 		t.advance(rd.Position().SCN, last.Mtime, len(evs))
 		t.m.metrics.produced.WithLabelValues(t.id.Stream).Add(float64(len(evs)))
@@ -399,12 +397,12 @@ func (t *task) advance(scn partition.SCN, mtime int64, n int) {
 // fail records a failure and waits out the backoff, or auto-pauses the
 // task after the policy's count of consecutive failures. It reports false
 // if the task stopped meanwhile.
-func (t *task) fail(err error, backoff *time.Duration) bool {
+func (t *task) fail(err error, bo *backoff.Backoff) bool {
 	if t.ctx.Err() != nil {
 		return false
 	}
 	if errors.Is(err, context.Canceled) {
-		return t.sleep(*backoff)
+		return t.sleep(bo.Peek())
 	}
 	now := time.Now()
 	rec, _ := t.m.record(t.id.Stream)
@@ -425,13 +423,11 @@ func (t *task) fail(err error, backoff *time.Duration) bool {
 			"failures", failures, "resumeAfter", time.Duration(t.def.AutoPause.ResumeAfter), "err", err)
 		t.setState(StateAutoPaused)
 		_ = t.m.flush(t.ctx, []*task{t})
-		*backoff = firstBackoff
+		bo.Reset()
 		return t.ctx.Err() == nil
 	}
 	t.m.log.Warn("datastream task failed; retrying", "datastream", t.id.Stream, "partition", t.id.Partition, "failures", failures, "err", err)
-	ok := t.sleep(*backoff)
-	*backoff = min(2**backoff, maxBackoff)
-	return ok
+	return t.sleep(bo.Next())
 }
 
 // snapshot is the task's live state for the status.

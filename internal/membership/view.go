@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/doppio-db/doppio/internal/notify"
 )
 
 // View is a watched, cached copy of the nodes, placements, leaderships and
@@ -30,9 +32,7 @@ type View struct {
 	groups     map[string]Groups        // by node id
 	intents    map[string]Intent        // by node id
 
-	subMu sync.Mutex
-	subs  map[int]chan struct{}
-	next  int
+	changed notify.Notifier
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -55,7 +55,6 @@ func Open(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Lo
 		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{}, groups: map[string]Groups{},
 		intents: map[string]Intent{},
 		initial: map[initialKey]Placement{},
-		subs:    map[int]chan struct{}{},
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
@@ -78,30 +77,10 @@ func (v *View) Close() {
 }
 
 // Subscribe returns a channel that receives a value (coalesced) after any
-// change, and a function that ends the subscription.
+// change, and a function that ends the subscription (callable more than
+// once).
 func (v *View) Subscribe() (<-chan struct{}, func()) {
-	v.subMu.Lock()
-	defer v.subMu.Unlock()
-	ch := make(chan struct{}, 1)
-	id := v.next
-	v.next++
-	v.subs[id] = ch
-	return ch, func() {
-		v.subMu.Lock()
-		delete(v.subs, id)
-		v.subMu.Unlock()
-	}
-}
-
-func (v *View) notify() {
-	v.subMu.Lock()
-	defer v.subMu.Unlock()
-	for _, ch := range v.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	return v.changed.Subscribe()
 }
 
 // load replaces the cache of dir with what etcd holds and returns the
@@ -131,7 +110,7 @@ func (v *View) load(ctx context.Context, dir string) (int64, error) {
 		v.applyLocked(dir, mvccpb.PUT, kv)
 	}
 	v.mu.Unlock()
-	v.notify()
+	v.changed.Notify()
 	return resp.Header.Revision, nil
 }
 
@@ -149,7 +128,7 @@ func (v *View) watch(ctx context.Context, dir string, rev int64) {
 			}
 			v.mu.Unlock()
 			rev = resp.Header.Revision
-			v.notify()
+			v.changed.Notify()
 		}
 		if ctx.Err() != nil {
 			return

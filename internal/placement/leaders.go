@@ -93,24 +93,16 @@ func (s *state) fewestLeaders(p *part) int {
 // leaderStep moves one leadership from a node to another that leads two or
 // fewer, if some partition led by the first can be led by the second.
 func (s *state) leaderStep(count, order func(n int) int, dbs []int) bool {
-	ns := s.eligibleBy(order)
-	for _, a := range ns {
-		for i := len(ns) - 1; i >= 0; i-- {
-			b := ns[i]
-			if count(a)-count(b) < 2 {
-				break
-			}
-			for _, d := range dbs {
-				if len(dbs) > 1 && s.lcnt[d][a] <= s.lcnt[d][b] {
-					continue
-				}
-				for _, p := range s.byDB(d) {
-					if !p.fixed && p.tleader == a && s.canLead(p, b) {
-						s.setLeader(p, b)
-						return true
-					}
-				}
-			}
+	return s.greedyStep(count, order, dbs, s.lcnt, s.moveLeader)
+}
+
+// moveLeader hands the leadership of one of database d's partitions led
+// by a to b, if b can lead one.
+func (s *state) moveLeader(d, a, b int) bool {
+	for _, p := range s.byDB(d) {
+		if !p.fixed && p.tleader == a && s.canLead(p, b) {
+			s.setLeader(p, b)
+			return true
 		}
 	}
 	return false

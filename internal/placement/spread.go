@@ -265,10 +265,13 @@ func (s *state) balanceTotals() {
 	}
 }
 
-// balanceStep moves one replica from a node to another whose count
-// differs by two or more, if some replica can move; it reports whether one
-// did.
-func (s *state) balanceStep(count, order func(n int) int, dbs []int) bool {
+// greedyStep moves one unit of a count (a replica, a leadership) from a
+// node to another whose count is lower by two or more, fullest and
+// emptiest first by order, and reports whether one moved. perDB is the
+// count per database: moving across databases (len(dbs) > 1) takes only
+// from one where the fuller node holds more, which keeps that database
+// balanced. move shifts one unit of database d from a to b if it can.
+func (s *state) greedyStep(count, order func(n int) int, dbs []int, perDB [][]int, move func(d, a, b int) bool) bool {
 	ns := s.eligibleBy(order)
 	for _, a := range ns {
 		for i := len(ns) - 1; i >= 0; i-- {
@@ -277,18 +280,35 @@ func (s *state) balanceStep(count, order func(n int) int, dbs []int) bool {
 				break
 			}
 			for _, d := range dbs {
-				if len(dbs) > 1 && s.cnt[d][a] <= s.cnt[d][b] {
+				if len(dbs) > 1 && perDB[d][a] <= perDB[d][b] {
 					continue
 				}
-				if p := s.movable(d, a, b); p != nil {
-					s.drop(p, a)
-					s.add(p, b)
+				if move(d, a, b) {
 					return true
 				}
 			}
 		}
 	}
 	return false
+}
+
+// balanceStep moves one replica from a node to another whose count
+// differs by two or more, if some replica can move; it reports whether one
+// did.
+func (s *state) balanceStep(count, order func(n int) int, dbs []int) bool {
+	return s.greedyStep(count, order, dbs, s.cnt, s.moveReplica)
+}
+
+// moveReplica moves database d's most movable replica from a to b, if one
+// can move.
+func (s *state) moveReplica(d, a, b int) bool {
+	p := s.movable(d, a, b)
+	if p == nil {
+		return false
+	}
+	s.drop(p, a)
+	s.add(p, b)
+	return true
 }
 
 // movable returns the partition of database d whose replica on a should

@@ -201,7 +201,7 @@ func (n *Node) reconcilePartition(ctx context.Context, d schema.Database, p int,
 	// A replica removed while it was down or cut off never applies its
 	// removal: its own configuration still lists it. Its leader's report
 	// (a term at least as recent) then tells.
-	removed := st.Role == "removed" || (!slices.Contains(st.Voters, n.self) && !slices.Contains(st.Learners, n.self) && st.AppliedIndex > 0)
+	removed := st.Role == replication.RoleRemoved || (!slices.Contains(st.Voters, n.self) && !slices.Contains(st.Learners, n.self) && st.AppliedIndex > 0)
 	if !removed && !n.removedByLeader(ref, st.Term) {
 		return
 	}
@@ -353,7 +353,7 @@ func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication
 		return
 	}
 	st, err := g.Status()
-	if err != nil || st.Role != "leader" {
+	if err != nil || st.Role != replication.RoleLeader {
 		return
 	}
 	if len(st.Learners) > 0 {

@@ -64,7 +64,7 @@ func (c *cluster) awaitStepDown(p keys.Partition, id uint64, within time.Duratio
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		if st.Role != "leader" {
+		if st.Role != RoleLeader {
 			return time.Since(start)
 		}
 		if time.Since(start) > within {

@@ -107,7 +107,7 @@ func (g *Group) Rebuild(ctx context.Context, node uint64) error {
 		if f, ok := st.Followers[node]; ok && f.Match >= target {
 			break
 		}
-		if st.Role != "leader" {
+		if st.Role != RoleLeader {
 			return &NotLeaderError{Leader: st.Leader, Term: st.Term, detail: "leadership lost during the rebuild; the new leader's placement reconciliation finishes it"}
 		}
 		select {

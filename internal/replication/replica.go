@@ -274,10 +274,10 @@ func (g *Group) AppliedAt() time.Time { return g.info.Load().appliedAt }
 
 // Status describes a replica for /_cluster and cluster status.
 type Status struct {
-	Node         uint64        // this replica's node
-	Leader       uint64        // 0 when none is known
-	Term         uint64        // current term
-	Role         string        // leader, follower, candidate, pre-candidate, learner or removed
+	Node         uint64 // this replica's node
+	Leader       uint64 // 0 when none is known
+	Term         uint64 // current term
+	Role         Role
 	Applied      partition.SCN // last applied SCN
 	AppliedIndex uint64
 	Commit       uint64
@@ -315,10 +315,10 @@ func (g *Group) Status() (Status, error) {
 			Quiesced: g.quiesced,
 		}
 		if slices.Contains(cs.GetLearners(), s.Node) {
-			s.Role = "learner"
+			s.Role = RoleLearner
 		}
 		if g.removed {
-			s.Role = "removed"
+			s.Role = RoleRemoved
 		}
 		if bs.RaftState != raft.StateLeader {
 			return
@@ -338,16 +338,52 @@ func (g *Group) Status() (Status, error) {
 	return s, err
 }
 
-func roleOf(s raft.StateType) string {
+// Role is what a replica is in its Raft group. Its String (and JSON) form
+// is the lower-case word /_cluster shows.
+type Role uint8
+
+const (
+	RoleFollower Role = iota
+	RoleCandidate
+	RolePreCandidate
+	RoleLeader
+	// RoleLearner is a non-voting replica catching up.
+	RoleLearner
+	// RoleRemoved is a replica its Raft group no longer counts as a member.
+	RoleRemoved
+)
+
+var roleNames = [...]string{
+	RoleFollower:     "follower",
+	RoleCandidate:    "candidate",
+	RolePreCandidate: "pre-candidate",
+	RoleLeader:       "leader",
+	RoleLearner:      "learner",
+	RoleRemoved:      "removed",
+}
+
+// String returns the role's word: leader, follower, candidate,
+// pre-candidate, learner or removed.
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// MarshalText makes the JSON form of a Role its word.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+func roleOf(s raft.StateType) Role {
 	switch s {
 	case raft.StateLeader:
-		return "leader"
+		return RoleLeader
 	case raft.StateCandidate:
-		return "candidate"
+		return RoleCandidate
 	case raft.StatePreCandidate:
-		return "pre-candidate"
+		return RolePreCandidate
 	}
-	return "follower"
+	return RoleFollower
 }
 
 // AddLearner adds node as a non-voting replica; it must already host the

@@ -24,7 +24,7 @@ import (
 // checks of POST /_cluster/check (run at each partition's leader, through
 // POST /_internal/check on its node), the last outcome per partition for
 // /_cluster, the metrics, and the restart of a replica its leader rebuilds.
-// The check itself is replication.Group.Check.
+// The check itself is replication.Member.Check.
 
 // PartitionCheck is the outcome of one partition's check.
 type PartitionCheck struct {
@@ -101,7 +101,7 @@ func (c *checks) get(ref partRef) *CheckStatus {
 var resultRank = map[string]int{"consistent": 0, "repaired": 1, "incomplete": 2, "failed": 3, "inconsistent": 4}
 
 // runCheck checks ref, led here by g, and records the outcome.
-func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Group, repair bool) (PartitionCheck, error) {
+func (n *Node) runCheck(ctx context.Context, ref partRef, g *replication.Member, repair bool) (PartitionCheck, error) {
 	select {
 	case n.checks.one <- struct{}{}:
 	case <-ctx.Done():

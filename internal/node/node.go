@@ -478,8 +478,8 @@ func (n *Node) followCatalog() {
 }
 
 // hosted yields every partition hosted here with its Raft group.
-func (n *Node) hosted() iter.Seq2[partRef, *replication.Group] {
-	return func(yield func(partRef, *replication.Group) bool) {
+func (n *Node) hosted() iter.Seq2[partRef, *replication.Member] {
+	return func(yield func(partRef, *replication.Member) bool) {
 		for db, ps := range n.router.All() {
 			for _, rep := range ps {
 				if _, g, ok := n.router.Hosted(db, rep.ID); ok && !yield(partRef{db, rep.ID}, g) {

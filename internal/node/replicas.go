@@ -294,7 +294,7 @@ func (n *Node) removeOrphans() {
 // group with the database's initial placement when this node is one of
 // the initial replicas and nobody leads the partition yet; otherwise it
 // starts empty and waits for the leader to add it and send a snapshot.
-func (n *Node) startReplica(ctx context.Context, ref partRef) (*replication.Group, error) {
+func (n *Node) startReplica(ctx context.Context, ref partRef) (*replication.Member, error) {
 	prefix := keys.PartitionPrefix(ref.db, ref.p)
 	var voters []uint64
 	if _, _, led := n.view.Leader(ref.db, ref.p); !led {
@@ -348,7 +348,7 @@ func initialVoters(pp membership.PartitionPlacement, self string) []uint64 {
 //     never drops during a move), handing leadership away first if the
 //     replica to remove is this one;
 //  4. hand leadership to the preferred leader once it is a caught-up voter.
-func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication.Group, pp membership.PartitionPlacement) {
+func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication.Member, pp membership.PartitionPlacement) {
 	if len(pp.Replicas) == 0 {
 		return
 	}

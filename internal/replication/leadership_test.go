@@ -19,7 +19,7 @@ import (
 // those named this very node (a proposal dropped by a transfer).
 func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, i int, dropped *atomic.Int64) (partition.SCN, error) {
 	for {
-		g := c.host(at).Group(p)
+		g := c.host(at).Member(p)
 		err := g.Lead(ctx)
 		if err == nil {
 			var scn partition.SCN
@@ -55,7 +55,7 @@ func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, 
 func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -93,12 +93,12 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 			// Leadership may also move by an election (a loaded machine
 			// delays heartbeats): transfer from whoever leads now.
 			for id := uint64(1); id <= 3; id++ {
-				if _, ok := c.host(id).Group(p).Leader(); ok {
+				if _, ok := c.host(id).Member(p).Leader(); ok {
 					lead = id
 				}
 			}
 			to := lead%3 + 1
-			err := c.host(lead).Group(p).TransferLeadership(ctx, to)
+			err := c.host(lead).Member(p).TransferLeadership(ctx, to)
 			var nl *NotLeaderError
 			switch {
 			case err == nil:
@@ -131,7 +131,7 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 			t.Fatalf("document %d missing", i)
 		}
 	}
-	if got := c.host(1).Group(p).Applied().Sequence; got != n {
+	if got := c.host(1).Member(p).Applied().Sequence; got != n {
 		t.Fatalf("applied sequence %d, want exactly %d: a write was applied twice or lost", got, n)
 	}
 	t.Logf("%d writes across %d leadership transfers; %d proposals met a transfer and were run again", n, transfers, dropped.Load())

@@ -85,7 +85,7 @@ type Config struct {
 
 type hosted struct {
 	rep   *partition.Replica
-	group *replication.Group
+	group *replication.Member
 }
 
 // Router opens and finds the partition replicas of this node.
@@ -123,7 +123,7 @@ func (r *Router) Close() {
 
 // Open makes the replica of partition p of db, replicated by g, available
 // to requests, and returns it (the existing one if open).
-func (r *Router) Open(db string, p int, g *replication.Group) (*partition.Replica, error) {
+func (r *Router) Open(db string, p int, g *replication.Member) (*partition.Replica, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h, ok := r.replicas[db][p]; ok && h.group == g {
@@ -159,7 +159,7 @@ func (r *Router) Drop(db string, p int) {
 
 // Hosted returns this node's replica of partition p of db and its Raft
 // group.
-func (r *Router) Hosted(db string, p int) (*partition.Replica, *replication.Group, bool) {
+func (r *Router) Hosted(db string, p int) (*partition.Replica, *replication.Member, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	h, ok := r.replicas[db][p]

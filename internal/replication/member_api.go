@@ -15,7 +15,7 @@ import (
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
-var _ partition.Replicator = (*Group)(nil)
+var _ partition.Replicator = (*Member)(nil)
 
 // NotLeaderError is returned when a request needs the leader and this
 // replica is not it (or not yet ready to act as it). It guarantees that
@@ -59,30 +59,30 @@ func unavailable(format string, args ...any) *problem.Error {
 }
 
 // Partition is the key prefix of the replicated partition.
-func (g *Group) Partition() keys.Partition { return g.prefix }
+func (g *Member) Partition() keys.Partition { return g.prefix }
 
 // Applied implements partition.Replicator: the SCN of the last write set
 // applied on this replica.
-func (g *Group) Applied() partition.SCN { return g.info.Load().applied }
+func (g *Member) Applied() partition.SCN { return g.info.Load().applied }
 
 // Changed returns a channel that is closed at the next change of the
 // replica's view of leadership (leader, term, readiness, a transfer, its
 // removal): a request waiting for a leader can wake then.
-func (g *Group) Changed() <-chan struct{} { return g.info.Load().changed }
+func (g *Member) Changed() <-chan struct{} { return g.info.Load().changed }
 
-// Removed reports whether the replica no longer takes part in its group
+// Removed reports whether the replica no longer takes part in its Raft group
 // (it applied its own removal, or the node stopped hosting it).
-func (g *Group) Removed() bool { return g.info.Load().removed }
+func (g *Member) Removed() bool { return g.info.Load().removed }
 
 // Leader returns the leader this replica knows of (0 if none) and whether
 // it is this replica, ready to take writes.
-func (g *Group) Leader() (leader uint64, leading bool) {
+func (g *Member) Leader() (leader uint64, leading bool) {
 	inf := g.info.Load()
 	return inf.lead, inf.leader && inf.ready
 }
 
 // electionWait bounds how long Lead waits for an election to finish.
-func (g *Group) electionWait() time.Duration {
+func (g *Member) electionWait() time.Duration {
 	return 3 * time.Duration(g.host.cfg.ElectionTicks) * g.host.cfg.TickInterval
 }
 
@@ -91,7 +91,7 @@ func (g *Group) electionWait() time.Duration {
 // evaluation sees every earlier write. While an election is in progress
 // or a leadership transfer it waits (bounded by ctx and a few election
 // timeouts); if another node leads it returns a *NotLeaderError naming it.
-func (g *Group) Lead(ctx context.Context) error {
+func (g *Member) Lead(ctx context.Context) error {
 	var timeout <-chan time.Time
 	for {
 		inf := g.info.Load()
@@ -118,24 +118,24 @@ func (g *Group) Lead(ctx context.Context) error {
 	}
 }
 
-// Replicate implements partition.Replicator: it proposes ws to the group
+// Replicate implements partition.Replicator: it proposes ws to the Raft group
 // and returns its SCN once the entry is committed and applied on this
 // replica. Only the ready leader accepts proposals (see Lead). If
 // leadership is lost first, or ctx ends, it fails with a
 // problem.Unavailable error; the write may then still be applied later
 // (the outcome is unknown), unless the error says it was superseded.
-func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partition.SCN, error) {
+func (g *Member) Replicate(ctx context.Context, ws *partition.WriteSet) (partition.SCN, error) {
 	return g.propose(ctx, func(id proposalID) []byte { return encodeEntry(id, ws) })
 }
 
 // ReplicateRestore implements partition.RestoreReplicator: like
 // Replicate, for a restore step.
-func (g *Group) ReplicateRestore(ctx context.Context, s *partition.RestoreStep) error {
+func (g *Member) ReplicateRestore(ctx context.Context, s *partition.RestoreStep) error {
 	_, err := g.propose(ctx, func(id proposalID) []byte { return frameEntry(entryRestoreFormat, id, s.Encode()) })
 	return err
 }
 
-func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (partition.SCN, error) {
+func (g *Member) propose(ctx context.Context, encode func(proposalID) []byte) (partition.SCN, error) {
 	h := g.host
 	start := time.Now()
 	p := &proposal{
@@ -195,7 +195,7 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 // quorum round. Without a known leader it fails at once with
 // *NotLeaderError.
 //
-// The ready leader of a group whose only voter it is answers at once,
+// The ready leader of a Raft group whose only voter it is answers at once,
 // without a round through the loop: it is its own quorum, so no other
 // replica can have been elected and no write can be acknowledged
 // elsewhere; every write acknowledged before the call was applied here
@@ -209,7 +209,7 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 // The ready leader within its lease (lease.go) answers at once too: no
 // other leader can have committed anything yet, and everything this one
 // acknowledged it applied first.
-func (g *Group) ReadIndex(ctx context.Context) error {
+func (g *Member) ReadIndex(ctx context.Context) error {
 	h := g.host
 	inf := g.info.Load()
 	if inf.leader && inf.ready && inf.soleVoter && !inf.removed {
@@ -248,15 +248,15 @@ func (g *Group) ReadIndex(ctx context.Context) error {
 // AppliesDurableWrites implements partition.DurableApplier: an entry is
 // applied only once committed, and committed only once durable in the
 // logs of a quorum, this replica's included for its own writes.
-func (g *Group) AppliesDurableWrites() bool { return true }
+func (g *Member) AppliesDurableWrites() bool { return true }
 
 // FreshAt returns a time at which this replica had applied everything its
 // leader had committed: now for the ready leader; for a follower, the last
 // contact with the leader after which it had applied all it knew to be
-// committed (for a quiesced group, the last sign of life of the leader's
+// committed (for a quiesced Raft group, the last sign of life of the leader's
 // node). A follower may serve a read that tolerates staleness d when
 // time.Since(FreshAt()) <= d. The zero time means never.
-func (g *Group) FreshAt() time.Time {
+func (g *Member) FreshAt() time.Time {
 	inf := g.info.Load()
 	if inf.leader && inf.ready {
 		return time.Now()
@@ -270,7 +270,7 @@ func (g *Group) FreshAt() time.Time {
 }
 
 // AppliedAt is when this replica last applied an entry.
-func (g *Group) AppliedAt() time.Time { return g.info.Load().appliedAt }
+func (g *Member) AppliedAt() time.Time { return g.info.Load().appliedAt }
 
 // Status describes a replica for /_cluster and cluster status.
 type Status struct {
@@ -301,7 +301,7 @@ type FollowerStatus struct {
 }
 
 // Status returns the replica's current status.
-func (g *Group) Status() (Status, error) {
+func (g *Member) Status() (Status, error) {
 	var s Status
 	err := g.host.call(func() {
 		bs := g.rn.BasicStatus()
@@ -389,24 +389,24 @@ func roleOf(s raft.StateType) Role {
 // AddLearner adds node as a non-voting replica; it must already host the
 // partition (Host.Start with no voters). The leader sends it a snapshot.
 // It returns once the change is applied on this (leader) replica.
-func (g *Group) AddLearner(ctx context.Context, node uint64) error {
+func (g *Member) AddLearner(ctx context.Context, node uint64) error {
 	return g.changeReplicas(ctx, raftpb.ConfChangeAddLearnerNode, node)
 }
 
 // Promote makes node (a learner, or a new replica) a voter. Promote a
 // learner once it has caught up (Status().Followers[node].Lag small) so
 // the quorum does not wait for it.
-func (g *Group) Promote(ctx context.Context, node uint64) error {
+func (g *Member) Promote(ctx context.Context, node uint64) error {
 	return g.changeReplicas(ctx, raftpb.ConfChangeAddNode, node)
 }
 
-// RemoveReplica removes node's replica from the group. To remove the
+// RemoveReplica removes node's replica from the Raft group. To remove the
 // leader, transfer leadership first.
-func (g *Group) RemoveReplica(ctx context.Context, node uint64) error {
+func (g *Member) RemoveReplica(ctx context.Context, node uint64) error {
 	return g.changeReplicas(ctx, raftpb.ConfChangeRemoveNode, node)
 }
 
-func (g *Group) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, node uint64) error {
+func (g *Member) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, node uint64) error {
 	if err := g.Lead(ctx); err != nil {
 		return err
 	}
@@ -449,7 +449,7 @@ func (g *Group) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, n
 // node, and returns once node is the known leader. It fails if node does
 // not take over within a few election timeouts (Raft aborts the transfer
 // after one).
-func (g *Group) TransferLeadership(ctx context.Context, node uint64) error {
+func (g *Member) TransferLeadership(ctx context.Context, node uint64) error {
 	h := g.host
 	// Raft abandons a transfer after an election timeout; try a few times.
 	attempt := time.Duration(h.cfg.ElectionTicks+2) * h.cfg.TickInterval
@@ -480,7 +480,7 @@ func (g *Group) TransferLeadership(ctx context.Context, node uint64) error {
 }
 
 // awaitLeader waits up to d for node to be the known leader.
-func (g *Group) awaitLeader(ctx context.Context, node uint64, d time.Duration) (bool, error) {
+func (g *Member) awaitLeader(ctx context.Context, node uint64, d time.Duration) (bool, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -500,7 +500,7 @@ func (g *Group) awaitLeader(ctx context.Context, node uint64, d time.Duration) (
 
 // CompactLog truncates this replica's Raft log, keeping the last keep
 // applied entries. Followers that need older entries get a snapshot.
-func (g *Group) CompactLog(keep uint64) error {
+func (g *Member) CompactLog(keep uint64) error {
 	h := g.host
 	var err error
 	cerr := h.call(func() {

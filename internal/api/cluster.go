@@ -16,7 +16,7 @@ import (
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 const (
@@ -126,8 +126,8 @@ type catalogSince struct{}
 
 // access is what a read asks of the replica: linearizable, unless
 // X-Doppio-Staleness allows an older answer.
-func access(r *http.Request) (router.Access, error) {
-	a := router.Access{Read: true}
+func access(r *http.Request) (replicas.Access, error) {
+	a := replicas.Access{Read: true}
 	if v := r.Header.Get(headerStaleness); v != "" {
 		d, err := parseDuration(v)
 		if err != nil || d < 0 {
@@ -179,7 +179,7 @@ type partitionPage struct {
 }
 
 // fetchPage asks the leader's node for one partition's page of a query.
-func (s *Server) fetchPage(r *http.Request, to *router.ElsewhereError, table string) (partitionPage, error) {
+func (s *Server) fetchPage(r *http.Request, to *replicas.ElsewhereError, table string) (partitionPage, error) {
 	var page partitionPage
 	u := fmt.Sprintf("http://%s/_internal/query/%s/%s/%d?%s", to.HTTP, url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery)
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/query"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 )
@@ -175,7 +176,7 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 		go func() {
 			defer wg.Done()
 			rep, err := s.router.Route(r.Context(), d, i, a)
-			var to *router.ElsewhereError
+			var to *replicas.ElsewhereError
 			switch {
 			case errors.As(err, &to):
 				page, err := s.fetchPage(r, to, t.Def.Name)
@@ -286,7 +287,7 @@ func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params
 	}
 	rep, err := s.router.Route(r.Context(), d, pi, a)
 	if err != nil {
-		var to *router.ElsewhereError
+		var to *replicas.ElsewhereError
 		if errors.As(err, &to) {
 			// Never forwarded twice: the asking node retries.
 			return to.Unwrap()

@@ -17,7 +17,7 @@ type Peer struct {
 
 // Relay makes s a stateless router (`doppio router`): it hosts no
 // partition, so document requests go to their partition's leader (the
-// router.Router it was attached with finds none here), and the requests
+// replicas.Registry it was attached with finds none here), and the requests
 // that a node answers from its own state (schemas, whose index progress is
 // per replica, the cluster view, datastreams, internal routes) go to any live node that
 // peers returns. Call it before SetReady(true).

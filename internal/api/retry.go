@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 // headerNotApplied marks a 503 that proves the request changed nothing (no
@@ -31,13 +31,13 @@ func (e *notAppliedThere) notApplied() bool { return true }
 // notApplied reports whether err proves that r changed nothing, so that it
 // may run again: every failure of a read, and for a write the failures
 // that happened before its proposal entered a Raft log (see
-// router.NotApplied).
+// replicas.NotApplied).
 func notApplied(r *http.Request, err error) bool {
 	if err == nil {
 		return false
 	}
 	var nat *notAppliedThere
-	if errors.As(err, &nat) || router.NotApplied(err) {
+	if errors.As(err, &nat) || replicas.NotApplied(err) {
 		return true
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -78,7 +78,7 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 		if attempt == 0 {
 			body = b
 		}
-		var to *router.ElsewhereError
+		var to *replicas.ElsewhereError
 		if errors.As(err, &to) && !w.wrote {
 			if r.Header.Get(headerForwardedBy) != "" {
 				// Never forwarded twice: the node that sent it here routes
@@ -105,7 +105,7 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 // reports false if the request's context ended.
 func (s *Server) pause(r *http.Request, err error, backoff time.Duration) bool {
 	var changed <-chan struct{}
-	if db, p, ok := router.Partition(err); ok && s.router != nil {
+	if db, p, ok := replicas.Partition(err); ok && s.router != nil {
 		changed = s.router.Changed(db, p)
 	}
 	t := time.NewTimer(backoff)

@@ -14,7 +14,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -147,7 +147,7 @@ func opConditions(b opBody) (partition.Condition, error) {
 // withOperation labels a problem with the index of the operation it is about.
 func withOperation(err error, i int) error {
 	pe, ok := problem.As(err)
-	if !ok || pe.Operation >= 0 || router.NotApplied(err) {
+	if !ok || pe.Operation >= 0 || replicas.NotApplied(err) {
 		// A routing failure stays what it is: forwarded or run again.
 		return err
 	}
@@ -189,7 +189,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 		}
 		ops[i] = op
 	}
-	rep, err := s.router.Locate(r.Context(), db, ops[0].Key[0], router.Access{})
+	rep, err := s.router.Locate(r.Context(), db, ops[0].Key[0], replicas.Access{})
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) 
 		if err == nil || !notApplied(r, err) || r.Context().Err() != nil {
 			return res, nil
 		}
-		var to *router.ElsewhereError
+		var to *replicas.ElsewhereError
 		if errors.As(err, &to) || time.Until(deadline) < backoff+retryMargin(deadline) {
 			return res, err
 		}
@@ -309,13 +309,13 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 	if err != nil {
 		return fail(err)
 	}
-	rep, err := s.router.Locate(r.Context(), db, op.Key[0], router.Access{})
+	rep, err := s.router.Locate(r.Context(), db, op.Key[0], replicas.Access{})
 	var res partition.Result
 	if err == nil {
 		res, err = rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
 		err = s.router.Redirect(rep.DB, rep.ID, err)
 	}
-	var to *router.ElsewhereError
+	var to *replicas.ElsewhereError
 	if errors.As(err, &to) && r.Header.Get(headerForwardedBy) == "" {
 		out, ferr := s.forwardBatchOp(r, to, b)
 		if ferr == nil {
@@ -339,7 +339,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 
 // forwardBatchOp runs one operation of a batch on the node leading its
 // partition, as a batch of one.
-func (s *Server) forwardBatchOp(r *http.Request, to *router.ElsewhereError, b opBody) (batchResult, error) {
+func (s *Server) forwardBatchOp(r *http.Request, to *replicas.ElsewhereError, b opBody) (batchResult, error) {
 	js, err := json.Marshal(map[string]any{"ops": []opBody{b}})
 	if err != nil {
 		return batchResult{}, err

@@ -25,8 +25,8 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/replication"
-	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -103,7 +103,7 @@ type Node struct {
 	host    *replication.Host
 	view    *membership.View
 	reg     *membership.Registration
-	router  *router.Router
+	router  *replicas.Registry
 	api     *api.Server
 	streams *datastream.Manager
 	self    uint64 // Raft id
@@ -280,7 +280,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	n.router = router.New(router.Config{
+	n.router = replicas.New(replicas.Config{
 		Engine:    n.engine,
 		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes, BackfillRate: n.cfg.BackfillRate},
 		Tables:    n.catalog.Tables,

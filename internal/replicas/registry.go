@@ -1,8 +1,8 @@
-// Package router maps a request's database and partition key to the
-// partition replica that serves it: a replica hosted here that leads (or,
-// for a read that tolerates staleness, is fresh enough), or else the node
-// the request must be forwarded to.
-package router
+// Package replicas is the registry of this node's partition replicas and
+// the routing decision for a request: given a database and partition key,
+// the replica hosted here that leads (or, for a read that tolerates
+// staleness, is fresh enough), or else the node to forward the request to.
+package replicas
 
 import (
 	"context"
@@ -13,23 +13,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replication"
+	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 	"github.com/doppio-db/doppio/internal/storage"
 )
-
-// PartitionOf is the partition of db holding the document group whose
-// encoded partition key is pk. Only hash partitioning exists today; the
-// database's partitioner names the function, so range partitioning can be
-// added without touching callers.
-func PartitionOf(db schema.Database, pk []byte) int {
-	return int(xxhash.Sum64(pk) % uint64(db.Partitions))
-}
 
 // Directory answers where other nodes are; the node implements it from the
 // routing table it watches in etcd.
@@ -67,7 +59,7 @@ type Access struct {
 	Staleness time.Duration
 }
 
-// Config configures a Router.
+// Config configures a Registry.
 type Config struct {
 	Engine *storage.Engine
 	Limits partition.Limits
@@ -84,12 +76,13 @@ type Config struct {
 }
 
 type hosted struct {
-	rep   *partition.Replica
-	group *replication.Member
+	rep    *partition.Replica
+	member *replication.Member
 }
 
-// Router opens and finds the partition replicas of this node.
-type Router struct {
+// Registry opens and finds the partition replicas of this node, and routes
+// requests to them or to the node that leads.
+type Registry struct {
 	cfg    Config
 	log    *slog.Logger
 	ctx    context.Context // of background work (index builds)
@@ -99,8 +92,8 @@ type Router struct {
 	replicas map[string]map[int]hosted
 }
 
-// New returns a router with no replica open.
-func New(cfg Config) *Router {
+// New returns a registry with no replica open.
+func New(cfg Config) *Registry {
 	if cfg.LeadWait <= 0 {
 		cfg.LeadWait = 2 * time.Second
 	}
@@ -108,11 +101,11 @@ func New(cfg Config) *Router {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, replicas: map[string]map[int]hosted{}}
+	return &Registry{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, replicas: map[string]map[int]hosted{}}
 }
 
 // Close stops the replicas' background work and waits for it to end.
-func (r *Router) Close() {
+func (r *Registry) Close() {
 	r.cancel()
 	for _, ps := range r.All() {
 		for _, p := range ps {
@@ -121,12 +114,12 @@ func (r *Router) Close() {
 	}
 }
 
-// Open makes the replica of partition p of db, replicated by g, available
+// Open makes the replica of partition p of db, replicated by member g, available
 // to requests, and returns it (the existing one if open).
-func (r *Router) Open(db string, p int, g *replication.Member) (*partition.Replica, error) {
+func (r *Registry) Open(db string, p int, g *replication.Member) (*partition.Replica, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h, ok := r.replicas[db][p]; ok && h.group == g {
+	if h, ok := r.replicas[db][p]; ok && h.member == g {
 		return h.rep, nil
 	}
 	rep := partition.New(r.cfg.Engine, db, p, g, r.cfg.Limits)
@@ -136,13 +129,13 @@ func (r *Router) Open(db string, p int, g *replication.Member) (*partition.Repli
 	if r.replicas[db] == nil {
 		r.replicas[db] = map[int]hosted{}
 	}
-	r.replicas[db][p] = hosted{rep: rep, group: g}
+	r.replicas[db][p] = hosted{rep: rep, member: g}
 	return rep, nil
 }
 
 // Drop stops routing to the replica of partition p of db (it was moved
 // away); its background work ends.
-func (r *Router) Drop(db string, p int) {
+func (r *Registry) Drop(db string, p int) {
 	r.mu.Lock()
 	h, ok := r.replicas[db][p]
 	if ok {
@@ -157,18 +150,18 @@ func (r *Router) Drop(db string, p int) {
 	}
 }
 
-// Hosted returns this node's replica of partition p of db and its Raft
-// group.
-func (r *Router) Hosted(db string, p int) (*partition.Replica, *replication.Member, bool) {
+// Hosted returns this node's replica of partition p of db and its member
+// of the partition's Raft group.
+func (r *Registry) Hosted(db string, p int) (*partition.Replica, *replication.Member, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	h, ok := r.replicas[db][p]
-	return h.rep, h.group, ok
+	return h.rep, h.member, ok
 }
 
 // SyncIndexes brings the indexes of db's open replicas in line with its
 // current tables (see partition.Replica.SyncIndexes).
-func (r *Router) SyncIndexes(db string) error {
+func (r *Registry) SyncIndexes(db string) error {
 	tables := r.cfg.Tables(db)
 	for _, p := range r.Partitions(db) {
 		if err := p.SyncIndexes(r.ctx, tables, r.log); err != nil {
@@ -180,12 +173,12 @@ func (r *Router) SyncIndexes(db string) error {
 
 // Locate routes a request for the document group of the partition key pk
 // (a string or int64) of db; see Route.
-func (r *Router) Locate(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, error) {
+func (r *Registry) Locate(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, error) {
 	enc, err := keys.EncodeTuple(keys.Tuple{pk})
 	if err != nil {
 		return nil, err
 	}
-	return r.Route(ctx, db, PartitionOf(db, enc), a)
+	return r.Route(ctx, db, router.PartitionOf(db, enc), a)
 }
 
 // Route returns the replica of partition p of db that serves a request
@@ -194,7 +187,7 @@ func (r *Router) Locate(ctx context.Context, db schema.Database, pk any, a Acces
 // another node leads, it fails with *ElsewhereError; if no leader becomes
 // known within LeadWait (or ctx), with a problem.Unavailable error carrying
 // a Retry-After.
-func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
+func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
 	if p < 0 || p >= db.Partitions {
 		return nil, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
 	}
@@ -284,7 +277,7 @@ func NotApplied(err error) bool {
 // leader (from Raft) into an *ElsewhereError, so the request can be
 // forwarded, and one that names no reachable leader into a
 // *NoLeaderError; other errors are returned unchanged.
-func (r *Router) Redirect(db string, p int, err error) error {
+func (r *Registry) Redirect(db string, p int, err error) error {
 	if fw := r.redirect(db, p, err); fw != nil {
 		return fw
 	}
@@ -298,7 +291,7 @@ func (r *Router) Redirect(db string, p int, err error) error {
 // Changed returns a channel closed at the next leadership change of this
 // node's replica of partition p of db (nil if none is hosted here), for a
 // request to wait on before it is routed again.
-func (r *Router) Changed(db string, p int) <-chan struct{} {
+func (r *Registry) Changed(db string, p int) <-chan struct{} {
 	if _, g, ok := r.Hosted(db, p); ok {
 		return g.Changed()
 	}
@@ -318,7 +311,7 @@ func Partition(err error) (db string, p int, ok bool) {
 	return "", 0, false
 }
 
-func (r *Router) redirect(db string, p int, err error) *ElsewhereError {
+func (r *Registry) redirect(db string, p int, err error) *ElsewhereError {
 	var nl *replication.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader == 0 || nl.Leader == r.cfg.Self {
 		return nil
@@ -332,7 +325,7 @@ func (r *Router) redirect(db string, p int, err error) *ElsewhereError {
 
 // routed is the partition's leader published in the routing table, if it
 // is another live node.
-func (r *Router) routed(db string, p int) *ElsewhereError {
+func (r *Registry) routed(db string, p int) *ElsewhereError {
 	node, http, ok := r.cfg.Directory.RoutedLeader(db, p)
 	if !ok {
 		return nil
@@ -344,7 +337,7 @@ func (r *Router) routed(db string, p int) *ElsewhereError {
 }
 
 // Partitions returns db's replicas hosted on this node, by partition.
-func (r *Router) Partitions(db string) []*partition.Replica {
+func (r *Registry) Partitions(db string) []*partition.Replica {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*partition.Replica, 0, len(r.replicas[db]))
@@ -356,7 +349,7 @@ func (r *Router) Partitions(db string) []*partition.Replica {
 }
 
 // All returns every open replica, grouped by database.
-func (r *Router) All() map[string][]*partition.Replica {
+func (r *Registry) All() map[string][]*partition.Replica {
 	r.mu.RLock()
 	dbs := make([]string, 0, len(r.replicas))
 	for db := range r.replicas {

@@ -120,7 +120,7 @@ func partitionNumber(v string) (int, error) {
 }
 
 // routeLeader finds the partition's leader replica here, or the
-// ElsewhereError that forwards the request to it.
+// Elsewhere error that forwards the request to it.
 func (s *Server) routeLeader(r *http.Request, p params, a replicas.Access) (*partition.Replica, int, error) {
 	d, err := s.database(r.Context(), p.db)
 	if err != nil {

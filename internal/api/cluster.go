@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/doppio-db/doppio/internal/partition"
 	"io"
 	"net/http"
 	"net/url"
@@ -52,8 +53,8 @@ var hopHeaders = map[string]bool{
 // answer.
 func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr string, to error) error {
 	if by := r.Header.Get(headerForwardedBy); by != "" {
-		return &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
-			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}}
+		return &partition.NotAppliedError{Reason: partition.RefusedThere,
+			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -179,7 +180,7 @@ type partitionPage struct {
 }
 
 // fetchPage asks the leader's node for one partition's page of a query.
-func (s *Server) fetchPage(r *http.Request, to *replicas.ElsewhereError, table string) (partitionPage, error) {
+func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table string) (partitionPage, error) {
 	var page partitionPage
 	u := fmt.Sprintf("http://%s/_internal/query/%s/%s/%d?%s", to.HTTP, url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery)
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)

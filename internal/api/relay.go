@@ -2,11 +2,11 @@ package api
 
 import (
 	"fmt"
+	"github.com/doppio-db/doppio/internal/partition"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/doppio-db/doppio/internal/problem"
 )
 
 // Peer is a storage node a stateless router may relay to.
@@ -53,7 +53,7 @@ func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 	backoff := retryFirst
 	for {
 		peers := s.relay()
-		var err error = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: "no storage node is registered"}}
+		var err error = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "no storage node is registered"}
 		for _, p := range peers {
 			err = s.forward(w, r, body, p.HTTP, relayTarget(p))
 			if w.wrote || !notApplied(r, err) {

@@ -160,7 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		pattern = rt.pattern
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
-			err = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}}
+			err = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "node is starting"}
 		} else {
 			var cancel context.CancelFunc
 			if rt.stream {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -147,7 +146,7 @@ func opConditions(b opBody) (partition.Condition, error) {
 // withOperation labels a problem with the index of the operation it is about.
 func withOperation(err error, i int) error {
 	pe, ok := problem.As(err)
-	if !ok || pe.Operation >= 0 || replicas.NotApplied(err) {
+	if !ok || pe.Operation >= 0 || partition.IsNotApplied(err) {
 		// A routing failure stays what it is: forwarded or run again.
 		return err
 	}
@@ -280,8 +279,8 @@ func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) 
 		if err == nil || !notApplied(r, err) || r.Context().Err() != nil {
 			return res, nil
 		}
-		var to *replicas.ElsewhereError
-		if errors.As(err, &to) || time.Until(deadline) < backoff+retryMargin(deadline) {
+		_, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
+		if isElsewhere || time.Until(deadline) < backoff+retryMargin(deadline) {
 			return res, err
 		}
 		if !s.pause(r, err, backoff) {
@@ -315,8 +314,8 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 		res, err = rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
 		err = s.router.Redirect(rep.DB, rep.ID, err)
 	}
-	var to *replicas.ElsewhereError
-	if errors.As(err, &to) && r.Header.Get(headerForwardedBy) == "" {
+	to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
+	if isElsewhere && r.Header.Get(headerForwardedBy) == "" {
 		out, ferr := s.forwardBatchOp(r, to, b)
 		if ferr == nil {
 			return out, nil
@@ -339,7 +338,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 
 // forwardBatchOp runs one operation of a batch on the node leading its
 // partition, as a batch of one.
-func (s *Server) forwardBatchOp(r *http.Request, to *replicas.ElsewhereError, b opBody) (batchResult, error) {
+func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, b opBody) (batchResult, error) {
 	js, err := json.Marshal(map[string]any{"ops": []opBody{b}})
 	if err != nil {
 		return batchResult{}, err
@@ -359,8 +358,8 @@ func (s *Server) forwardBatchOp(r *http.Request, to *replicas.ElsewhereError, b 
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get(headerNotApplied) != "" {
-		return batchResult{}, &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
-			Detail: fmt.Sprintf("%s, which could not run the operation there; routing is settling", to.Error())}}
+		return batchResult{}, &partition.NotAppliedError{Reason: partition.RefusedThere,
+			Detail: fmt.Sprintf("%s, which could not run the operation there; routing is settling", to.Error())}
 	}
 	var out struct {
 		Results []batchResult `json:"results"`

@@ -3,8 +3,8 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/doppio-db/doppio/internal/partition"
 	"io"
 	"net/http"
 	"net/url"
@@ -230,8 +230,7 @@ func (n *Node) checkPartition(ctx context.Context, db string, p int, repair, loc
 					err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, n.cfg.ID)
 					continue
 				}
-				var nl *replication.NotLeaderError
-				if local || !errors.As(err, &nl) {
+				if _, ok := partition.AsNotApplied(err, partition.NotLeader); local || !ok {
 					return PartitionCheck{}, err
 				}
 				continue

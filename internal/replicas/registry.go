@@ -6,7 +6,6 @@ package replicas
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -31,24 +30,6 @@ type Directory interface {
 	RoutedLeader(db string, p int) (node, http string, ok bool)
 	// NodeByRaft returns the node id and HTTP address of a Raft member.
 	NodeByRaft(raft uint64) (node, http string, ok bool)
-}
-
-// ElsewhereError says the partition is led by another node: the request is
-// to be forwarded there. Unforwarded, it is a 503 with a Retry-After.
-type ElsewhereError struct {
-	DB        string
-	Partition int
-	Node      string // leader's node id
-	HTTP      string // leader's REST address (host:port)
-}
-
-func (e *ElsewhereError) Error() string {
-	return fmt.Sprintf("partition %s/%d is led by node %s (%s)", e.DB, e.Partition, e.Node, e.HTTP)
-}
-
-// Unwrap makes an unforwarded ElsewhereError a retryable 503.
-func (e *ElsewhereError) Unwrap() error {
-	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
 }
 
 // Access says what a request needs of the replica.
@@ -184,9 +165,9 @@ func (r *Registry) Locate(ctx context.Context, db schema.Database, pk any, a Acc
 // Route returns the replica of partition p of db that serves a request
 // here: the hosted leader (for a read, once ReadIndex confirms it is
 // current), or a hosted replica fresh within a stale read's bound. If
-// another node leads, it fails with *ElsewhereError; if no leader becomes
-// known within LeadWait (or ctx), with a problem.Unavailable error carrying
-// a Retry-After.
+// another node leads, it fails with an Elsewhere
+// *partition.NotAppliedError; if no leader becomes
+// known within LeadWait (or ctx), with a NoLeader one (both retryable 503s).
 func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
 	if p < 0 || p >= db.Partitions {
 		return nil, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
@@ -223,7 +204,7 @@ func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Acces
 				return nil, noLeader(db.Name, p, err)
 			}
 		} else if node, http, ok := r.cfg.Directory.RoutedLeader(db.Name, p); ok {
-			return nil, &ElsewhereError{DB: db.Name, Partition: p, Node: node, HTTP: http}
+			return nil, elsewhere(db.Name, p, node, http)
 		}
 		// Not hosted here and no leader published yet (a new database, or
 		// an election in progress): look again shortly.
@@ -235,54 +216,21 @@ func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Acces
 	}
 }
 
-// NoLeaderError says no leader of the partition became known in time; the
-// request was not applied anywhere. It is a retryable 503.
-type NoLeaderError struct {
-	DB        string
-	Partition int
-	Cause     error
-}
-
-func (e *NoLeaderError) Error() string {
-	d := fmt.Sprintf("partition %s/%d has no leader available", e.DB, e.Partition)
-	if e.Cause != nil {
-		d += ": " + e.Cause.Error()
-	}
-	return d
-}
-
-// Unwrap makes the error a retryable 503.
-func (e *NoLeaderError) Unwrap() error {
-	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
-}
-
+// noLeader says no leader of the partition became known in time; the
+// request was not applied anywhere.
 func noLeader(db string, p int, cause error) error {
-	return &NoLeaderError{DB: db, Partition: p, Cause: cause}
+	return &partition.NotAppliedError{Reason: partition.NoLeader, DB: db, Partition: p, Cause: cause}
 }
 
-// NotApplied reports whether err proves that the request it ended left
-// nothing applied, so that it may run again (routed afresh): no leader
-// known, a leader elsewhere, a replica that is not (or no longer, or not
-// yet) the leader, a write superseded by a new leader, a refusal evaluated
-// while the partition moved on (partition.ErrStaleEvaluation). A write whose
-// entry reached a Raft log and whose fate is unknown is not among them.
-func NotApplied(err error) bool {
-	var nl *replication.NotLeaderError
-	var el *ElsewhereError
-	var no *NoLeaderError
-	return errors.As(err, &nl) || errors.As(err, &el) || errors.As(err, &no) || errors.Is(err, partition.ErrStaleEvaluation)
-}
-
-// Redirect turns an error that names another node as the partition's
-// leader (from Raft) into an *ElsewhereError, so the request can be
-// forwarded, and one that names no reachable leader into a
-// *NoLeaderError; other errors are returned unchanged.
+// Redirect turns a NotLeader error that names another node as the
+// partition's leader into an Elsewhere one, so the request can be
+// forwarded, and one that names no reachable leader into a NoLeader one
+// (all *partition.NotAppliedError); other errors are returned unchanged.
 func (r *Registry) Redirect(db string, p int, err error) error {
 	if fw := r.redirect(db, p, err); fw != nil {
 		return fw
 	}
-	var nl *replication.NotLeaderError
-	if errors.As(err, &nl) {
+	if _, ok := partition.AsNotApplied(err, partition.NotLeader); ok {
 		return noLeader(db, p, err)
 	}
 	return err
@@ -300,32 +248,27 @@ func (r *Registry) Changed(db string, p int) <-chan struct{} {
 
 // Partition names the partition an error of routing is about.
 func Partition(err error) (db string, p int, ok bool) {
-	var el *ElsewhereError
-	var no *NoLeaderError
-	switch {
-	case errors.As(err, &el):
-		return el.DB, el.Partition, true
-	case errors.As(err, &no):
-		return no.DB, no.Partition, true
+	if na, ok := partition.AsNotApplied(err, partition.Elsewhere, partition.NoLeader); ok {
+		return na.DB, na.Partition, true
 	}
 	return "", 0, false
 }
 
-func (r *Registry) redirect(db string, p int, err error) *ElsewhereError {
-	var nl *replication.NotLeaderError
-	if !errors.As(err, &nl) || nl.Leader == 0 || nl.Leader == r.cfg.Self {
+func (r *Registry) redirect(db string, p int, err error) *partition.NotAppliedError {
+	nl, ok := partition.AsNotApplied(err, partition.NotLeader)
+	if !ok || nl.Leader == 0 || nl.Leader == r.cfg.Self {
 		return nil
 	}
 	node, http, ok := r.cfg.Directory.NodeByRaft(nl.Leader)
 	if !ok {
 		return nil
 	}
-	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}
+	return elsewhere(db, p, node, http)
 }
 
 // routed is the partition's leader published in the routing table, if it
 // is another live node.
-func (r *Registry) routed(db string, p int) *ElsewhereError {
+func (r *Registry) routed(db string, p int) *partition.NotAppliedError {
 	node, http, ok := r.cfg.Directory.RoutedLeader(db, p)
 	if !ok {
 		return nil
@@ -333,7 +276,7 @@ func (r *Registry) routed(db string, p int) *ElsewhereError {
 	if self, _, known := r.cfg.Directory.NodeByRaft(r.cfg.Self); known && self == node {
 		return nil
 	}
-	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}
+	return elsewhere(db, p, node, http)
 }
 
 // Partitions returns db's replicas hosted on this node, by partition.
@@ -361,4 +304,11 @@ func (r *Registry) All() map[string][]*partition.Replica {
 		out[db] = r.Partitions(db)
 	}
 	return out
+}
+
+// elsewhere says partition p of db is led by node, whose REST address is
+// http: the request is to be forwarded there. Unforwarded, it is a 503
+// with a Retry-After.
+func elsewhere(db string, p int, node, http string) *partition.NotAppliedError {
+	return &partition.NotAppliedError{Reason: partition.Elsewhere, DB: db, Partition: p, Node: node, HTTP: http}
 }

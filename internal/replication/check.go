@@ -393,11 +393,11 @@ func (g *Member) Check(ctx context.Context, opts CheckOptions) (CheckReport, err
 	var voters []uint64
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "")})
 			return
 		}
 		if err := g.rn.Propose(encodeCheckEntry(id)); err != nil {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "check marker dropped: " + err.Error()}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "check marker dropped: "+err.Error())})
 			return
 		}
 		voters = slices.Clone(g.st.applied.conf().GetVoters())

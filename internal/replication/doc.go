@@ -33,8 +33,8 @@
 //     batches of Raft messages of all Raft groups; snapshots go on their own
 //     streams as sstables, and replace the receiver's range (data and Raft
 //     state) in one atomic Pebble ingestion (see snapshot.go).
-//   - Leadership: CheckQuorum and PreVote. A NotLeaderError promises the
-//     write was not applied; a proposal in the log when its leader steps
+//   - Leadership: CheckQuorum and PreVote. A NotLeader partition.NotAppliedError
+//     promises the write was not applied; a proposal in the log when its leader steps
 //     down waits for the entry applied at its index (committed, or
 //     superseded), so its outcome is known unless the caller's deadline
 //     passes first (problem.Indeterminate).

@@ -13,9 +13,9 @@ import (
 )
 
 // routedWrite writes set i the way the API does: at the node believed to
-// lead, following NotLeaderError to the leader it names and trying again
-// (a NotLeaderError promises nothing was applied). Any other error ends it.
-// It counts the NotLeaderErrors Replicate itself returned, and how many of
+// lead, following a NotLeader error to the leader it names and trying again
+// (a NotLeader error promises nothing was applied). Any other error ends it.
+// It counts the NotLeader errors Replicate itself returned, and how many of
 // those named this very node (a proposal dropped by a transfer).
 func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, i int, dropped *atomic.Int64) (partition.SCN, error) {
 	for {
@@ -27,12 +27,12 @@ func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, 
 			if err == nil {
 				return scn, nil
 			}
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			if errors.As(err, &nl) && (nl.Leader == at || nl.Leader == 0) {
 				dropped.Add(1)
 			}
 		}
-		var nl *NotLeaderError
+		var nl *partition.NotAppliedError
 		if !errors.As(err, &nl) || ctx.Err() != nil {
 			return partition.SCN{}, err
 		}
@@ -49,7 +49,7 @@ func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, 
 // eight writers write. Lead waits out a transfer in progress; a proposal
 // appended before the leader stepped down waits for the entry applied at
 // its index instead of failing with an unknown outcome. So every write
-// either succeeds or fails with a NotLeaderError (not applied: safe to run
+// either succeeds or fails with a NotLeader error (not applied: safe to run
 // again at the leader), every write ends up applied exactly once, and the
 // SCN sequences stay gapless.
 func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
@@ -73,7 +73,7 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 				i := 1 + w*perWriter + j
 				scn, err := c.routedWrite(ctx, uint64(1+w%3), p, i, &dropped)
 				if err != nil {
-					t.Errorf("write %d: %v (only NotLeaderError may end a write meeting a transfer)", i, err)
+					t.Errorf("write %d: %v (only NotLeader error may end a write meeting a transfer)", i, err)
 					return
 				}
 				seqs[i] = scn.Sequence
@@ -99,7 +99,7 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 			}
 			to := lead%3 + 1
 			err := c.host(lead).Member(p).TransferLeadership(ctx, to)
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			switch {
 			case err == nil:
 				transfers++

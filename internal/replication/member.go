@@ -449,7 +449,7 @@ func (g *Member) persist(b *storage.Batch, rd raft.Ready) bool {
 		for _, p := range g.justProposed {
 			if p.index == 0 {
 				delete(g.proposals, p.id)
-				p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "proposal dropped (membership change in progress or leadership lost); it was not applied"}})
+				p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "proposal dropped (membership change in progress or leadership lost); it was not applied")})
 			}
 		}
 		g.justProposed = g.justProposed[:0]
@@ -589,7 +589,7 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 			} else {
 				// Another entry is committed at the index this proposal had:
 				// it can never be applied, so the request may run again.
-				err := &NotLeaderError{Leader: g.lead, Term: g.term, detail: "the write was superseded by a new leader's log and not applied"}
+				err := errNotLeader(g.lead, g.term, "the write was superseded by a new leader's log and not applied")
 				after = append(after, func() { p.finish(proposalResult{err: err}) })
 			}
 		}
@@ -641,7 +641,7 @@ func (g *Member) supersedeBeyond(index, term uint64, after []func()) []func() {
 				continue
 			}
 			delete(g.proposals, p.id)
-			err := &NotLeaderError{Leader: g.lead, Term: g.term, detail: "the write was superseded by a new leader's log and not applied"}
+			err := errNotLeader(g.lead, g.term, "the write was superseded by a new leader's log and not applied")
 			after = append(after, func() { p.finish(proposalResult{err: err}) })
 		}
 		if len(kept) == 0 {
@@ -699,7 +699,7 @@ func (g *Member) afterReady(rd raft.Ready, now time.Time) {
 			for id, p := range g.proposals {
 				if p.index == 0 {
 					delete(g.proposals, id)
-					p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "leadership lost before the write was appended; it was not applied"}})
+					p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "leadership lost before the write was appended; it was not applied")})
 				}
 			}
 			g.justProposed = g.justProposed[:0]

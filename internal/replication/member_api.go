@@ -17,32 +17,12 @@ import (
 
 var _ partition.Replicator = (*Member)(nil)
 
-// NotLeaderError is returned when a request needs the leader and this
-// replica is not it (or not yet ready to act as it). It guarantees that
-// the request was not applied (not even appended to the log, or
-// superseded), so it may run again at the leader. It unwraps to a
-// problem.Unavailable error with a Retry-After, so the API answers 503
-// when it does not forward; a router forwards to Leader when it is known.
-type NotLeaderError struct {
-	Leader uint64 // 0 when no leader is known
-	Term   uint64
-	detail string
-}
-
-func (e *NotLeaderError) Error() string {
-	d := e.detail
-	if d == "" {
-		d = "this replica is not the leader"
-	}
-	if e.Leader == 0 {
-		return d + "; no leader is known (election in progress)"
-	}
-	return fmt.Sprintf("%s; the leader is node %d (term %d)", d, e.Leader, e.Term)
-}
-
-// Unwrap makes the error a problem.Unavailable to the API.
-func (e *NotLeaderError) Unwrap() error {
-	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
+// errNotLeader says a request needs the leader and this member is not it
+// (or not yet ready to act as it), naming the leader it knows. The request
+// was not applied (not even appended to the log, or superseded), so it may
+// run again at the leader.
+func errNotLeader(lead, term uint64, detail string) *partition.NotAppliedError {
+	return &partition.NotAppliedError{Reason: partition.NotLeader, Leader: lead, Term: term, Detail: detail}
 }
 
 // outcomeUnknown is the error of a write that was appended to the log but
@@ -90,18 +70,18 @@ func (g *Member) electionWait() time.Duration {
 // leads and has applied everything committed before its term, so that an
 // evaluation sees every earlier write. While an election is in progress
 // or a leadership transfer it waits (bounded by ctx and a few election
-// timeouts); if another node leads it returns a *NotLeaderError naming it.
+// timeouts); if another node leads it returns a NotLeader *partition.NotAppliedError naming it.
 func (g *Member) Lead(ctx context.Context) error {
 	var timeout <-chan time.Time
 	for {
 		inf := g.info.Load()
 		switch {
 		case inf.removed:
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))}
+			return errNotLeader(inf.lead, inf.term, fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix)))
 		case inf.leader && inf.ready && !inf.transferring:
 			return nil
 		case !inf.leader && inf.lead != 0:
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term}
+			return errNotLeader(inf.lead, inf.term, "")
 		}
 		if timeout == nil {
 			t := time.NewTimer(g.electionWait())
@@ -111,9 +91,9 @@ func (g *Member) Lead(ctx context.Context) error {
 		select {
 		case <-inf.changed:
 		case <-ctx.Done():
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: "no leader ready before the request's deadline"}
+			return errNotLeader(inf.lead, inf.term, "no leader ready before the request's deadline")
 		case <-timeout:
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: "no leader elected yet"}
+			return errNotLeader(inf.lead, inf.term, "no leader elected yet")
 		}
 	}
 }
@@ -145,17 +125,17 @@ func (g *Member) propose(ctx context.Context, encode func(proposalID) []byte) (p
 	data := encode(p.id)
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "")})
 			return
 		}
 		if !g.quorumVisible() {
 			// Appended now, it could neither commit nor be known not to:
 			// refuse it while it is surely not applied.
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "this leader cannot reach a quorum of its replicas; the write was not applied"}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "this leader cannot reach a quorum of its replicas; the write was not applied")})
 			return
 		}
 		if err := g.rn.Propose(data); err != nil {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "proposal dropped: " + err.Error()}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "proposal dropped: "+err.Error())})
 			return
 		}
 		g.proposals[p.id] = p
@@ -193,7 +173,7 @@ func (g *Member) propose(ctx context.Context, encode func(proposalID) []byte) (p
 // quorum (Raft ReadIndex), so a read that follows is linearizable. It works
 // on followers too (the leader confirms). Concurrent callers share one
 // quorum round. Without a known leader it fails at once with
-// *NotLeaderError.
+// NotLeader *partition.NotAppliedError.
 //
 // The ready leader of a Raft group whose only voter it is answers at once,
 // without a round through the loop: it is its own quorum, so no other
@@ -224,11 +204,11 @@ func (g *Member) ReadIndex(ctx context.Context) error {
 	w := &readWaiter{done: make(chan error, 1)}
 	ok := h.enqueue(func() {
 		if g.removed {
-			w.finish(&NotLeaderError{Leader: g.lead, Term: g.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))})
+			w.finish(errNotLeader(g.lead, g.term, fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))))
 			return
 		}
 		if g.lead == 0 {
-			w.finish(&NotLeaderError{Term: g.term})
+			w.finish(errNotLeader(0, g.term, ""))
 			return
 		}
 		g.readsNew = append(g.readsNew, w)
@@ -421,7 +401,7 @@ func (g *Member) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, 
 	}
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "")})
 			return
 		}
 		if err := g.rn.ProposeConfChange(cc); err != nil {
@@ -457,7 +437,7 @@ func (g *Member) TransferLeadership(ctx context.Context, node uint64) error {
 		var notLeader error
 		if err := h.call(func() {
 			if !g.isLeader {
-				notLeader = &NotLeaderError{Leader: g.lead, Term: g.term}
+				notLeader = errNotLeader(g.lead, g.term, "")
 				return
 			}
 			g.rn.TransferLeader(node)

@@ -160,9 +160,9 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 		if pending {
 			select {
 			case err := <-stuck:
-				var nl *NotLeaderError
+				var nl *partition.NotAppliedError
 				if !errors.As(err, &nl) {
-					t.Fatalf("the cut-off leader's write ended with %v, want a NotLeaderError (not applied)", err)
+					t.Fatalf("the cut-off leader's write ended with %v, want a NotLeader error (not applied)", err)
 				}
 				t.Logf("the cut-off leader's write: %v", err)
 			case <-time.After(10 * time.Second):
@@ -176,7 +176,7 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 			if err == nil {
 				break
 			}
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			if !errors.As(err, &nl) || ctx.Err() != nil {
 				t.Fatalf("round %d: read at node %d after the heal: %v", round, old, err)
 			}
@@ -255,9 +255,9 @@ func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
 	for range pending {
 		select {
 		case err := <-results:
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			if !errors.As(err, &nl) {
-				t.Fatalf("a deposed leader's write ended with %v, want a NotLeaderError (not applied)", err)
+				t.Fatalf("a deposed leader's write ended with %v, want a NotLeader error (not applied)", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("a deposed leader's write never learnt its outcome: its index was never filled")

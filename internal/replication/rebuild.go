@@ -108,7 +108,7 @@ func (g *Member) Rebuild(ctx context.Context, node uint64) error {
 			break
 		}
 		if st.Role != RoleLeader {
-			return &NotLeaderError{Leader: st.Leader, Term: st.Term, detail: "leadership lost during the rebuild; the new leader's placement reconciliation finishes it"}
+			return errNotLeader(st.Leader, st.Term, "leadership lost during the rebuild; the new leader's placement reconciliation finishes it")
 		}
 		select {
 		case <-tick.C:

@@ -68,15 +68,15 @@ func TestReplicasApplyIdenticalStateWithGaplessSCNs(t *testing.T) {
 		}
 	}
 
-	// A follower refuses writes with a NotLeaderError that the API maps to 503.
+	// A follower refuses writes with a NotLeader error that the API maps to 503.
 	follower := uint64(1)
 	if follower == lead {
 		follower = 2
 	}
 	err = c.host(follower).Member(p).Lead(ctx)
-	var nl *NotLeaderError
+	var nl *partition.NotAppliedError
 	if !errors.As(err, &nl) || nl.Leader != lead {
-		t.Fatalf("follower Lead: %v, want NotLeaderError naming %d", err, lead)
+		t.Fatalf("follower Lead: %v, want NotLeader error naming %d", err, lead)
 	}
 	if pe, ok := problem.As(err); !ok || pe.Kind != problem.Unavailable || pe.RetryAfter == 0 {
 		t.Fatalf("follower error %v is not a problem.Unavailable with Retry-After", err)

@@ -22,7 +22,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 // Transfer is one partition backup or restore step running on this node,
@@ -115,8 +115,8 @@ func partitionNumber(v string) (int, error) {
 }
 
 // routeLeader finds the partition's leader replica here, or the
-// ElsewhereError that forwards the request to it.
-func (s *Server) routeLeader(r *http.Request, p params, a router.Access) (*partition.Replica, int, error) {
+// Elsewhere error that forwards the request to it.
+func (s *Server) routeLeader(r *http.Request, p params, a replicas.Access) (*partition.Replica, int, error) {
 	d, err := s.database(r.Context(), p.db)
 	if err != nil {
 		return nil, 0, err
@@ -154,7 +154,7 @@ func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p param
 		}
 		since = &partition.BackupPoint{SCN: scn, Entry: r.URL.Query().Get("sinceEntry")}
 	}
-	rep, pi, err := s.routeLeader(r, p, router.Access{Read: true})
+	rep, pi, err := s.routeLeader(r, p, replicas.Access{Read: true})
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p param
 // applied SCN (with the digest of its log entry there) and any unfinished
 // restore (GET /_internal/restore/{db}/{partition}).
 func (s *Server) restoreState(w http.ResponseWriter, r *http.Request, p params) error {
-	rep, pi, err := s.routeLeader(r, p, router.Access{Read: true})
+	rep, pi, err := s.routeLeader(r, p, replicas.Access{Read: true})
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (s *Server) restorePartition(w http.ResponseWriter, r *http.Request, p para
 			return problem.Field(problem.Invalid, "sha256", "the table's SHA-256 is %x, not %x: the file is corrupt", got, sum)
 		}
 	}
-	rep, pi, err := s.routeLeader(r, p, router.Access{})
+	rep, pi, err := s.routeLeader(r, p, replicas.Access{})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -512,13 +513,14 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 		return -1
 	})
 	var out []ReplicaAddr
-	role := ""
+	var role replication.Role
+	known := false // the hosted replica answered its status
 	if hosted {
 		if st, err := g.Status(); err == nil {
-			role = st.Role
+			role, known = st.Role, true
 		}
 	}
-	if hosted && role != "leader" && role != "learner" && role != "removed" {
+	if hosted && role != replication.RoleLeader && role != replication.RoleLearner && role != replication.RoleRemoved {
 		out = append(out, ReplicaAddr{})
 	}
 	for _, a := range remote {
@@ -526,7 +528,7 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 			out = append(out, a)
 		}
 	}
-	if hosted && role == "leader" {
+	if hosted && role == replication.RoleLeader {
 		out = append(out, ReplicaAddr{})
 	}
 	for _, a := range remote {
@@ -534,7 +536,7 @@ func (s *Server) changeSources(cr changesRequest, part int, attempt int) []Repli
 			out = append(out, a)
 		}
 	}
-	if hosted && (role == "learner" || role == "removed" || role == "") {
+	if hosted && (role == replication.RoleLearner || role == replication.RoleRemoved || !known) {
 		// A learner may still be installing its snapshot: its log is
 		// complete only later. Last resort.
 		out = append(out, ReplicaAddr{})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/doppio-db/doppio/internal/partition"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,7 +18,7 @@ import (
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/lazyctx"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 const (
@@ -53,8 +54,8 @@ var hopHeaders = map[string]bool{
 // answer.
 func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr string, to error) error {
 	if by := r.Header.Get(headerForwardedBy); by != "" {
-		return &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
-			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}}
+		return &partition.NotAppliedError{Reason: partition.RefusedThere,
+			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -127,8 +128,8 @@ type catalogSince struct{}
 
 // access is what a read asks of the replica: linearizable, unless
 // X-Doppio-Staleness allows an older answer.
-func access(r *http.Request) (router.Access, error) {
-	a := router.Access{Read: true}
+func access(r *http.Request) (replicas.Access, error) {
+	a := replicas.Access{Read: true}
 	if v := r.Header.Get(headerStaleness); v != "" {
 		d, err := parseDuration(v)
 		if err != nil || d < 0 {
@@ -180,7 +181,7 @@ type partitionPage struct {
 }
 
 // fetchPage asks the leader's node for one partition's page of a query.
-func (s *Server) fetchPage(r *http.Request, to *router.ElsewhereError, table string) (partitionPage, error) {
+func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table string) (partitionPage, error) {
 	var page partitionPage
 	u := fmt.Sprintf("http://%s/_internal/query/%s/%s/%d?%s", to.HTTP, url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery)
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)

@@ -20,7 +20,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -641,7 +641,7 @@ type writeBody struct {
 }
 
 func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation) (partition.Result, error) {
-	rep, err := s.router.Locate(r.Context(), tg.db, ops[0].Key[0], router.Access{})
+	rep, err := s.router.Locate(r.Context(), tg.db, ops[0].Key[0], replicas.Access{})
 	if err != nil {
 		return partition.Result{}, err
 	}

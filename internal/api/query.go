@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/query"
-	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -175,9 +173,9 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 		go func() {
 			defer wg.Done()
 			rep, err := s.router.Route(r.Context(), d, i, a)
-			var to *router.ElsewhereError
+			to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
 			switch {
-			case errors.As(err, &to):
+			case isElsewhere:
 				page, err := s.fetchPage(r, to, t.Def.Name)
 				if err != nil {
 					errs[i] = err
@@ -286,8 +284,8 @@ func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params
 	}
 	rep, err := s.router.Route(r.Context(), d, pi, a)
 	if err != nil {
-		var to *router.ElsewhereError
-		if errors.As(err, &to) {
+		to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
+		if isElsewhere {
 			// Never forwarded twice: the asking node retries.
 			return to.Unwrap()
 		}

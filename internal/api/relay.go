@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/partition"
+
 	"github.com/doppio-db/doppio/internal/backoff"
-	"github.com/doppio-db/doppio/internal/problem"
 )
 
 // Peer is a storage node a stateless router may relay to.
@@ -18,7 +19,7 @@ type Peer struct {
 
 // Relay makes s a stateless router (`doppio router`): it hosts no
 // partition, so document requests go to their partition's leader (the
-// router.Router it was attached with finds none here), and the requests
+// replicas.Registry it was attached with finds none here), and the requests
 // that a node answers from its own state (schemas, whose index progress is
 // per replica, the cluster view, datastreams, internal routes) go to any live node that
 // peers returns. Call it before SetReady(true).
@@ -54,7 +55,7 @@ func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 	b := retryBackoff()
 	for {
 		peers := s.relay()
-		var err error = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: "no storage node is registered"}}
+		var err error = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "no storage node is registered"}
 		for _, p := range peers {
 			err = s.forward(w, r, body, p.HTTP, relayTarget(p))
 			if w.wrote || !notApplied(r, err) {

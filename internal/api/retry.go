@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/doppio-db/doppio/internal/partition"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 // headerNotApplied marks a 503 that proves the request changed nothing (no
@@ -21,24 +22,15 @@ import (
 // not forward to), so the node that forwarded it may send it again.
 const headerNotApplied = "X-Doppio-Not-Applied"
 
-// notAppliedThere is a forwarded request's answer (or failure) that proves
-// it left nothing applied at the node it was sent to.
-type notAppliedThere struct{ err *problem.Error }
-
-func (e *notAppliedThere) Error() string    { return e.err.Detail }
-func (e *notAppliedThere) Unwrap() error    { return e.err }
-func (e *notAppliedThere) notApplied() bool { return true }
-
 // notApplied reports whether err proves that r changed nothing, so that it
 // may run again: every failure of a read, and for a write the failures
 // that happened before its proposal entered a Raft log (see
-// router.NotApplied).
+// replicas.NotApplied).
 func notApplied(r *http.Request, err error) bool {
 	if err == nil {
 		return false
 	}
-	var nat *notAppliedThere
-	if errors.As(err, &nat) || router.NotApplied(err) {
+	if partition.IsNotApplied(err) {
 		return true
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -78,8 +70,7 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 		if attempt == 0 {
 			body = b
 		}
-		var to *router.ElsewhereError
-		if errors.As(err, &to) && !w.wrote {
+		if to, ok := partition.AsNotApplied(err, partition.Elsewhere); ok && !w.wrote {
 			if r.Header.Get(headerForwardedBy) != "" {
 				// Never forwarded twice: the node that sent it here routes
 				// it again.
@@ -104,7 +95,7 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 // false if the request's context ended.
 func (s *Server) pause(r *http.Request, err error, wait time.Duration) bool {
 	var changed <-chan struct{}
-	if db, p, ok := router.Partition(err); ok && s.router != nil {
+	if db, p, ok := replicas.Partition(err); ok && s.router != nil {
 		changed = s.router.Changed(db, p)
 	}
 	t := time.NewTimer(wait)
@@ -132,7 +123,7 @@ func forwardError(r *http.Request, to error, err error) error {
 		Detail: fmt.Sprintf("%s, but forwarding there failed: %v", to.Error(), err)}
 	var op *net.OpError
 	if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return &notAppliedThere{pe}
+		return &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: pe.Detail}
 	}
 	// The write may have reached the leader before the exchange broke.
 	return &problem.Error{Kind: problem.Indeterminate, Operation: -1,
@@ -152,6 +143,6 @@ func refusedThere(r *http.Request, resp *http.Response, to error) error {
 	var pb problemBody
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = json.Unmarshal(b, &pb)
-	return &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
-		Detail: fmt.Sprintf("%s, which could not serve it: %s", to.Error(), pb.Detail)}}
+	return &partition.NotAppliedError{Reason: partition.RefusedThere,
+		Detail: fmt.Sprintf("%s, which could not serve it: %s", to.Error(), pb.Detail)}
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -73,7 +73,7 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	cfg     Config
 	catalog *catalog.Catalog
-	router  *router.Router
+	router  *replicas.Registry
 	streams *datastream.Manager
 	log     *slog.Logger
 	routes  routeTable
@@ -101,7 +101,7 @@ type Server struct {
 // New returns a server over catalog and router; registry receives the
 // server's metrics and is what /metrics exposes. cluster, when set,
 // answers /_cluster.
-func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *prometheus.Registry, log *slog.Logger, cluster Cluster) *Server {
+func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prometheus.Registry, log *slog.Logger, cluster Cluster) *Server {
 	s := &Server{
 		cfg: cfg.withDefaults(), catalog: cat, router: rt, log: log, routes: newRouteTable(routes()),
 		clusterInfo: cluster,
@@ -127,7 +127,7 @@ func New(cfg Config, cat *catalog.Catalog, rt *router.Router, registry *promethe
 
 // Attach gives the server the catalog and router once they are open; call
 // it before SetReady(true).
-func (s *Server) Attach(cat *catalog.Catalog, rt *router.Router) {
+func (s *Server) Attach(cat *catalog.Catalog, rt *replicas.Registry) {
 	s.catalog, s.router = cat, rt
 }
 
@@ -160,7 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		pattern = rt.pattern
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
-			err = &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Detail: "node is starting", Operation: -1, RetryAfter: 1}}
+			err = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "node is starting"}
 		} else {
 			var cancel context.CancelFunc
 			if rt.stream {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,7 +13,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -147,7 +146,7 @@ func opConditions(b opBody) (partition.Condition, error) {
 // withOperation labels a problem with the index of the operation it is about.
 func withOperation(err error, i int) error {
 	pe, ok := problem.As(err)
-	if !ok || pe.Operation >= 0 || router.NotApplied(err) {
+	if !ok || pe.Operation >= 0 || partition.IsNotApplied(err) {
 		// A routing failure stays what it is: forwarded or run again.
 		return err
 	}
@@ -189,7 +188,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 		}
 		ops[i] = op
 	}
-	rep, err := s.router.Locate(r.Context(), db, ops[0].Key[0], router.Access{})
+	rep, err := s.router.Locate(r.Context(), db, ops[0].Key[0], replicas.Access{})
 	if err != nil {
 		return err
 	}
@@ -280,8 +279,8 @@ func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) 
 		if err == nil || !notApplied(r, err) || r.Context().Err() != nil {
 			return res, nil
 		}
-		var to *router.ElsewhereError
-		if errors.As(err, &to) || time.Until(deadline) < bo.Peek()+retryMargin(deadline) {
+		_, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
+		if isElsewhere || time.Until(deadline) < bo.Peek()+retryMargin(deadline) {
 			return res, err
 		}
 		if !s.pause(r, err, bo.Next()) {
@@ -308,14 +307,14 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 	if err != nil {
 		return fail(err)
 	}
-	rep, err := s.router.Locate(r.Context(), db, op.Key[0], router.Access{})
+	rep, err := s.router.Locate(r.Context(), db, op.Key[0], replicas.Access{})
 	var res partition.Result
 	if err == nil {
 		res, err = rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
 		err = s.router.Redirect(rep.DB, rep.ID, err)
 	}
-	var to *router.ElsewhereError
-	if errors.As(err, &to) && r.Header.Get(headerForwardedBy) == "" {
+	to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
+	if isElsewhere && r.Header.Get(headerForwardedBy) == "" {
 		out, ferr := s.forwardBatchOp(r, to, b)
 		if ferr == nil {
 			return out, nil
@@ -338,7 +337,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 
 // forwardBatchOp runs one operation of a batch on the node leading its
 // partition, as a batch of one.
-func (s *Server) forwardBatchOp(r *http.Request, to *router.ElsewhereError, b opBody) (batchResult, error) {
+func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, b opBody) (batchResult, error) {
 	js, err := json.Marshal(map[string]any{"ops": []opBody{b}})
 	if err != nil {
 		return batchResult{}, err
@@ -358,8 +357,8 @@ func (s *Server) forwardBatchOp(r *http.Request, to *router.ElsewhereError, b op
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get(headerNotApplied) != "" {
-		return batchResult{}, &notAppliedThere{&problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
-			Detail: fmt.Sprintf("%s, which could not run the operation there; routing is settling", to.Error())}}
+		return batchResult{}, &partition.NotAppliedError{Reason: partition.RefusedThere,
+			Detail: fmt.Sprintf("%s, which could not run the operation there; routing is settling", to.Error())}
 	}
 	var out struct {
 		Results []batchResult `json:"results"`

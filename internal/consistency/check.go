@@ -3,7 +3,7 @@ package consistency
 import (
 	"context"
 	"encoding/json"
-	"errors"
+
 	"fmt"
 	"io"
 	"iter"
@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/partition"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -225,8 +227,7 @@ func (c *Checker) Partition(ctx context.Context, db string, p int, repair, local
 					err = problem.New(problem.Unavailable, "partition %s/%d: leadership handed to %s to repair %s", db, p, pc.HandedTo, c.cfg.NodeID)
 					continue
 				}
-				var nl *replication.NotLeaderError
-				if local || !errors.As(err, &nl) {
+				if _, ok := partition.AsNotApplied(err, partition.NotLeader); local || !ok {
 					return wire.PartitionCheck{}, err
 				}
 				continue

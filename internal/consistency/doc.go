@@ -3,7 +3,7 @@
 // one every Config.Interval, the on-demand checks of POST /_cluster/check
 // (run at each partition's leader, through POST /_internal/check on its
 // node), the last outcome per partition for /_cluster, and the check
-// metrics. The check itself is replication.Group.Check.
+// metrics. The check itself is replication.Member.Check.
 //
 // A partition's last outcome is kept in this node's memory and in etcd
 // (Config.Prefix + "/checks/{db}/{partition}"), so that its next leader,

@@ -24,7 +24,7 @@ func (c *Checker) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(min(max(interval/10, 10*time.Millisecond), time.Minute))
 	defer t.Stop()
-	epoch, _ := c.epoch(ctx)    // zero if etcd does not answer: tried again below
+	epoch, _ := c.epoch(ctx)     // zero if etcd does not answer: tried again below
 	tried := map[Ref]time.Time{} // failed attempts, by this loop
 	for {
 		select {

@@ -600,16 +600,16 @@ func TestMalformedChunkedBodiesAreRefusedAndEndTheConnection(t *testing.T) {
 	head := "POST /db/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 	next := "GET /db/b HTTP/1.1\r\nHost: x\r\n\r\n"
 	for name, body := range map[string]string{
-		"not hexadecimal":       "zz\r\nabc\r\n0\r\n\r\n",
-		"no size":               "\r\nabc\r\n0\r\n\r\n",
-		"size too long":         "1000000000000000\r\nabc\r\n0\r\n\r\n",
-		"data overruns":         "3\r\nabcd\r\n0\r\n\r\n",
-		"bare LF":               "3\nabc\n0\n\n",
-		"size line too long":    "3;" + strings.Repeat("e", 5000) + "\r\nabc\r\n0\r\n\r\n",
-		"trailer too long":      "3\r\nabc\r\n0\r\n" + strings.Repeat("X: y\r\n", 20000) + "\r\n",
-		"negative size":         "-3\r\nabc\r\n0\r\n\r\n",
-		"space inside the size": "1 0\r\n0123456789abcdef\r\n0\r\n\r\n",
-		"CR inside the size line": "3;\r\r\nabc\r\n0\r\n\r\n",
+		"not hexadecimal":              "zz\r\nabc\r\n0\r\n\r\n",
+		"no size":                      "\r\nabc\r\n0\r\n\r\n",
+		"size too long":                "1000000000000000\r\nabc\r\n0\r\n\r\n",
+		"data overruns":                "3\r\nabcd\r\n0\r\n\r\n",
+		"bare LF":                      "3\nabc\n0\n\n",
+		"size line too long":           "3;" + strings.Repeat("e", 5000) + "\r\nabc\r\n0\r\n\r\n",
+		"trailer too long":             "3\r\nabc\r\n0\r\n" + strings.Repeat("X: y\r\n", 20000) + "\r\n",
+		"negative size":                "-3\r\nabc\r\n0\r\n\r\n",
+		"space inside the size":        "1 0\r\n0123456789abcdef\r\n0\r\n\r\n",
+		"CR inside the size line":      "3;\r\r\nabc\r\n0\r\n\r\n",
 		"trailer line without a colon": "3\r\nabc\r\n0\r\n0\r\n\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {

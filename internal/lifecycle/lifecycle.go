@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"slices"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/replication"
 )
 
 const (
@@ -70,9 +72,7 @@ type State struct {
 
 // Status is the Raft status of the local replica, as it sees its group.
 type Status struct {
-	// Role is leader, follower, candidate, pre-candidate, learner or
-	// removed.
-	Role         string
+	Role         replication.Role
 	Term         uint64
 	AppliedIndex uint64
 	Voters       []uint64
@@ -214,7 +214,7 @@ func Next(s State) Step {
 	// A replica removed while it was down or cut off never applies its
 	// removal: its own configuration still lists it, and its leader's
 	// report tells.
-	if st.Role == "removed" || (!slices.Contains(st.Voters, s.Self) && !slices.Contains(st.Learners, s.Self) && st.AppliedIndex > 0) {
+	if st.Role == replication.RoleRemoved || (!slices.Contains(st.Voters, s.Self) && !slices.Contains(st.Learners, s.Self) && st.AppliedIndex > 0) {
 		return Step{Kind: Drop, Mark: Clear}
 	}
 	return unlisted(s, st.Term, Drop)
@@ -239,7 +239,7 @@ func unlisted(s State, term uint64, drop Kind) Step {
 // placement (see the package doc).
 func membership(s State) Step {
 	st := s.Status
-	if st.Role != "leader" {
+	if st.Role != replication.RoleLeader {
 		return Step{}
 	}
 	soon := len(st.Learners) > 0

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/replication"
 )
 
 // Raft ids of the nodes in the tests; self is this node.
@@ -38,7 +40,7 @@ func caughtUp(ids ...uint64) map[uint64]Follower {
 func leading(placed []uint64, voters, learners []uint64, followers map[uint64]Follower) State {
 	return State{
 		Self: self, Placed: placed, Local: Hosted, Leading: true, Nodes: live(self, b, c, d), Now: t0,
-		Status: &Status{Role: "leader", Term: 5, AppliedIndex: 100, Voters: voters, Learners: learners, Followers: followers},
+		Status: &Status{Role: replication.RoleLeader, Term: 5, AppliedIndex: 100, Voters: voters, Learners: learners, Followers: followers},
 	}
 }
 
@@ -53,7 +55,7 @@ func TestNext(t *testing.T) {
 		return State{Self: self, Placed: placed, Local: Hosted, Status: st, Nodes: live(self, b, c, d), Now: t0}
 	}
 	listedBy := func(term uint64, lists bool) *Report { return &Report{Term: term, Lists: lists} }
-	member := &Status{Role: "follower", Term: 5, AppliedIndex: 100, Voters: ids(self, b, c)}
+	member := &Status{Role: replication.RoleFollower, Term: 5, AppliedIndex: 100, Voters: ids(self, b, c)}
 	for _, tc := range []struct {
 		name string
 		in   State
@@ -72,9 +74,9 @@ func TestNext(t *testing.T) {
 		// A follower not placed here is dropped once its group no longer
 		// counts it.
 		{"not placed follower: read status first", follower(ids(b, c, d), nil), Step{Kind: ReadStatus}},
-		{"not placed, removed role: drop", follower(ids(b, c, d), &Status{Role: "removed", Term: 5}), Step{Kind: Drop, Mark: Clear}},
-		{"not placed, own configuration lacks it: drop", follower(ids(b, c, d), &Status{Role: "follower", Term: 5, AppliedIndex: 7, Voters: ids(b, c, d)}), Step{Kind: Drop, Mark: Clear}},
-		{"not placed, own configuration lacks it before applying anything: wait", follower(ids(b, c, d), &Status{Role: "follower", Term: 5, Voters: ids(b, c, d)}), Step{Mark: Clear}},
+		{"not placed, removed role: drop", follower(ids(b, c, d), &Status{Role: replication.RoleRemoved, Term: 5}), Step{Kind: Drop, Mark: Clear}},
+		{"not placed, own configuration lacks it: drop", follower(ids(b, c, d), &Status{Role: replication.RoleFollower, Term: 5, AppliedIndex: 7, Voters: ids(b, c, d)}), Step{Kind: Drop, Mark: Clear}},
+		{"not placed, own configuration lacks it before applying anything: wait", follower(ids(b, c, d), &Status{Role: replication.RoleFollower, Term: 5, Voters: ids(b, c, d)}), Step{Mark: Clear}},
 		{"not placed, still a member, no report: wait", follower(ids(b, c, d), member), Step{Mark: Clear}},
 		{"not placed, leader's report lists it: wait", with(follower(ids(b, c, d), member), func(s *State) { s.Report = listedBy(5, true) }), Step{Mark: Clear}},
 		{"not placed, older leader's report: wait", with(follower(ids(b, c, d), member), func(s *State) { s.Report = listedBy(4, false) }), Step{Mark: Clear}},
@@ -97,7 +99,7 @@ func TestNext(t *testing.T) {
 		{"leader: read status first", with(leading(ids(self, b, c), nil, nil, nil), func(s *State) { s.Status = nil }), Step{Kind: ReadStatus}},
 		{"leader busy changing: nothing", with(leading(ids(self, b, c), nil, nil, nil), func(s *State) { s.Status, s.Changing = nil, true }), Step{}},
 		{"leader, empty placement: nothing", leading(nil, ids(self, b, c), nil, caughtUp(b, c)), Step{}},
-		{"no longer leader by status: nothing", with(leading(ids(self, b, d), ids(self, b, c), nil, nil), func(s *State) { s.Status.Role = "follower" }), Step{}},
+		{"no longer leader by status: nothing", with(leading(ids(self, b, d), ids(self, b, c), nil, nil), func(s *State) { s.Status.Role = replication.RoleFollower }), Step{}},
 		{"in line: nothing", leading(ids(self, b, c), ids(self, b, c), nil, caughtUp(b, c)), Step{}},
 		{"placed replica missing: add learner", leading(ids(self, b, d), ids(self, b, c), nil, caughtUp(b, c)), Step{Kind: AddLearner, Replica: d}},
 		{"placed replica missing on a dead node: not added", with(leading(ids(self, b, d), ids(self, b, c), nil, caughtUp(b, c)), func(s *State) { s.Nodes = live(self, b, c) }), Step{}},

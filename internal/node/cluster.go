@@ -19,6 +19,7 @@ import (
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/replication"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -66,7 +67,7 @@ func (n *Node) local() wire.LocalInfo {
 			continue
 		}
 		lr := wire.LocalReplica{
-			Database: ref.db, Partition: ref.p, Role: st.Role, Term: st.Term,
+			Database: ref.db, Partition: ref.p, Role: st.Role.String(), Term: st.Term,
 			SCN: st.Applied.String(), Applied: st.AppliedIndex,
 		}
 		if st.Leader != 0 {
@@ -78,7 +79,7 @@ func (n *Node) local() wire.LocalInfo {
 		for _, l := range st.Learners {
 			lr.Learners = append(lr.Learners, n.nodeName(l))
 		}
-		if st.Role == "leader" {
+		if st.Role == replication.RoleLeader {
 			if recorded == nil { // read once, and only if this node leads
 				recorded = n.checks.Recorded()
 			}

@@ -4,7 +4,7 @@ import (
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/membership"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 // streamCluster is the datastream manager's view of the cluster: live
@@ -28,7 +28,7 @@ func (c streamCluster) Subscribe() (<-chan struct{}, func()) { return c.v.Subscr
 
 // streamReplicas finds the replicas hosted here for datastream tasks.
 type streamReplicas struct {
-	r    *router.Router
+	r    *replicas.Registry
 	self uint64 // this node's Raft id
 }
 

@@ -29,8 +29,8 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/replication"
-	"github.com/doppio-db/doppio/internal/router"
 	"github.com/doppio-db/doppio/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -110,7 +110,7 @@ type Node struct {
 	host    *replication.Host
 	view    *membership.View
 	reg     *membership.Registration
-	router  *router.Router
+	router  *replicas.Registry
 	api     *api.Server
 	streams *datastream.Manager
 	self    uint64 // Raft id
@@ -287,7 +287,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	n.router = router.New(router.Config{
+	n.router = replicas.New(replicas.Config{
 		Engine:    n.engine,
 		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes, BackfillRate: n.cfg.BackfillRate},
 		Tables:    n.catalog.Tables,
@@ -493,8 +493,8 @@ func (n *Node) followCatalog() {
 }
 
 // hosted yields every partition hosted here with its Raft group.
-func (n *Node) hosted() iter.Seq2[partRef, *replication.Group] {
-	return func(yield func(partRef, *replication.Group) bool) {
+func (n *Node) hosted() iter.Seq2[partRef, *replication.Member] {
+	return func(yield func(partRef, *replication.Member) bool) {
 		for db, ps := range n.router.All() {
 			for _, rep := range ps {
 				if _, g, ok := n.router.Hosted(db, rep.ID); ok && !yield(partRef{db, rep.ID}, g) {

@@ -175,7 +175,7 @@ func (n *Node) handOff(timeout time.Duration) {
 	var handed, tried atomic.Int64
 	for ref, g := range n.hosted() {
 		st, err := g.Status()
-		if err != nil || st.Role != "leader" {
+		if err != nil || st.Role != replication.RoleLeader {
 			continue
 		}
 		to, ok := n.successor(st, ref.p)

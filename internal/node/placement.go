@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/replication"
 )
 
 // reportEvery is how often this node re-reads the configuration of the
@@ -62,7 +63,7 @@ func (n *Node) reportGroups(names map[uint64]string) {
 			continue
 		}
 		st, err := g.Status()
-		if err != nil || st.Role != "leader" {
+		if err != nil || st.Role != replication.RoleLeader {
 			n.reg.SetGroup(ref.db, ref.p, nil)
 			continue
 		}

@@ -316,7 +316,7 @@ func (n *Node) removeOrphans() {
 // group with the database's initial placement when this node is one of
 // the initial replicas and nobody leads the partition yet; otherwise it
 // starts empty and waits for the leader to add it and send a snapshot.
-func (n *Node) startReplica(ctx context.Context, ref partRef) (*replication.Group, error) {
+func (n *Node) startReplica(ctx context.Context, ref partRef) (*replication.Member, error) {
 	prefix := keys.PartitionPrefix(ref.db, ref.p)
 	var voters []uint64
 	if _, _, led := n.view.Leader(ref.db, ref.p); !led {
@@ -363,7 +363,7 @@ func initialVoters(pp membership.PartitionPlacement, self string) []uint64 {
 // changeMembership runs on the leader of a partition and takes the step
 // lifecycle.Next decides from the group's status, at most maxMoves at once
 // on this node (one beyond that is left to a later pass).
-func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication.Group, s lifecycle.State) {
+func (n *Node) changeMembership(ctx context.Context, ref partRef, g *replication.Member, s lifecycle.State) {
 	st, err := g.Status()
 	if err != nil {
 		return

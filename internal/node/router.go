@@ -17,7 +17,7 @@ import (
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/membership"
-	"github.com/doppio-db/doppio/internal/router"
+	"github.com/doppio-db/doppio/internal/replicas"
 )
 
 // RouterConfig configures a stateless router process.
@@ -46,7 +46,7 @@ type Router struct {
 	client   *clientv3.Client
 	catalog  *catalog.Catalog
 	view     *membership.View
-	router   *router.Router
+	router   *replicas.Registry
 	api      *api.Server
 	wg       sync.WaitGroup
 }
@@ -104,7 +104,7 @@ func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 	}
 	// No replica is ever opened here, so every request is routed
 	// elsewhere: to the leader the routing table names.
-	rt.router = router.New(router.Config{
+	rt.router = replicas.New(replicas.Config{
 		Tables:    rt.catalog.Tables,
 		Directory: directory{rt.view},
 		Logger:    rt.log,

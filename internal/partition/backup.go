@@ -178,7 +178,7 @@ func (r *Replica) incremental(it *storage.Iter, from BackupPoint, scn SCN) (*del
 		if err != nil {
 			return nil, "", err
 		}
-		if ws.Fold {
+		if ws.Upkeep {
 			// Index entries moved from one form to the other: the
 			// previous backup's form of the group answers the same.
 			want++

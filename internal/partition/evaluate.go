@@ -86,11 +86,6 @@ type Result struct {
 	Changed bool // false when nothing was written (no SCN consumed)
 }
 
-// ErrStaleEvaluation: the partition applied a write while a request that
-// changes nothing (a refused condition, a no-op) was evaluated, so its
-// answer may be stale. Nothing was applied; the request may run again.
-var ErrStaleEvaluation = &problem.Error{Kind: problem.Unavailable, Detail: "the partition changed while the request was evaluated (a leadership change); nothing was applied, retry", Operation: -1, RetryAfter: 1}
-
 // confirmLocal makes an answer computed from this replica's state alone (a
 // refused condition, a write that changes nothing) linearizable. Lead only
 // says this replica believed it led when the request began: a leader

@@ -26,7 +26,7 @@ import (
 // costs to write follows its folds, not its words. A write of bulkDocs
 // documents or more (a bulk load's transaction) writes its text as a
 // segment of its own, in the same write set. A fold changes
-// no query's answer; it is replicated like any write set (marked Fold, so
+// no query's answer; it is replicated like any write set (marked Upkeep, so
 // an incremental backup knows it changed nothing) and consumes an SCN with
 // an empty change-log entry. A query that reads more than twice foldAfter
 // pending entries in one list asks for a fold too: the counts are the
@@ -203,7 +203,7 @@ func (r *Replica) purge(ctx context.Context, list []byte) error {
 		return err
 	}
 	for i, puts := range batches {
-		ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true, Index: IndexWrites{Deletes: deletes[i]}}
+		ws := &WriteSet{Mtime: time.Now().UnixMilli(), Upkeep: true, Index: IndexWrites{Deletes: deletes[i]}}
 		for _, e := range puts {
 			ws.Index.Puts = append(ws.Index.Puts, IndexEntry{Key: e.Key, Value: e.Value})
 		}
@@ -237,7 +237,7 @@ func (r *Replica) foldChunk(ctx context.Context, table string, group []byte, fie
 			release()
 		}
 	}()
-	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Fold: true}
+	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Upkeep: true}
 	values := make([][]byte, len(refs))
 	for i, ref := range refs {
 		v, err := r.engine.GetShared(ref.Key)

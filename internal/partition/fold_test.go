@@ -342,14 +342,14 @@ func TestAWriteDuringAFoldWaitsForIt(t *testing.T) {
 }
 
 func TestAFoldCarriesItsFlagThroughTheLog(t *testing.T) {
-	ws := &WriteSet{Mtime: 7, Fold: true, Index: IndexWrites{Puts: []IndexEntry{{Key: []byte("k"), Value: []byte("v")}}, Deletes: [][]byte{[]byte("p")}}}
+	ws := &WriteSet{Mtime: 7, Upkeep: true, Index: IndexWrites{Puts: []IndexEntry{{Key: []byte("k"), Value: []byte("v")}}, Deletes: [][]byte{[]byte("p")}}}
 	b := ws.Encode()
 	got, err := DecodeWriteSet(b)
-	if err != nil || !got.Fold || got.Mtime != 7 || len(got.Index.Puts) != 1 || len(got.Index.Deletes) != 1 {
+	if err != nil || !got.Upkeep || got.Mtime != 7 || len(got.Index.Puts) != 1 || len(got.Index.Deletes) != 1 {
 		t.Fatalf("decoded %+v, %v", got, err)
 	}
 	// The change-log part alone keeps the flag.
-	if logged, err := DecodeWriteSet(b[:ws.LogLen()]); err != nil || !logged.Fold {
+	if logged, err := DecodeWriteSet(b[:ws.LogLen()]); err != nil || !logged.Upkeep {
 		t.Fatalf("change-log part decoded %+v, %v", logged, err)
 	}
 	// Any other write set keeps format 2, byte for byte what it was.

@@ -45,10 +45,11 @@ type WriteSet struct {
 	// put and delete, applied in the same batch as the documents. It is
 	// replicated but not part of the change log.
 	Index IndexWrites
-	// Fold marks a write set that only folds pending text index entries
-	// into a segment, or purges dead postings (see fold.go): it changes no
-	// document and no query's answer. It is part of the change-log entry.
-	Fold bool
+	// Upkeep marks a write set of index upkeep only: it folds pending text
+	// index entries into a segment, or purges dead postings (see fold.go),
+	// and changes no document and no query's answer. It is part of the
+	// change-log entry.
+	Upkeep bool
 
 	// logLen is the length of the encoding's change-log part (everything
 	// but Index), set by Encode and DecodeWriteSet.
@@ -112,14 +113,14 @@ func (ws *WriteSet) Size() int {
 // writeSetFormat 2 stores a pre-image as its difference from the
 // post-image (see appendImage); format 1 stored both whole, and is still
 // read. Format 3 is format 2 with a flags byte after the counters (bit 0:
-// Fold), written only when a flag is set.
+// Upkeep), written only when a flag is set.
 const (
 	writeSetFormat      = 2
 	writeSetFormatV1    = 1
 	writeSetFormatFlags = 3
 )
 
-const flagFold = 1
+const flagUpkeep = 1
 
 // Encode returns the binary form of ws. Its first LogLen bytes, alone, are
 // the change-log entry: a valid encoding of ws without Index.
@@ -130,7 +131,7 @@ func (ws *WriteSet) Encode() []byte { return ws.AppendEncoding(nil) }
 func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 	start := len(dst)
 	b := slices.Grow(dst, ws.Size())
-	if ws.Fold {
+	if ws.Upkeep {
 		b = append(b, writeSetFormatFlags)
 	} else {
 		b = append(b, writeSetFormat)
@@ -152,8 +153,8 @@ func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 		b = appendBytes(b, c.Collection)
 		b = binary.AppendVarint(b, c.Value)
 	}
-	if ws.Fold {
-		b = append(b, flagFold)
+	if ws.Upkeep {
+		b = append(b, flagUpkeep)
 	}
 	ws.logLen = len(b) - start
 	if ws.Index.empty() {
@@ -225,10 +226,10 @@ func DecodeWriteSet(b []byte) (*WriteSet, error) {
 	}
 	if format == writeSetFormatFlags {
 		flags := d.byte()
-		if flags&^flagFold != 0 {
+		if flags&^flagUpkeep != 0 {
 			return nil, errCorrupt
 		}
-		ws.Fold = flags&flagFold != 0
+		ws.Upkeep = flags&flagUpkeep != 0
 	}
 	ws.logLen = len(b) - len(d.b)
 	if d.err == nil && len(d.b) > 0 {

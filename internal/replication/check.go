@@ -34,7 +34,7 @@ import (
 // Repair: see rebuild.go.
 
 const (
-	checkFormat byte = 3 // after entryFormat and entryRestoreFormat (group.go)
+	checkFormat byte = 3 // after entryFormat and entryRestoreFormat (member.go)
 	// checkResultTTL is how long a replica keeps a check's result for its
 	// leader to collect.
 	checkResultTTL = 10 * time.Minute
@@ -383,7 +383,7 @@ func (r CheckReport) Mismatched() []uint64 {
 // followers that differ from the majority. It fails only if the marker
 // cannot be committed (not the leader, no quorum) or the leader's own
 // checksum fails; a follower without a result is reported unavailable.
-func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
+func (g *Member) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
 	h := g.host
 	if err := g.Lead(ctx); err != nil {
 		return CheckReport{}, err
@@ -393,11 +393,11 @@ func (g *Group) Check(ctx context.Context, opts CheckOptions) (CheckReport, erro
 	var voters []uint64
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "")})
 			return
 		}
 		if err := g.rn.Propose(encodeCheckEntry(id)); err != nil {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "check marker dropped: " + err.Error()}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "check marker dropped: "+err.Error())})
 			return
 		}
 		voters = slices.Clone(g.st.applied.conf().GetVoters())
@@ -552,7 +552,7 @@ func majorityFollower(sums []*partition.Checksums, voters int) int {
 // of them, and asks it to rebuild this replica. The follower is first told
 // to hold off handing leadership back (the placement prefers this node)
 // until the rebuild. The report is restated against the majority's state.
-func (g *Group) handOverForRebuild(ctx context.Context, rep CheckReport, own partition.Checksums, followers []uint64, sums []*partition.Checksums, i int) CheckReport {
+func (g *Member) handOverForRebuild(ctx context.Context, rep CheckReport, own partition.Checksums, followers []uint64, sums []*partition.Checksums, i int) CheckReport {
 	h := g.host
 	to, ref := followers[i], *sums[i]
 	part := fmt.Sprintf("%x", []byte(g.prefix))

@@ -37,7 +37,7 @@ func replicaCheck(rep CheckReport, node uint64) ReplicaCheck {
 func TestCheckDetectsCorruptFollowerAndRebuildsIt(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -54,7 +54,7 @@ func TestCheckDetectsCorruptFollowerAndRebuildsIt(t *testing.T) {
 	}
 	c.corrupt(bad, p, 7)
 
-	g := c.host(lead).Group(p)
+	g := c.host(lead).Member(p)
 	rep, err := g.Check(ctx, CheckOptions{Repair: true})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestCheckDetectsCorruptFollowerAndRebuildsIt(t *testing.T) {
 func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -135,7 +135,7 @@ func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
 			}
 		})
 	}
-	g := c.host(lead).Group(p)
+	g := c.host(lead).Member(p)
 	var reports []CheckReport
 	for len(reports) < 10 {
 		rep, err := g.Check(ctx, CheckOptions{})
@@ -159,7 +159,7 @@ func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
 func TestCheckHandsLeadershipOverToRebuildALeaderThatIsTheOddOneOut(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -172,7 +172,7 @@ func TestCheckHandsLeadershipOverToRebuildALeaderThatIsTheOddOneOut(t *testing.T
 	c.corrupt(lead, p, 3)
 
 	// Report only: both followers differ from the leader; nothing moves.
-	rep, err := c.host(lead).Group(p).Check(ctx, CheckOptions{})
+	rep, err := c.host(lead).Member(p).Check(ctx, CheckOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestCheckHandsLeadershipOverToRebuildALeaderThatIsTheOddOneOut(t *testing.T
 
 	// With repair, the leader does not rebuild the majority: it hands
 	// leadership to a follower of the agreeing majority, which rebuilds it.
-	rep, err = c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
+	rep, err = c.host(lead).Member(p).Check(ctx, CheckOptions{Repair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,12 +205,12 @@ func TestCheckHandsLeadershipOverToRebuildALeaderThatIsTheOddOneOut(t *testing.T
 	if next != rep.HandedTo {
 		t.Fatalf("leader %d, want %d", next, rep.HandedTo)
 	}
-	st, _ := c.host(next).Group(p).Status()
+	st, _ := c.host(next).Member(p).Status()
 	if len(st.Voters) != 3 || !slices.Contains(st.Voters, lead) {
 		t.Fatalf("voters %v after the rebuild of %d", st.Voters, lead)
 	}
 	c.sameState(p, 1, 2, 3)
-	if rep, err = c.host(next).Group(p).Check(ctx, CheckOptions{Repair: true}); err != nil || rep.Result != "consistent" {
+	if rep, err = c.host(next).Member(p).Check(ctx, CheckOptions{Repair: true}); err != nil || rep.Result != "consistent" {
 		t.Fatalf("check after the repair: %+v %v", rep, err)
 	}
 }
@@ -222,7 +222,7 @@ func TestRebuiltReplicaNeitherVotesNorBootstrapsUntilItsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vote := func(g *Group, term uint64) uint64 {
+	vote := func(g *Member, term uint64) uint64 {
 		var voted uint64
 		err := c.host(1).call(func() {
 			g.step(inbound{group: g.name(), msg: &raftpb.Message{
@@ -275,11 +275,11 @@ func TestCheckIsThrottledAndShowsProgress(t *testing.T) {
 	c.start(1)
 	t.Cleanup(func() { c.stop(1) })
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1})
+	c.startRaftGroup(p, []uint64{1})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	g := c.host(lead).Group(p)
+	g := c.host(lead).Member(p)
 	for i := range 64 {
 		ws := writeSet(i)
 		ws.Writes[0].After = make([]byte, 8<<10)
@@ -322,12 +322,12 @@ func TestHostCloseStopsARunningChecksumAndReleasesTheEngine(t *testing.T) {
 		configure: func(cfg *Config) { cfg.CheckBytesPerSecond = 64 << 10 }}
 	c.start(1)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1})
+	c.startRaftGroup(p, []uint64{1})
 	c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	h, e := c.host(1), c.engine(1)
-	g := h.Group(p)
+	g := h.Member(p)
 	for i := range 64 {
 		ws := writeSet(i)
 		ws.Writes[0].After = make([]byte, 8<<10)
@@ -365,7 +365,7 @@ func TestHostCloseStopsARunningChecksumAndReleasesTheEngine(t *testing.T) {
 func TestCheckWithAFollowerDownIsIncompleteNotAMismatch(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -379,7 +379,7 @@ func TestCheckWithAFollowerDownIsIncompleteNotAMismatch(t *testing.T) {
 		down = 2
 	}
 	c.stop(down)
-	rep, err := c.host(lead).Group(p).Check(ctx, CheckOptions{Repair: true})
+	rep, err := c.host(lead).Member(p).Check(ctx, CheckOptions{Repair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestCheckWithAFollowerDownIsIncompleteNotAMismatch(t *testing.T) {
 	if rep.Result != "incomplete" || rc.Status != "unavailable" || rc.Error == "" || len(rep.Mismatched()) != 0 {
 		t.Fatalf("check with node %d down: %+v", down, rep)
 	}
-	st, _ := c.host(lead).Group(p).Status()
+	st, _ := c.host(lead).Member(p).Status()
 	if len(st.Voters) != 3 {
 		t.Fatalf("voters %v: nothing may be repaired for a replica that gave no result", st.Voters)
 	}

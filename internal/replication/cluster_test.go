@@ -128,8 +128,8 @@ func (c *cluster) engine(id uint64) *storage.Engine {
 	return c.engines[id]
 }
 
-// startGroup starts partition p on the given nodes with voters.
-func (c *cluster) startGroup(p keys.Partition, voters []uint64, on ...uint64) {
+// startRaftGroup starts partition p on the given nodes with voters.
+func (c *cluster) startRaftGroup(p keys.Partition, voters []uint64, on ...uint64) {
 	c.t.Helper()
 	if len(on) == 0 {
 		on = voters
@@ -151,7 +151,7 @@ func (c *cluster) leader(p keys.Partition, within time.Duration) uint64 {
 			if h == nil {
 				continue
 			}
-			if g := h.Group(p); g != nil {
+			if g := h.Member(p); g != nil {
 				if _, ok := g.Leader(); ok {
 					return id
 				}
@@ -189,7 +189,7 @@ func (c *cluster) write(ctx context.Context, id uint64, p keys.Partition, i int)
 	if h == nil {
 		return partition.SCN{}, fmt.Errorf("node %d down", id)
 	}
-	g := h.Group(p)
+	g := h.Member(p)
 	if err := g.Lead(ctx); err != nil {
 		return partition.SCN{}, err
 	}
@@ -202,12 +202,12 @@ func (c *cluster) waitApplied(p keys.Partition, seq uint64, within time.Duration
 	deadline := time.Now().Add(within)
 	for _, id := range ids {
 		for {
-			if c.host(id).Group(p).Applied().Sequence >= seq {
+			if c.host(id).Member(p).Applied().Sequence >= seq {
 				break
 			}
 			if time.Now().After(deadline) {
-				st, _ := c.host(id).Group(p).Status()
-				c.t.Fatalf("node %d applied %v of %x, want sequence %d (status %+v)", id, c.host(id).Group(p).Applied(), []byte(p), seq, st)
+				st, _ := c.host(id).Member(p).Status()
+				c.t.Fatalf("node %d applied %v of %x, want sequence %d (status %+v)", id, c.host(id).Member(p).Applied(), []byte(p), seq, st)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -24,7 +24,7 @@ import (
 func TestProposalAfterAnUnnoticedStepDownIsRefusedNotForwarded(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	var other uint64
 	for _, id := range []uint64{1, 2, 3} {
@@ -33,7 +33,7 @@ func TestProposalAfterAnUnnoticedStepDownIsRefusedNotForwarded(t *testing.T) {
 			break
 		}
 	}
-	g := c.host(lead).Group(p)
+	g := c.host(lead).Member(p)
 	var stale bool
 	var proposeErr error
 	if err := c.host(lead).call(func() {

@@ -49,10 +49,10 @@ func waitQuiesced(t testing.TB, c *cluster, ps []keys.Partition, within time.Dur
 	deadline := time.Now().Add(within)
 	for _, p := range ps {
 		for _, id := range c.ids() {
-			for !c.host(id).Group(p).info.Load().quiesced {
+			for !c.host(id).Member(p).info.Load().quiesced {
 				if time.Now().After(deadline) {
 					for _, id2 := range c.ids() {
-						st, _ := c.host(id2).Group(p).Status()
+						st, _ := c.host(id2).Member(p).Status()
 						t.Logf("node %d: %+v", id2, st)
 					}
 					t.Fatalf("replica of %x on node %d not quiesced", []byte(p), id)
@@ -117,7 +117,7 @@ func TestManyGroupsElectWriteAndQuiesce(t *testing.T) {
 	if _, err := c.write(ctx, c.leader(ps[7], time.Second), ps[7], 7777); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.host(1).Group(ps[8]).ReadIndex(ctx); err != nil {
+	if err := c.host(1).Member(ps[8]).ReadIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

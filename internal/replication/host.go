@@ -20,7 +20,7 @@ import (
 
 // Config configures a Host.
 type Config struct {
-	// NodeID identifies this node in every group; non-zero, never reused by
+	// NodeID identifies this node in every Raft group; non-zero, never reused by
 	// another node.
 	NodeID uint64
 	// Engine is the node's store; the Host does not close it.
@@ -38,7 +38,7 @@ type Config struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
-	// DeadAfter is how long a node may stay silent before the groups it leads
+	// DeadAfter is how long a node may stay silent before the Raft groups it leads
 	// elect a new leader (default an election timeout). A broken stream (a
 	// process that died) counts at once; the delay only serves silent
 	// failures, and a shorter one made CPU-starved nodes declare each other
@@ -56,14 +56,14 @@ type Config struct {
 	// LogRetain is how many applied entries a replica keeps in its Raft
 	// log at most for followers that lag (default 10,000): a follower that
 	// needs older entries gets a snapshot. Every CompactInterval (default
-	// 1s) each log is truncated to what no replica needs (Group.unneeded):
+	// 1s) each log is truncated to what no replica needs (Member.unneeded):
 	// on a leader, up to the oldest entry a follower lacks; on a follower,
 	// as far as its leader truncated.
 	LogRetain       uint64
 	CompactInterval time.Duration
 
 	// OnLeadership, if set, is called (from the host's loop: it must not
-	// block) whenever a group's known leader or term changes.
+	// block) whenever a Raft group's known leader or term changes.
 	OnLeadership func(p keys.Partition, leader, term uint64)
 
 	// CheckBytesPerSecond throttles the reads of consistency checks on
@@ -133,10 +133,10 @@ type Host struct {
 	// (failed attempts included): what replica moves cost.
 	snapshotsSent, snapshotBytes atomic.Uint64
 
-	mu     sync.Mutex
-	queue  []func()
-	groups map[string]*Group // by string(prefix); written by the loop under mu
-	closed bool
+	mu      sync.Mutex
+	queue   []func()
+	members map[string]*Member // by string(prefix); written by the loop under mu
+	closed  bool
 
 	wake chan struct{}
 	stop chan struct{}
@@ -149,15 +149,15 @@ type Host struct {
 	rebuilds  map[rebuildKey]time.Time // replicas rebuilt here as leader (zero: until done) or about to be
 
 	// Owned by the loop.
-	dirty        map[*Group]struct{}
-	active       map[*Group]struct{} // not quiesced: ticked
-	readGroups   map[*Group]struct{} // with reads to issue
+	dirty        map[*Member]struct{}
+	active       map[*Member]struct{} // not quiesced: ticked
+	readGroups   map[*Member]struct{} // with reads to issue
 	ticks        uint64
 	readSeq      uint64
 	compactTicks uint64
-	snapshots    map[*Group]struct{} // groups holding an incoming snapshot
-	staging      string              // where received snapshots are staged
-	later        []func()            // run once the current Readies are handled
+	snapshots    map[*Member]struct{} // Raft groups holding an incoming snapshot
+	staging      string               // where received snapshots are staged
+	later        []func()             // run once the current Readies are handled
 }
 
 // SnapshotsSent returns how many snapshots this node streamed to other
@@ -180,14 +180,14 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "replication", "node", cfg.NodeID),
 		engine:     cfg.Engine,
-		groups:     map[string]*Group{},
+		members:    map[string]*Member{},
 		wake:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
-		dirty:      map[*Group]struct{}{},
-		active:     map[*Group]struct{}{},
-		readGroups: map[*Group]struct{}{},
-		snapshots:  map[*Group]struct{}{},
+		dirty:      map[*Member]struct{}{},
+		active:     map[*Member]struct{}{},
+		readGroups: map[*Member]struct{}{},
+		snapshots:  map[*Member]struct{}{},
 		rebuilds:   map[rebuildKey]time.Time{},
 	}
 	if cfg.LeaseTicks > 0 {
@@ -249,7 +249,7 @@ func (h *Host) Close() error {
 	<-h.done
 	h.checker.close() // no iterator outlives the host (the engine may close next)
 	h.transport.close()
-	for _, g := range h.groups {
+	for _, g := range h.members {
 		g.failAll(unavailable("replica of %s closed", g.name()))
 	}
 	return nil
@@ -290,28 +290,28 @@ func (h *Host) call(fn func()) error {
 	}
 }
 
-// Group returns the hosted replica of partition p, or nil.
-func (h *Host) Group(p keys.Partition) *Group {
+// Member returns the hosted replica of partition p, or nil.
+func (h *Host) Member(p keys.Partition) *Member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.groups[string(p)]
+	return h.members[string(p)]
 }
 
-func (h *Host) lookup(name string) *Group {
+func (h *Host) lookup(name string) *Member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.groups[name]
+	return h.members[name]
 }
 
 // Start begins hosting this node's replica of partition p and returns it;
 // it returns the existing replica if p is already hosted. A replica with
 // Raft state on disk resumes from it. A replica without state bootstraps
-// the group when voters is non-empty (every initial voter must be started
+// the Raft group when voters is non-empty (every initial voter must be started
 // with the same list; the first one campaigns at once), and otherwise
 // starts empty: it joins when the leader adds it (AddLearner) and sends it
 // a snapshot.
-func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
-	if g := h.Group(p); g != nil {
+func (h *Host) Start(p keys.Partition, voters []uint64) (*Member, error) {
+	if g := h.Member(p); g != nil {
 		return g, nil
 	}
 	st, err := loadStorage(h.engine, p)
@@ -319,7 +319,7 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
 	// A replica restarted empty by a rebuild waits for its snapshot: it
-	// never bootstraps, and votes for no one (Group.mayVote).
+	// never bootstraps, and votes for no one (Member.mayVote).
 	_, err = h.engine.Get(p.RaftRebuilt())
 	rebuilt := err == nil
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -364,16 +364,16 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %x: %w", []byte(p), err)
 	}
-	g := newGroup(h, append(keys.Partition(nil), p...), rn, st)
+	g := newMember(h, append(keys.Partition(nil), p...), rn, st)
 	g.noVote = rebuilt
-	var out *Group
+	var out *Member
 	err = h.call(func() {
-		if existing := h.groups[string(p)]; existing != nil {
+		if existing := h.members[string(p)]; existing != nil {
 			out = existing
 			return
 		}
 		h.mu.Lock()
-		h.groups[string(p)] = g
+		h.members[string(p)] = g
 		h.mu.Unlock()
 		out = g
 		for _, id := range g.members() {
@@ -392,14 +392,14 @@ func (h *Host) Start(p keys.Partition, voters []uint64) (*Group, error) {
 // Remove stops hosting partition p and deletes everything stored under its
 // prefix (data and Raft state). Used when placement moved the replica away.
 func (h *Host) Remove(p keys.Partition) error {
-	var g *Group
+	var g *Member
 	err := h.call(func() {
-		g = h.groups[string(p)]
+		g = h.members[string(p)]
 		if g == nil {
 			return
 		}
 		h.mu.Lock()
-		delete(h.groups, string(p))
+		delete(h.members, string(p))
 		h.mu.Unlock()
 		delete(h.active, g)
 		delete(h.dirty, g)
@@ -425,7 +425,7 @@ func (h *Host) Remove(p keys.Partition) error {
 // and a candidate whose configuration still counts it must not win with
 // the vote of a replica that forgot its log. A leader's rebuild asks for
 // it (Config.OnRebuild must call it).
-func (h *Host) StartRebuilt(p keys.Partition) (*Group, error) {
+func (h *Host) StartRebuilt(p keys.Partition) (*Member, error) {
 	if err := h.Remove(p); err != nil {
 		return nil, err
 	}
@@ -504,8 +504,8 @@ func (h *Host) tick() {
 	}
 }
 
-// compact truncates every group's log to what no replica needs (see
-// Group.unneeded; keep bounds what is kept for lagging followers), once at
+// compact truncates every Raft group's log to what no replica needs (see
+// Member.unneeded; keep bounds what is kept for lagging followers), once at
 // least truncateMin entries can go. Run every second, so that on a leader
 // whose followers keep up (and on a single voter) an entry is deleted while
 // still in the memtable, and its flush drops it: the log is written to the
@@ -513,7 +513,7 @@ func (h *Host) tick() {
 func (h *Host) compact(keep uint64) {
 	b := h.engine.NewBatch()
 	n := 0
-	for _, g := range h.groups {
+	for _, g := range h.members {
 		if idx := g.unneeded(keep); idx >= g.st.trunc.Index+truncateMin && g.truncateTo(b, idx) {
 			n++
 		}
@@ -527,17 +527,17 @@ func (h *Host) compact(keep uint64) {
 	}
 }
 
-// truncateMin is the fewest entries compact truncates from a group's log:
+// truncateMin is the fewest entries compact truncates from a Raft group's log:
 // each truncation is a range deletion, and the memtable's range deletions
 // are fragmented again by every read after one is added.
 const truncateMin = 256
 
-// processReady handles the Ready of every dirty group, all groups' writes
-// in one synced batch, until no group has more.
+// processReady handles the Ready of every dirty Raft group, all Raft groups' writes
+// in one synced batch, until no Raft group has more.
 func (h *Host) processReady() {
 	for len(h.dirty) > 0 {
 		type ready struct {
-			g    *Group
+			g    *Member
 			rd   raft.Ready
 			sent bool // its messages went out before the sync
 		}
@@ -567,7 +567,7 @@ func (h *Host) processReady() {
 			if len(r.rd.CommittedEntries) == 0 {
 				continue
 			}
-			// Each group's committed entries go in a batch of their own,
+			// Each Raft group's committed entries go in a batch of their own,
 			// written after the log (so after a crash the log holds every
 			// entry whose effects survived) and without a sync: the
 			// entries are durable in the logs of a quorum, and a crash
@@ -646,7 +646,7 @@ func (h *Host) processReady() {
 	clear(h.snapshots)
 }
 
-// applied is one group's application of committed entries: its batches,
+// applied is one Raft group's application of committed entries: its batches,
 // in order, and the answers to give once each is committed.
 type applied struct{ segs []applySeg }
 
@@ -659,10 +659,10 @@ type applySeg struct {
 	capture *capture
 }
 
-// commitApplies commits the groups' application batches, concurrently when
+// commitApplies commits the Raft groups' application batches, concurrently when
 // there are several (their keys are disjoint; inserting into the memtable
 // is most of a write's CPU in the loop, and the cores are otherwise idle
-// while every writer waits for it), and answers each group's proposers as
+// while every writer waits for it), and answers each Raft group's proposers as
 // soon as its batch is in.
 func (h *Host) commitApplies(applies []applied) {
 	commit := func(a applied) {
@@ -705,7 +705,7 @@ func (h *Host) deliver(from uint64, msgs []inbound) {
 	h.enqueue(func() {
 		now := time.Now()
 		for _, m := range msgs {
-			g := h.groups[m.group]
+			g := h.members[m.group]
 			if g == nil || g.removed {
 				continue
 			}
@@ -725,14 +725,14 @@ func (h *Host) deliver(from uint64, msgs []inbound) {
 	})
 }
 
-// peerDown wakes the groups led by node id so that they elect a new leader
-// within a few ticks instead of a full election timeout, and the groups
+// peerDown wakes the Raft groups led by node id so that they elect a new leader
+// within a few ticks instead of a full election timeout, and the Raft groups
 // this node leads with a replica there, so that a leader cut off from its
 // quorum notices (CheckQuorum) and steps down even if it was quiesced.
 func (h *Host) peerDown(id uint64) {
 	h.enqueue(func() {
 		n := 0
-		for _, g := range h.groups {
+		for _, g := range h.members {
 			if g.isLeader && !g.removed && g.hasMember(id) {
 				g.wakeUp()
 				h.dirty[g] = struct{}{}
@@ -766,11 +766,11 @@ func (h *Host) peerDown(id uint64) {
 	})
 }
 
-// peerUp wakes the groups this node leads that have a replica on node id,
+// peerUp wakes the Raft groups this node leads that have a replica on node id,
 // so the leader catches it up.
 func (h *Host) peerUp(id uint64) {
 	h.enqueue(func() {
-		for _, g := range h.groups {
+		for _, g := range h.members {
 			if g.isLeader && g.hasMember(id) {
 				g.wakeUp()
 				h.dirty[g] = struct{}{}
@@ -779,11 +779,11 @@ func (h *Host) peerUp(id uint64) {
 	})
 }
 
-// reportUnreachable tells the groups whose messages to node id were lost.
+// reportUnreachable tells the Raft groups whose messages to node id were lost.
 func (h *Host) reportUnreachable(id uint64, groups []string) {
 	h.enqueue(func() {
 		for _, name := range groups {
-			if g := h.groups[name]; g != nil && !g.removed {
+			if g := h.members[name]; g != nil && !g.removed {
 				g.rn.ReportUnreachable(id)
 				h.dirty[g] = struct{}{}
 			}
@@ -791,10 +791,10 @@ func (h *Host) reportUnreachable(id uint64, groups []string) {
 	})
 }
 
-// reportSnapshot tells the group whether its snapshot to node id arrived.
+// reportSnapshot tells the Raft group whether its snapshot to node id arrived.
 func (h *Host) reportSnapshot(name string, id uint64, ok bool) {
 	h.enqueue(func() {
-		g := h.groups[name]
+		g := h.members[name]
 		if g == nil || g.removed {
 			return
 		}
@@ -813,7 +813,7 @@ func (h *Host) reportSnapshot(name string, id uint64, ok bool) {
 func (h *Host) receiveSnapshot(name string, m *raftpb.Message, snap *incomingSnapshot) error {
 	var err error
 	cerr := h.call(func() {
-		g := h.groups[name]
+		g := h.members[name]
 		if g == nil || g.removed {
 			err = fmt.Errorf("partition %x not hosted on node %d", name, h.cfg.NodeID)
 			return

@@ -25,7 +25,7 @@ import (
 func TestWriteOfUnknownOutcomeKeepsItsGroupUntilSettled(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	tb, err := schema.Compile(schema.TableDef{
 		Database: "db", Name: "Counter", Key: []schema.KeyPart{{Name: "id", Type: "string"}},
@@ -34,7 +34,7 @@ func TestWriteOfUnknownOutcomeKeepsItsGroupUntilSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := partition.New(c.engine(lead), "db", 0, c.host(lead).Group(p), partition.Limits{})
+	rep := partition.New(c.engine(lead), "db", 0, c.host(lead).Member(p), partition.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := rep.Execute(ctx, partition.Request{Ops: []partition.Operation{{Kind: partition.Put, Table: tb, Key: keys.Tuple{"c"}, Doc: schema.Document{"n": int64(0)}}}}); err != nil {

@@ -13,13 +13,13 @@ import (
 )
 
 // routedWrite writes set i the way the API does: at the node believed to
-// lead, following NotLeaderError to the leader it names and trying again
-// (a NotLeaderError promises nothing was applied). Any other error ends it.
-// It counts the NotLeaderErrors Replicate itself returned, and how many of
+// lead, following a NotLeader error to the leader it names and trying again
+// (a NotLeader error promises nothing was applied). Any other error ends it.
+// It counts the NotLeader errors Replicate itself returned, and how many of
 // those named this very node (a proposal dropped by a transfer).
 func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, i int, dropped *atomic.Int64) (partition.SCN, error) {
 	for {
-		g := c.host(at).Group(p)
+		g := c.host(at).Member(p)
 		err := g.Lead(ctx)
 		if err == nil {
 			var scn partition.SCN
@@ -27,12 +27,12 @@ func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, 
 			if err == nil {
 				return scn, nil
 			}
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			if errors.As(err, &nl) && (nl.Leader == at || nl.Leader == 0) {
 				dropped.Add(1)
 			}
 		}
-		var nl *NotLeaderError
+		var nl *partition.NotAppliedError
 		if !errors.As(err, &nl) || ctx.Err() != nil {
 			return partition.SCN{}, err
 		}
@@ -49,13 +49,13 @@ func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, 
 // eight writers write. Lead waits out a transfer in progress; a proposal
 // appended before the leader stepped down waits for the entry applied at
 // its index instead of failing with an unknown outcome. So every write
-// either succeeds or fails with a NotLeaderError (not applied: safe to run
+// either succeeds or fails with a NotLeader error (not applied: safe to run
 // again at the leader), every write ends up applied exactly once, and the
 // SCN sequences stay gapless.
 func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 				i := 1 + w*perWriter + j
 				scn, err := c.routedWrite(ctx, uint64(1+w%3), p, i, &dropped)
 				if err != nil {
-					t.Errorf("write %d: %v (only NotLeaderError may end a write meeting a transfer)", i, err)
+					t.Errorf("write %d: %v (only NotLeader error may end a write meeting a transfer)", i, err)
 					return
 				}
 				seqs[i] = scn.Sequence
@@ -93,13 +93,13 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 			// Leadership may also move by an election (a loaded machine
 			// delays heartbeats): transfer from whoever leads now.
 			for id := uint64(1); id <= 3; id++ {
-				if _, ok := c.host(id).Group(p).Leader(); ok {
+				if _, ok := c.host(id).Member(p).Leader(); ok {
 					lead = id
 				}
 			}
 			to := lead%3 + 1
-			err := c.host(lead).Group(p).TransferLeadership(ctx, to)
-			var nl *NotLeaderError
+			err := c.host(lead).Member(p).TransferLeadership(ctx, to)
+			var nl *partition.NotAppliedError
 			switch {
 			case err == nil:
 				transfers++
@@ -131,7 +131,7 @@ func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
 			t.Fatalf("document %d missing", i)
 		}
 	}
-	if got := c.host(1).Group(p).Applied().Sequence; got != n {
+	if got := c.host(1).Member(p).Applied().Sequence; got != n {
 		t.Fatalf("applied sequence %d, want exactly %d: a write was applied twice or lost", got, n)
 	}
 	t.Logf("%d writes across %d leadership transfers; %d proposals met a transfer and were run again", n, transfers, dropped.Load())

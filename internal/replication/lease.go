@@ -13,7 +13,7 @@ import (
 // voter of that quorum answered in the leader's term, so had not yet voted
 // in a later one. The leader then holds a lease until t + lease, and while
 // it holds one it serves linearizable reads from its applied state at once
-// (Group.ReadIndex).
+// (Member.ReadIndex).
 //
 // What makes that safe is the other half: a new leader commits nothing
 // until every lease of an earlier term has run out. Any quorum that elects
@@ -42,7 +42,7 @@ import (
 //
 // Under load the lease is renewed before it runs out: a read served under
 // a lease with less than half of it left asks the loop for a round (one at
-// a time per group), so a busy group's reads never wait for one.
+// a time per Raft group), so a busy Raft group's reads never wait for one.
 
 // leaseDriftDivisor: the new leader's hold is lease + lease/leaseDriftDivisor.
 const leaseDriftDivisor = 8
@@ -56,7 +56,7 @@ func (h *Host) Reads() (lease, round, sole uint64) {
 // leased reports whether inf (a published view) lets a read be served
 // without a round: the ready leader, within the lease earned in its term.
 // It asks for a renewal when less than half of the lease is left.
-func (g *Group) leased(inf *groupInfo) bool {
+func (g *Member) leased(inf *memberInfo) bool {
 	if !inf.leader || !inf.ready || inf.removed {
 		return false
 	}
@@ -81,7 +81,7 @@ func (g *Group) leased(inf *groupInfo) bool {
 }
 
 // extendLease records the quorum's answer to a round issued in rb's term.
-func (g *Group) extendLease(rb *readBatch) {
+func (g *Member) extendLease(rb *readBatch) {
 	if rb.renew {
 		g.renewing.Store(false)
 	}
@@ -95,7 +95,7 @@ func (g *Group) extendLease(rb *readBatch) {
 
 // leadership updates the lease and the hold for a Ready: a lease belongs to
 // one term of leadership; a leader of a new term holds its appends.
-func (g *Group) leadership(leader bool, now time.Time) {
+func (g *Member) leadership(leader bool, now time.Time) {
 	if !leader || g.term != g.leaseTerm {
 		g.leaseUntil = time.Time{}
 		g.leaseTerm = 0
@@ -124,7 +124,7 @@ func (g *Group) leadership(leader bool, now time.Time) {
 // not hold its appends: nobody can hold a lease it would violate, since a
 // leader of that term is the first leader after this one. A transferee that
 // wins a later term holds: another leader may have come between.
-func (g *Group) renounceLease(now time.Time) bool {
+func (g *Member) renounceLease(now time.Time) bool {
 	g.released = g.term
 	if !g.leaseUntil.IsZero() {
 		g.leaseUntil = time.Time{}
@@ -134,7 +134,7 @@ func (g *Group) renounceLease(now time.Time) bool {
 }
 
 // holdBack keeps m back if it is an append of a leader still holding them.
-func (g *Group) holdBack(m *raftpb.Message, now time.Time) bool {
+func (g *Member) holdBack(m *raftpb.Message, now time.Time) bool {
 	if !g.holding {
 		return false
 	}
@@ -150,7 +150,7 @@ func (g *Group) holdBack(m *raftpb.Message, now time.Time) bool {
 }
 
 // releaseHeld sends the appends held back once the hold is over.
-func (g *Group) releaseHeld(now time.Time) {
+func (g *Member) releaseHeld(now time.Time) {
 	if now.Before(g.holdUntil) {
 		return
 	}

@@ -38,17 +38,17 @@ func othersThan(id uint64) []uint64 {
 // there has earned it a lease.
 func leasedLeader(t *testing.T, c *cluster, p keys.Partition) uint64 {
 	t.Helper()
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	if err := c.host(lead).Group(p).ReadIndex(ctx); err != nil {
+	if err := c.host(lead).Member(p).ReadIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The round was issued after start, and the view a read is answered
 	// with already holds the lease it earned.
-	if until := c.host(lead).Group(p).info.Load().leaseUntil; until.Before(start.Add(c.host(lead).lease)) {
+	if until := c.host(lead).Member(p).info.Load().leaseUntil; until.Before(start.Add(c.host(lead).lease)) {
 		t.Fatalf("a quorum round earned the leader no lease: it runs to %v, the read began at %v", until, start)
 	}
 	return lead
@@ -64,7 +64,7 @@ func TestLeaderUnderLeaseReadsWithoutARound(t *testing.T) {
 	p := testPartition(0)
 	lead := leasedLeader(t, c, p)
 	h := c.host(lead)
-	g := h.Group(p)
+	g := h.Member(p)
 	unfreeze := c.freeze(lead)
 	defer unfreeze()
 
@@ -103,7 +103,7 @@ func TestNewLeaderAcknowledgesNothingWithinAnOldLease(t *testing.T) {
 	old := leasedLeader(t, c, p)
 	unfreeze := c.freeze(old)
 	defer unfreeze()
-	oldLease := c.host(old).Group(p).info.Load().leaseUntil
+	oldLease := c.host(old).Member(p).info.Load().leaseUntil
 	c.isolate(old)
 	defer c.heal()
 	rest := othersThan(old)
@@ -122,7 +122,7 @@ func TestNewLeaderAcknowledgesNothingWithinAnOldLease(t *testing.T) {
 	}
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancelShort()
-	if err := c.host(old).Group(p).ReadIndex(short); err == nil {
+	if err := c.host(old).Member(p).ReadIndex(short); err == nil {
 		t.Fatal("the deposed leader confirmed a read after a write it has not seen was acknowledged")
 	}
 }
@@ -137,7 +137,7 @@ func TestLeaseRenewsUnderSteadyReads(t *testing.T) {
 	p := testPartition(0)
 	lead := leasedLeader(t, c, p)
 	h := c.host(lead)
-	g := h.Group(p)
+	g := h.Member(p)
 	_, roundBefore, _ := h.Reads()
 	leaseBefore, _, _ := h.Reads()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -171,10 +171,10 @@ func TestTransferHandsOverWithoutAHold(t *testing.T) {
 	to := othersThan(old)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.host(old).Group(p).TransferLeadership(ctx, to); err != nil {
+	if err := c.host(old).Member(p).TransferLeadership(ctx, to); err != nil {
 		t.Fatal(err)
 	}
-	g := c.host(to).Group(p)
+	g := c.host(to).Member(p)
 	var term, skip uint64
 	var holdUntil time.Time
 	if err := c.host(to).call(func() { term, skip, holdUntil = g.term, g.skipHold, g.holdUntil }); err != nil {
@@ -200,7 +200,7 @@ func TestTransferringLeaderServesNoLeaseReads(t *testing.T) {
 	unfreeze := c.freeze(to) // caught up, so raft sends it MsgTimeoutNow at once
 	defer unfreeze()
 	h := c.host(old)
-	g := h.Group(p)
+	g := h.Member(p)
 	if err := h.call(func() {
 		g.rn.TransferLeader(to)
 		h.dirty[g] = struct{}{}

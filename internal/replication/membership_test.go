@@ -13,7 +13,7 @@ import (
 func TestMoveReplicaWhileWriting(t *testing.T) {
 	c := newCluster(t, 1, 2, 3, 4)
 	p := testPartition(3)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	const from, to = uint64(1), uint64(4)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -21,7 +21,7 @@ func TestMoveReplicaWhileWriting(t *testing.T) {
 	// Put leadership on the node we move away from: the hardest case.
 	lead := c.leader(p, 5*time.Second)
 	if lead != from {
-		if err := c.host(lead).Group(p).TransferLeadership(ctx, from); err != nil {
+		if err := c.host(lead).Member(p).TransferLeadership(ctx, from); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +59,7 @@ func TestMoveReplicaWhileWriting(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 
-	leader := func() *Group { return c.host(c.leader(p, 5*time.Second)).Group(p) }
+	leader := func() *Member { return c.host(c.leader(p, 5*time.Second)).Member(p) }
 	if _, err := c.host(to).Start(p, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestMoveReplicaWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	if id := c.leader(p, 5*time.Second); id == from {
-		if err := c.host(from).Group(p).TransferLeadership(ctx, 2); err != nil {
+		if err := c.host(from).Member(p).TransferLeadership(ctx, 2); err != nil {
 			t.Fatal(err)
 		}
 	}

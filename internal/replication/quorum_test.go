@@ -44,7 +44,7 @@ func (c *cluster) electedAmong(p keys.Partition, ids []uint64, within time.Durat
 	deadline := time.Now().Add(within)
 	for {
 		for _, id := range ids {
-			if _, ok := c.host(id).Group(p).Leader(); ok {
+			if _, ok := c.host(id).Member(p).Leader(); ok {
 				return id
 			}
 		}
@@ -60,11 +60,11 @@ func (c *cluster) awaitStepDown(p keys.Partition, id uint64, within time.Duratio
 	c.t.Helper()
 	start := time.Now()
 	for {
-		st, err := c.host(id).Group(p).Status()
+		st, err := c.host(id).Member(p).Status()
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		if st.Role != "leader" {
+		if st.Role != RoleLeader {
 			return time.Since(start)
 		}
 		if time.Since(start) > within {
@@ -92,7 +92,7 @@ func valueSet(i int, value string) *partition.WriteSet {
 func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	old := c.leader(p, 5*time.Second)
@@ -106,7 +106,7 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 		// Quiesced first: nothing in flight, nobody ticks.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			st, _ := c.host(old).Group(p).Status()
+			st, _ := c.host(old).Member(p).Status()
 			if st.Quiesced || pending {
 				break
 			}
@@ -121,7 +121,7 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 			// Appended at the old leader, never replicated.
 			stuck = make(chan error, 1)
 			go func() {
-				g := c.host(old).Group(p)
+				g := c.host(old).Member(p)
 				_, err := g.Replicate(ctx, valueSet(1, "lost"))
 				stuck <- err
 			}()
@@ -135,7 +135,7 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 		// The majority elects and overwrites the document.
 		lead := c.electedAmong(p, rest, 10*time.Second)
 		fresh := "fresh " + string(rune('A'+round))
-		g := c.host(lead).Group(p)
+		g := c.host(lead).Member(p)
 		if err := g.Lead(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -147,12 +147,12 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 
 		// A linearizable read at the old leader cannot be confirmed.
 		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		err := c.host(old).Group(p).ReadIndex(rctx)
+		err := c.host(old).Member(p).ReadIndex(rctx)
 		rcancel()
 		if err == nil {
 			t.Fatalf("round %d: node %d, cut off, confirmed a linearizable read of its stale state %q", round, old, c.state(old, p)[key])
 		}
-		if err := c.host(old).Group(p).Lead(ctx); err == nil {
+		if err := c.host(old).Member(p).Lead(ctx); err == nil {
 			t.Fatalf("round %d: node %d, cut off, still accepts writes", round, old)
 		}
 
@@ -160,9 +160,9 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 		if pending {
 			select {
 			case err := <-stuck:
-				var nl *NotLeaderError
+				var nl *partition.NotAppliedError
 				if !errors.As(err, &nl) {
-					t.Fatalf("the cut-off leader's write ended with %v, want a NotLeaderError (not applied)", err)
+					t.Fatalf("the cut-off leader's write ended with %v, want a NotLeader error (not applied)", err)
 				}
 				t.Logf("the cut-off leader's write: %v", err)
 			case <-time.After(10 * time.Second):
@@ -172,11 +172,11 @@ func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
 		// Caught up: the read now sees the new value (once the node knows
 		// the leader again, as the API retries).
 		for {
-			err := c.host(old).Group(p).ReadIndex(ctx)
+			err := c.host(old).Member(p).ReadIndex(ctx)
 			if err == nil {
 				break
 			}
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			if !errors.As(err, &nl) || ctx.Err() != nil {
 				t.Fatalf("round %d: read at node %d after the heal: %v", round, old, err)
 			}
@@ -208,7 +208,7 @@ func containsValue(record, value string) bool {
 func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	old := c.leader(p, 5*time.Second)
@@ -220,7 +220,7 @@ func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
 	c.isolate(old)
 	const pending = 3
 	results := make(chan error, pending)
-	g := c.host(old).Group(p)
+	g := c.host(old).Member(p)
 	for i := 1; i <= pending; i++ {
 		go func() {
 			_, err := g.Replicate(ctx, writeSet(i))
@@ -255,9 +255,9 @@ func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
 	for range pending {
 		select {
 		case err := <-results:
-			var nl *NotLeaderError
+			var nl *partition.NotAppliedError
 			if !errors.As(err, &nl) {
-				t.Fatalf("a deposed leader's write ended with %v, want a NotLeaderError (not applied)", err)
+				t.Fatalf("a deposed leader's write ended with %v, want a NotLeader error (not applied)", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("a deposed leader's write never learnt its outcome: its index was never filled")

@@ -20,7 +20,7 @@ import (
 // voters; a leader that differs from a majority of agreeing followers hands
 // leadership to one of them, which rebuilds it (Check, handOverForRebuild).
 //
-// Rebuild removes the replica from the group (its progress at the leader
+// Rebuild removes the replica from the Raft group (its progress at the leader
 // starts again from nothing, so raft sends a snapshot: a replica whose
 // state vanished under a kept progress would be refused appends forever,
 // raft ignoring rejections below its match index), has its node delete it
@@ -55,8 +55,8 @@ func (t *transport) serveRebuild(ctx context.Context, dec func(any) error) (any,
 // Rebuild replaces node's replica of the partition with a snapshot of this
 // leader's state (see the top of this file). It returns once the replica is
 // a caught-up voter again. It refuses when removing the replica for the
-// rebuild would leave the group without a live quorum.
-func (g *Group) Rebuild(ctx context.Context, node uint64) error {
+// rebuild would leave the Raft group without a live quorum.
+func (g *Member) Rebuild(ctx context.Context, node uint64) error {
 	h := g.host
 	if node == h.cfg.NodeID {
 		return errors.New("the leader cannot rebuild its own replica; transfer leadership first")
@@ -107,8 +107,8 @@ func (g *Group) Rebuild(ctx context.Context, node uint64) error {
 		if f, ok := st.Followers[node]; ok && f.Match >= target {
 			break
 		}
-		if st.Role != "leader" {
-			return &NotLeaderError{Leader: st.Leader, Term: st.Term, detail: "leadership lost during the rebuild; the new leader's placement reconciliation finishes it"}
+		if st.Role != RoleLeader {
+			return errNotLeader(st.Leader, st.Term, "leadership lost during the rebuild; the new leader's placement reconciliation finishes it")
 		}
 		select {
 		case <-tick.C:
@@ -127,7 +127,7 @@ func (g *Group) Rebuild(ctx context.Context, node uint64) error {
 
 // CheckProgress reports whether this node is summing its replica of the
 // partition for a check now, and how many bytes it has summed so far.
-func (g *Group) CheckProgress() (summing bool, bytes uint64) {
+func (g *Member) CheckProgress() (summing bool, bytes uint64) {
 	c := g.host.checker
 	if k := c.current.Load(); k != nil && k.part == string(g.prefix) {
 		return true, c.currentBytes.Load()
@@ -139,7 +139,7 @@ func (g *Group) CheckProgress() (summing bool, bytes uint64) {
 // about to (its leader found itself the odd one out and hands leadership
 // here for that): the placement reconciliation leaves that replica alone
 // meanwhile, and hands it no leadership.
-func (g *Group) Rebuilding(node uint64) bool {
+func (g *Member) Rebuilding(node uint64) bool {
 	g.host.rebuildMu.Lock()
 	defer g.host.rebuildMu.Unlock()
 	until, ok := g.host.rebuilds[rebuildKey{string(g.prefix), node}]
@@ -148,7 +148,7 @@ func (g *Group) Rebuilding(node uint64) bool {
 
 // rebuilding marks (until it is unmarked, or until a non-zero time) or
 // unmarks node's replica as being rebuilt.
-func (g *Group) rebuilding(node uint64, on bool, until time.Time) {
+func (g *Member) rebuilding(node uint64, on bool, until time.Time) {
 	h := g.host
 	h.rebuildMu.Lock()
 	defer h.rebuildMu.Unlock()
@@ -180,7 +180,7 @@ func (t *transport) serveSuspect(ctx context.Context, dec func(any) error) (any,
 	if err := decodeJSON(dec, &req); err != nil {
 		return nil, err
 	}
-	g := t.host.Group(keys.Partition(req.Partition))
+	g := t.host.Member(keys.Partition(req.Partition))
 	if g == nil {
 		return nil, fmt.Errorf("partition %x not hosted on node %d", req.Partition, t.host.cfg.NodeID)
 	}
@@ -195,7 +195,7 @@ func (t *transport) serveRebuildPeer(ctx context.Context, dec func(any) error) (
 	if err := decodeJSON(dec, &req); err != nil {
 		return nil, err
 	}
-	g := t.host.Group(keys.Partition(req.Partition))
+	g := t.host.Member(keys.Partition(req.Partition))
 	if g == nil {
 		return nil, fmt.Errorf("partition %x not hosted on node %d", req.Partition, t.host.cfg.NodeID)
 	}
@@ -222,9 +222,9 @@ type rebuildKey struct {
 }
 
 // rebuild deletes this node's replica of p and starts it again empty, on
-// the word of its leader (which has removed it from the group).
+// the word of its leader (which has removed it from the Raft group).
 func (h *Host) rebuild(ctx context.Context, p keys.Partition, leader, term uint64) error {
-	g := h.Group(p)
+	g := h.Member(p)
 	if g == nil {
 		return fmt.Errorf("partition %x not hosted on node %d", []byte(p), h.cfg.NodeID)
 	}
@@ -245,13 +245,13 @@ func (h *Host) rebuild(ctx context.Context, p keys.Partition, leader, term uint6
 // mayVote reports whether the replica may answer a vote request: not a
 // replica restarted empty by a rebuild (Host.StartRebuilt) before it
 // applies a configuration that lists it. Called on the loop.
-func (g *Group) mayVote() bool {
+func (g *Member) mayVote() bool {
 	if !g.noVote {
 		return true
 	}
 	if g.hasMember(g.host.cfg.NodeID) {
 		// Only a snapshot makes it a member (its log starts past the
-		// group's first entries), and installing one deleted the mark.
+		// Raft group's first entries), and installing one deleted the mark.
 		g.noVote = false
 		return true
 	}

@@ -14,12 +14,12 @@ import (
 func TestReplicasApplyIdenticalStateWithGaplessSCNs(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	st, err := c.host(lead).Group(p).Status()
+	st, err := c.host(lead).Member(p).Status()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,15 +68,15 @@ func TestReplicasApplyIdenticalStateWithGaplessSCNs(t *testing.T) {
 		}
 	}
 
-	// A follower refuses writes with a NotLeaderError that the API maps to 503.
+	// A follower refuses writes with a NotLeader error that the API maps to 503.
 	follower := uint64(1)
 	if follower == lead {
 		follower = 2
 	}
-	err = c.host(follower).Group(p).Lead(ctx)
-	var nl *NotLeaderError
+	err = c.host(follower).Member(p).Lead(ctx)
+	var nl *partition.NotAppliedError
 	if !errors.As(err, &nl) || nl.Leader != lead {
-		t.Fatalf("follower Lead: %v, want NotLeaderError naming %d", err, lead)
+		t.Fatalf("follower Lead: %v, want NotLeader error naming %d", err, lead)
 	}
 	if pe, ok := problem.As(err); !ok || pe.Kind != problem.Unavailable || pe.RetryAfter == 0 {
 		t.Fatalf("follower error %v is not a problem.Unavailable with Retry-After", err)
@@ -84,14 +84,14 @@ func TestReplicasApplyIdenticalStateWithGaplessSCNs(t *testing.T) {
 
 	// Linearizable reads on the leader and on a follower.
 	for _, id := range []uint64{lead, follower} {
-		if err := c.host(id).Group(p).ReadIndex(ctx); err != nil {
+		if err := c.host(id).Member(p).ReadIndex(ctx); err != nil {
 			t.Fatalf("ReadIndex on %d: %v", id, err)
 		}
-		if got := c.host(id).Group(p).Applied().Sequence; got != n {
+		if got := c.host(id).Member(p).Applied().Sequence; got != n {
 			t.Fatalf("after ReadIndex node %d applied %d, want %d", id, got, n)
 		}
 	}
-	ls, _ := c.host(lead).Group(p).Status()
+	ls, _ := c.host(lead).Member(p).Status()
 	if len(ls.Followers) != 2 {
 		t.Fatalf("leader status lists %d followers: %+v", len(ls.Followers), ls)
 	}
@@ -101,7 +101,7 @@ func TestFailoverKeepsAcknowledgedWritesAndRejoins(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
 	voters := []uint64{1, 2, 3}
-	c.startGroup(p, voters)
+	c.startRaftGroup(p, voters)
 	old := c.leader(p, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -197,12 +197,12 @@ func TestFailoverKeepsAcknowledgedWritesAndRejoins(t *testing.T) {
 	// still and every survivor has it.
 	var applied partition.SCN
 	for settle := time.Now().Add(5 * time.Second); ; {
-		applied = c.host(newLead).Group(p).Applied()
+		applied = c.host(newLead).Member(p).Applied()
 		c.waitApplied(p, applied.Sequence, 5*time.Second, survivors...)
 		time.Sleep(50 * time.Millisecond)
-		same := c.host(newLead).Group(p).Applied() == applied
+		same := c.host(newLead).Member(p).Applied() == applied
 		for _, id := range survivors {
-			same = same && c.host(id).Group(p).Applied() == applied
+			same = same && c.host(id).Member(p).Applied() == applied
 		}
 		if same || time.Now().After(settle) {
 			break
@@ -244,12 +244,12 @@ func TestFailoverKeepsAcknowledgedWritesAndRejoins(t *testing.T) {
 	}
 	for _, id := range voters {
 		if id != lagging {
-			if err := c.host(id).Group(p).CompactLog(0); err != nil {
+			if err := c.host(id).Member(p).CompactLog(0); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	st, _ := c.host(newLead).Group(p).Status()
+	st, _ := c.host(newLead).Member(p).Status()
 	c.start(lagging)
 	if _, err := c.host(lagging).Start(p, voters); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestFailoverKeepsAcknowledgedWritesAndRejoins(t *testing.T) {
 	if !hasDoc(state, p, 200019) {
 		t.Fatal("last write missing after snapshot catch-up")
 	}
-	ls, _ := c.host(lagging).Group(p).Status()
+	ls, _ := c.host(lagging).Member(p).Status()
 	if ls.FirstIndex <= 2 || ls.FirstIndex > st.FirstIndex+5 {
 		t.Fatalf("lagging replica's log starts at %d; it should start after a snapshot near %d", ls.FirstIndex, st.FirstIndex)
 	}

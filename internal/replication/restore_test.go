@@ -21,10 +21,10 @@ func TestRestoreStepsReachEveryReplicaAndContinueTheBackupsTimeline(t *testing.T
 	c := newCluster(t, 1, 2, 3, 4)
 	p := testPartition(5)
 	voters := []uint64{1, 2, 3}
-	c.startGroup(p, voters)
+	c.startRaftGroup(p, voters)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	leader := func() *Group { return c.host(c.leader(p, 5*time.Second)).Group(p) }
+	leader := func() *Member { return c.host(c.leader(p, 5*time.Second)).Member(p) }
 	step := func(s *partition.RestoreStep) {
 		t.Helper()
 		for {
@@ -54,7 +54,7 @@ func TestRestoreStepsReachEveryReplicaAndContinueTheBackupsTimeline(t *testing.T
 	// half-restored partition.
 	c.stop(3)
 	c.start(3)
-	c.startGroup(p, voters, 3)
+	c.startRaftGroup(p, voters, 3)
 	if err := leader().CompactLog(0); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (s *incomingSnapshot) discard() {
 
 // sendSnapshot streams the partition to m's recipient in the background
 // and reports the outcome to raft.
-func (t *transport) sendSnapshot(g *Group, m *raftpb.Message) {
+func (t *transport) sendSnapshot(g *Member, m *raftpb.Message) {
 	t.mu.Lock()
 	closed := t.closed
 	if !closed {

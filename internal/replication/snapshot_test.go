@@ -67,7 +67,7 @@ func deleteSet(i int) *partition.WriteSet {
 
 func (c *cluster) mustReplicate(ctx context.Context, id uint64, p keys.Partition, ws *partition.WriteSet) partition.SCN {
 	c.t.Helper()
-	g := c.host(id).Group(p)
+	g := c.host(id).Member(p)
 	if err := g.Lead(ctx); err != nil {
 		c.t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func (c *cluster) lagBehindTruncatedLogs(ctx context.Context, p keys.Partition, 
 		scn = c.mustReplicate(ctx, lead, p, deleteSet(i))
 	}
 	for _, id := range c.ids() {
-		if err := c.host(id).Group(p).CompactLog(0); err != nil {
+		if err := c.host(id).Member(p).CompactLog(0); err != nil {
 			c.t.Fatal(err)
 		}
 	}
@@ -129,8 +129,8 @@ func TestFarBehindFollowerCatchesUpFromSSTSnapshot(t *testing.T) {
 	}})
 	c := newSmallSnapshotCluster(t, &hooks, 1, 2, 3)
 	p, other := testPartition(0), testPartition(1)
-	c.startGroup(p, []uint64{1, 2, 3})
-	c.startGroup(other, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(other, []uint64{1, 2, 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	olead := c.leader(other, 5*time.Second)
@@ -142,8 +142,8 @@ func TestFarBehindFollowerCatchesUpFromSSTSnapshot(t *testing.T) {
 
 	_, scn := c.lagBehindTruncatedLogs(ctx, p, 3, 60)
 	c.start(3)
-	c.startGroup(p, []uint64{1, 2, 3}, 3)
-	c.startGroup(other, []uint64{1, 2, 3}, 3)
+	c.startRaftGroup(p, []uint64{1, 2, 3}, 3)
+	c.startRaftGroup(other, []uint64{1, 2, 3}, 3)
 	c.waitApplied(p, scn.Sequence, 10*time.Second, 1, 2, 3)
 	state := c.sameState(p, 1, 2, 3)
 	for i := range 70 {
@@ -164,7 +164,7 @@ func TestFarBehindFollowerCatchesUpFromSSTSnapshot(t *testing.T) {
 			t.Fatalf("the other partition changed at %x", k)
 		}
 	}
-	st, _ := c.host(3).Group(p).Status()
+	st, _ := c.host(3).Member(p).Status()
 	if st.FirstIndex <= 2 {
 		t.Fatalf("lagging replica's log starts at %d; it should start after the snapshot", st.FirstIndex)
 	}
@@ -189,7 +189,7 @@ func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 			var current atomic.Pointer[snapshotHooks]
 			c := newSmallSnapshotCluster(t, &current, 1, 2, 3)
 			p := testPartition(0)
-			c.startGroup(p, []uint64{1, 2, 3})
+			c.startRaftGroup(p, []uint64{1, 2, 3})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_, scn := c.lagBehindTruncatedLogs(ctx, p, 3, 40)
@@ -221,7 +221,7 @@ func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 				}
 			}
 			current.Store(hooks)
-			c.startGroup(p, []uint64{1, 2, 3}, 3)
+			c.startRaftGroup(p, []uint64{1, 2, 3}, 3)
 			select {
 			case <-crashed:
 			case <-time.After(20 * time.Second):
@@ -233,7 +233,7 @@ func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 			case "stream", "before":
 				// Entries its log can still take (a leader's append queued
 				// for it while it was down) it may apply: whole ones only.
-				if err := oldStateAdvancedByLog(old, now, p, c.host(3).Group(p).Applied().Sequence); err != nil {
+				if err := oldStateAdvancedByLog(old, now, p, c.host(3).Member(p).Applied().Sequence); err != nil {
 					t.Fatalf("after an interrupted snapshot (%s) node 3 holds %d keys, had %d: %v", where, len(now), len(old), err)
 				}
 			case "after":
@@ -258,7 +258,7 @@ func TestSnapshotInterruptedAnywhereLeavesOldOrNewStateWhole(t *testing.T) {
 			if left, _ := filepath.Glob(filepath.Join(c.host(3).staging, "*")); len(left) != 0 {
 				t.Fatalf("staged files survived the restart: %v", left)
 			}
-			c.startGroup(p, []uint64{1, 2, 3}, 3)
+			c.startRaftGroup(p, []uint64{1, 2, 3}, 3)
 			c.waitApplied(p, scn.Sequence, 10*time.Second, 1, 2, 3)
 			c.sameState(p, 1, 2, 3)
 			if _, err := os.Stat(c.host(3).staging); err != nil {

@@ -25,7 +25,7 @@ import (
 func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
 	c := newCluster(t, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	old := c.leader(p, 5*time.Second)
 	tb, err := schema.Compile(schema.TableDef{
 		Database: "db", Name: "Register", Key: []schema.KeyPart{{Name: "id", Type: "string"}},
@@ -40,7 +40,7 @@ func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stale := partition.New(c.engine(old), "db", 0, c.host(old).Group(p), partition.Limits{})
+	stale := partition.New(c.engine(old), "db", 0, c.host(old).Member(p), partition.Limits{})
 	if _, err := stale.Execute(ctx, put(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
 	var lead uint64
 	for deadline := time.Now().Add(10 * time.Second); lead == 0; {
 		for _, id := range rest {
-			if _, ok := c.host(id).Group(p).Leader(); ok {
+			if _, ok := c.host(id).Member(p).Leader(); ok {
 				lead = id
 			}
 		}
@@ -75,7 +75,7 @@ func TestDeposedLeaderAnswersNoConditionFromStaleState(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	fresh := partition.New(c.engine(lead), "db", 0, c.host(lead).Group(p), partition.Limits{})
+	fresh := partition.New(c.engine(lead), "db", 0, c.host(lead).Member(p), partition.Limits{})
 	res, err := fresh.Execute(ctx, put(1))
 	if err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func (s *raftStorage) empty() bool {
 	return s.last == 0 && s.hard.GetTerm() == 0 && len(s.applied.conf().GetVoters()) == 0
 }
 
-// bootstrap writes the initial state every first voter of a group writes
+// bootstrap writes the initial state every first voter of a Raft group writes
 // identically: an empty log after position (1, 1) whose configuration is the
 // voters. The first leader is elected in term 2.
 func (s *raftStorage) bootstrap(b *storage.Batch, voters []uint64) {

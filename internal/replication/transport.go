@@ -88,7 +88,7 @@ type outbound struct {
 
 // hints are what a frame carries with a Raft message besides it.
 type hints struct {
-	// quiesce: a leader's last heartbeat before its group stops ticking.
+	// quiesce: a leader's last heartbeat before its Raft group stops ticking.
 	quiesce bool
 	// trunc: the sending leader's log truncation index (0: none given).
 	trunc uint64
@@ -286,7 +286,7 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 		var f wrapperspb.BytesValue
 		if err := s.RecvMsg(&f); err != nil {
 			// The sender is gone (or restarting its stream): unless a newer
-			// stream from it already arrived, its groups elect now.
+			// stream from it already arrived, its Raft groups elect now.
 			if p != nil && p.stream.Load() == id && p.alive.CompareAndSwap(true, false) {
 				t.host.peerDown(p.id)
 			}
@@ -438,7 +438,7 @@ func (p *peer) unreachable(q []outbound) {
 	p.t.host.reportUnreachable(p.id, groups)
 }
 
-// Batch frame: uvarint(from) uvarint(n) n × (bytes(group) flags
+// Batch frame: uvarint(from) uvarint(n) n × (bytes(Raft group) flags
 // [uvarint(trunc)] bytes(message)); flags: 1 quiesce, 2 a truncation index
 // follows, 4 released.
 func encodeBatch(from uint64, msgs []outbound) []byte {

@@ -15,7 +15,7 @@ import (
 // its loop sees them.
 func (c *cluster) truncated(id uint64, p keys.Partition) (trunc, applied uint64) {
 	c.t.Helper()
-	g := c.host(id).Group(p)
+	g := c.host(id).Member(p)
 	if err := c.host(id).call(func() { trunc, applied = g.st.trunc.Index, g.st.applied.Index }); err != nil {
 		c.t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 		cfg.CompactInterval = time.Millisecond // every tick
 	}, 1, 2, 3)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1, 2, 3})
+	c.startRaftGroup(p, []uint64{1, 2, 3})
 	lead := c.leader(p, 5*time.Second)
 	others := othersThan(lead)
 
@@ -86,7 +86,7 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 		}
 	}
 	unfreeze()
-	c.waitApplied(p, c.host(lead).Group(p).Applied().Sequence, 10*time.Second, lagging)
+	c.waitApplied(p, c.host(lead).Member(p).Applied().Sequence, 10*time.Second, lagging)
 	if n, _ := c.host(lead).SnapshotsSent(); n != 0 {
 		t.Fatalf("the paused follower needed %d snapshot(s); the log had its entries", n)
 	}
@@ -106,8 +106,8 @@ func TestLeaderTruncatesWhatNoFollowerLacks(t *testing.T) {
 		return trunc > had && trunc+truncateMin > applied-retain
 	})
 	c.start(lagging)
-	c.startGroup(p, []uint64{1, 2, 3}, lagging)
-	c.waitApplied(p, c.host(lead).Group(p).Applied().Sequence, 10*time.Second, lagging)
+	c.startRaftGroup(p, []uint64{1, 2, 3}, lagging)
+	c.waitApplied(p, c.host(lead).Member(p).Applied().Sequence, 10*time.Second, lagging)
 	if n, _ := c.host(lead).SnapshotsSent(); n != 1 {
 		t.Fatalf("the restarted follower got %d snapshots, want 1", n)
 	}
@@ -121,7 +121,7 @@ func TestSoleVoterKeepsNoLog(t *testing.T) {
 		cfg.CompactInterval = time.Millisecond
 	}, 1)
 	p := testPartition(0)
-	c.startGroup(p, []uint64{1})
+	c.startRaftGroup(p, []uint64{1})
 	c.leader(p, 5*time.Second)
 	c.writeN(1, p, 0, truncateMin, 1)
 	_, applied := c.truncated(1, p)

@@ -1,12 +1,11 @@
-// Package router maps a request's database and partition key to the
-// partition replica that serves it: a replica hosted here that leads (or,
-// for a read that tolerates staleness, is fresh enough), or else the node
-// the request must be forwarded to.
-package router
+// Package replicas is the registry of this node's partition replicas and
+// the routing decision for a request: given a database and partition key,
+// the replica hosted here that leads (or, for a read that tolerates
+// staleness, is fresh enough), or else the node to forward the request to.
+package replicas
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -32,24 +31,6 @@ type Directory interface {
 	NodeByRaft(raft uint64) (node, http string, ok bool)
 }
 
-// ElsewhereError says the partition is led by another node: the request is
-// to be forwarded there. Unforwarded, it is a 503 with a Retry-After.
-type ElsewhereError struct {
-	DB        string
-	Partition int
-	Node      string // leader's node id
-	HTTP      string // leader's REST address (host:port)
-}
-
-func (e *ElsewhereError) Error() string {
-	return fmt.Sprintf("partition %s/%d is led by node %s (%s)", e.DB, e.Partition, e.Node, e.HTTP)
-}
-
-// Unwrap makes an unforwarded ElsewhereError a retryable 503.
-func (e *ElsewhereError) Unwrap() error {
-	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
-}
-
 // Access says what a request needs of the replica.
 type Access struct {
 	// Read requests are made linearizable (ReadIndex) unless Staleness
@@ -58,7 +39,7 @@ type Access struct {
 	Staleness time.Duration
 }
 
-// Config configures a Router.
+// Config configures a Registry.
 type Config struct {
 	Engine *storage.Engine
 	Limits partition.Limits
@@ -75,12 +56,13 @@ type Config struct {
 }
 
 type hosted struct {
-	rep   *partition.Replica
-	group *replication.Group
+	rep    *partition.Replica
+	member *replication.Member
 }
 
-// Router opens and finds the partition replicas of this node.
-type Router struct {
+// Registry opens and finds the partition replicas of this node, and routes
+// requests to them or to the node that leads.
+type Registry struct {
 	cfg    Config
 	log    *slog.Logger
 	ctx    context.Context // of background work (index builds)
@@ -90,8 +72,8 @@ type Router struct {
 	replicas map[string]map[int]hosted
 }
 
-// New returns a router with no replica open.
-func New(cfg Config) *Router {
+// New returns a registry with no replica open.
+func New(cfg Config) *Registry {
 	if cfg.LeadWait <= 0 {
 		cfg.LeadWait = 2 * time.Second
 	}
@@ -99,11 +81,11 @@ func New(cfg Config) *Router {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, replicas: map[string]map[int]hosted{}}
+	return &Registry{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, replicas: map[string]map[int]hosted{}}
 }
 
 // Close stops the replicas' background work and waits for it to end.
-func (r *Router) Close() {
+func (r *Registry) Close() {
 	r.cancel()
 	for _, ps := range r.All() {
 		for _, p := range ps {
@@ -112,12 +94,12 @@ func (r *Router) Close() {
 	}
 }
 
-// Open makes the replica of partition p of db, replicated by g, available
+// Open makes the replica of partition p of db, replicated by member g, available
 // to requests, and returns it (the existing one if open).
-func (r *Router) Open(db string, p int, g *replication.Group) (*partition.Replica, error) {
+func (r *Registry) Open(db string, p int, g *replication.Member) (*partition.Replica, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h, ok := r.replicas[db][p]; ok && h.group == g {
+	if h, ok := r.replicas[db][p]; ok && h.member == g {
 		return h.rep, nil
 	}
 	rep := partition.New(r.cfg.Engine, db, p, g, r.cfg.Limits)
@@ -127,13 +109,13 @@ func (r *Router) Open(db string, p int, g *replication.Group) (*partition.Replic
 	if r.replicas[db] == nil {
 		r.replicas[db] = map[int]hosted{}
 	}
-	r.replicas[db][p] = hosted{rep: rep, group: g}
+	r.replicas[db][p] = hosted{rep: rep, member: g}
 	return rep, nil
 }
 
 // Drop stops routing to the replica of partition p of db (it was moved
 // away); its background work ends.
-func (r *Router) Drop(db string, p int) {
+func (r *Registry) Drop(db string, p int) {
 	r.mu.Lock()
 	h, ok := r.replicas[db][p]
 	if ok {
@@ -148,18 +130,18 @@ func (r *Router) Drop(db string, p int) {
 	}
 }
 
-// Hosted returns this node's replica of partition p of db and its Raft
-// group.
-func (r *Router) Hosted(db string, p int) (*partition.Replica, *replication.Group, bool) {
+// Hosted returns this node's replica of partition p of db and its member
+// of the partition's Raft group.
+func (r *Registry) Hosted(db string, p int) (*partition.Replica, *replication.Member, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	h, ok := r.replicas[db][p]
-	return h.rep, h.group, ok
+	return h.rep, h.member, ok
 }
 
 // SyncIndexes brings the indexes of db's open replicas in line with its
 // current tables (see partition.Replica.SyncIndexes).
-func (r *Router) SyncIndexes(db string) error {
+func (r *Registry) SyncIndexes(db string) error {
 	tables := r.cfg.Tables(db)
 	for _, p := range r.Partitions(db) {
 		if err := p.SyncIndexes(r.ctx, tables, r.log); err != nil {
@@ -171,7 +153,7 @@ func (r *Router) SyncIndexes(db string) error {
 
 // Locate routes a request for the document group of the partition key pk
 // (a string or int64) of db; see Route.
-func (r *Router) Locate(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, error) {
+func (r *Registry) Locate(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, error) {
 	enc, err := keys.EncodeTuple(keys.Tuple{pk})
 	if err != nil {
 		return nil, err
@@ -182,10 +164,10 @@ func (r *Router) Locate(ctx context.Context, db schema.Database, pk any, a Acces
 // Route returns the replica of partition p of db that serves a request
 // here: the hosted leader (for a read, once ReadIndex confirms it is
 // current), or a hosted replica fresh within a stale read's bound. If
-// another node leads, it fails with *ElsewhereError; if no leader becomes
-// known within LeadWait (or ctx), with a problem.Unavailable error carrying
-// a Retry-After.
-func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
+// another node leads, it fails with an Elsewhere
+// *partition.NotAppliedError; if no leader becomes
+// known within LeadWait (or ctx), with a NoLeader one (both retryable 503s).
+func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
 	if p < 0 || p >= db.Partitions {
 		return nil, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
 	}
@@ -221,7 +203,7 @@ func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access)
 				return nil, noLeader(db.Name, p, err)
 			}
 		} else if node, http, ok := r.cfg.Directory.RoutedLeader(db.Name, p); ok {
-			return nil, &ElsewhereError{DB: db.Name, Partition: p, Node: node, HTTP: http}
+			return nil, elsewhere(db.Name, p, node, http)
 		}
 		// Not hosted here and no leader published yet (a new database, or
 		// an election in progress): look again shortly.
@@ -233,54 +215,21 @@ func (r *Router) Route(ctx context.Context, db schema.Database, p int, a Access)
 	}
 }
 
-// NoLeaderError says no leader of the partition became known in time; the
-// request was not applied anywhere. It is a retryable 503.
-type NoLeaderError struct {
-	DB        string
-	Partition int
-	Cause     error
-}
-
-func (e *NoLeaderError) Error() string {
-	d := fmt.Sprintf("partition %s/%d has no leader available", e.DB, e.Partition)
-	if e.Cause != nil {
-		d += ": " + e.Cause.Error()
-	}
-	return d
-}
-
-// Unwrap makes the error a retryable 503.
-func (e *NoLeaderError) Unwrap() error {
-	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
-}
-
+// noLeader says no leader of the partition became known in time; the
+// request was not applied anywhere.
 func noLeader(db string, p int, cause error) error {
-	return &NoLeaderError{DB: db, Partition: p, Cause: cause}
+	return &partition.NotAppliedError{Reason: partition.NoLeader, DB: db, Partition: p, Cause: cause}
 }
 
-// NotApplied reports whether err proves that the request it ended left
-// nothing applied, so that it may run again (routed afresh): no leader
-// known, a leader elsewhere, a replica that is not (or no longer, or not
-// yet) the leader, a write superseded by a new leader, a refusal evaluated
-// while the partition moved on (partition.ErrStaleEvaluation). A write whose
-// entry reached a Raft log and whose fate is unknown is not among them.
-func NotApplied(err error) bool {
-	var nl *replication.NotLeaderError
-	var el *ElsewhereError
-	var no *NoLeaderError
-	return errors.As(err, &nl) || errors.As(err, &el) || errors.As(err, &no) || errors.Is(err, partition.ErrStaleEvaluation)
-}
-
-// Redirect turns an error that names another node as the partition's
-// leader (from Raft) into an *ElsewhereError, so the request can be
-// forwarded, and one that names no reachable leader into a
-// *NoLeaderError; other errors are returned unchanged.
-func (r *Router) Redirect(db string, p int, err error) error {
+// Redirect turns a NotLeader error that names another node as the
+// partition's leader into an Elsewhere one, so the request can be
+// forwarded, and one that names no reachable leader into a NoLeader one
+// (all *partition.NotAppliedError); other errors are returned unchanged.
+func (r *Registry) Redirect(db string, p int, err error) error {
 	if fw := r.redirect(db, p, err); fw != nil {
 		return fw
 	}
-	var nl *replication.NotLeaderError
-	if errors.As(err, &nl) {
+	if _, ok := partition.AsNotApplied(err, partition.NotLeader); ok {
 		return noLeader(db, p, err)
 	}
 	return err
@@ -289,7 +238,7 @@ func (r *Router) Redirect(db string, p int, err error) error {
 // Changed returns a channel closed at the next leadership change of this
 // node's replica of partition p of db (nil if none is hosted here), for a
 // request to wait on before it is routed again.
-func (r *Router) Changed(db string, p int) <-chan struct{} {
+func (r *Registry) Changed(db string, p int) <-chan struct{} {
 	if _, g, ok := r.Hosted(db, p); ok {
 		return g.Changed()
 	}
@@ -298,32 +247,27 @@ func (r *Router) Changed(db string, p int) <-chan struct{} {
 
 // Partition names the partition an error of routing is about.
 func Partition(err error) (db string, p int, ok bool) {
-	var el *ElsewhereError
-	var no *NoLeaderError
-	switch {
-	case errors.As(err, &el):
-		return el.DB, el.Partition, true
-	case errors.As(err, &no):
-		return no.DB, no.Partition, true
+	if na, ok := partition.AsNotApplied(err, partition.Elsewhere, partition.NoLeader); ok {
+		return na.DB, na.Partition, true
 	}
 	return "", 0, false
 }
 
-func (r *Router) redirect(db string, p int, err error) *ElsewhereError {
-	var nl *replication.NotLeaderError
-	if !errors.As(err, &nl) || nl.Leader == 0 || nl.Leader == r.cfg.Self {
+func (r *Registry) redirect(db string, p int, err error) *partition.NotAppliedError {
+	nl, ok := partition.AsNotApplied(err, partition.NotLeader)
+	if !ok || nl.Leader == 0 || nl.Leader == r.cfg.Self {
 		return nil
 	}
 	node, http, ok := r.cfg.Directory.NodeByRaft(nl.Leader)
 	if !ok {
 		return nil
 	}
-	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}
+	return elsewhere(db, p, node, http)
 }
 
 // routed is the partition's leader published in the routing table, if it
 // is another live node.
-func (r *Router) routed(db string, p int) *ElsewhereError {
+func (r *Registry) routed(db string, p int) *partition.NotAppliedError {
 	node, http, ok := r.cfg.Directory.RoutedLeader(db, p)
 	if !ok {
 		return nil
@@ -331,11 +275,11 @@ func (r *Router) routed(db string, p int) *ElsewhereError {
 	if self, _, known := r.cfg.Directory.NodeByRaft(r.cfg.Self); known && self == node {
 		return nil
 	}
-	return &ElsewhereError{DB: db, Partition: p, Node: node, HTTP: http}
+	return elsewhere(db, p, node, http)
 }
 
 // Partitions returns db's replicas hosted on this node, by partition.
-func (r *Router) Partitions(db string) []*partition.Replica {
+func (r *Registry) Partitions(db string) []*partition.Replica {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*partition.Replica, 0, len(r.replicas[db]))
@@ -347,7 +291,7 @@ func (r *Router) Partitions(db string) []*partition.Replica {
 }
 
 // All returns every open replica, grouped by database.
-func (r *Router) All() map[string][]*partition.Replica {
+func (r *Registry) All() map[string][]*partition.Replica {
 	r.mu.RLock()
 	dbs := make([]string, 0, len(r.replicas))
 	for db := range r.replicas {
@@ -359,4 +303,11 @@ func (r *Router) All() map[string][]*partition.Replica {
 		out[db] = r.Partitions(db)
 	}
 	return out
+}
+
+// elsewhere says partition p of db is led by node, whose REST address is
+// http: the request is to be forwarded there. Unforwarded, it is a 503
+// with a Retry-After.
+func elsewhere(db string, p int, node, http string) *partition.NotAppliedError {
+	return &partition.NotAppliedError{Reason: partition.Elsewhere, DB: db, Partition: p, Node: node, HTTP: http}
 }

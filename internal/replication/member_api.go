@@ -15,34 +15,14 @@ import (
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
-var _ partition.Replicator = (*Group)(nil)
+var _ partition.Replicator = (*Member)(nil)
 
-// NotLeaderError is returned when a request needs the leader and this
-// replica is not it (or not yet ready to act as it). It guarantees that
-// the request was not applied (not even appended to the log, or
-// superseded), so it may run again at the leader. It unwraps to a
-// problem.Unavailable error with a Retry-After, so the API answers 503
-// when it does not forward; a router forwards to Leader when it is known.
-type NotLeaderError struct {
-	Leader uint64 // 0 when no leader is known
-	Term   uint64
-	detail string
-}
-
-func (e *NotLeaderError) Error() string {
-	d := e.detail
-	if d == "" {
-		d = "this replica is not the leader"
-	}
-	if e.Leader == 0 {
-		return d + "; no leader is known (election in progress)"
-	}
-	return fmt.Sprintf("%s; the leader is node %d (term %d)", d, e.Leader, e.Term)
-}
-
-// Unwrap makes the error a problem.Unavailable to the API.
-func (e *NotLeaderError) Unwrap() error {
-	return &problem.Error{Kind: problem.Unavailable, Detail: e.Error(), Operation: -1, RetryAfter: 1}
+// errNotLeader says a request needs the leader and this member is not it
+// (or not yet ready to act as it), naming the leader it knows. The request
+// was not applied (not even appended to the log, or superseded), so it may
+// run again at the leader.
+func errNotLeader(lead, term uint64, detail string) *partition.NotAppliedError {
+	return &partition.NotAppliedError{Reason: partition.NotLeader, Leader: lead, Term: term, Detail: detail}
 }
 
 // outcomeUnknown is the error of a write that was appended to the log but
@@ -59,30 +39,30 @@ func unavailable(format string, args ...any) *problem.Error {
 }
 
 // Partition is the key prefix of the replicated partition.
-func (g *Group) Partition() keys.Partition { return g.prefix }
+func (g *Member) Partition() keys.Partition { return g.prefix }
 
 // Applied implements partition.Replicator: the SCN of the last write set
 // applied on this replica.
-func (g *Group) Applied() partition.SCN { return g.info.Load().applied }
+func (g *Member) Applied() partition.SCN { return g.info.Load().applied }
 
 // Changed returns a channel that is closed at the next change of the
 // replica's view of leadership (leader, term, readiness, a transfer, its
 // removal): a request waiting for a leader can wake then.
-func (g *Group) Changed() <-chan struct{} { return g.info.Load().changed }
+func (g *Member) Changed() <-chan struct{} { return g.info.Load().changed }
 
-// Removed reports whether the replica no longer takes part in its group
+// Removed reports whether the replica no longer takes part in its Raft group
 // (it applied its own removal, or the node stopped hosting it).
-func (g *Group) Removed() bool { return g.info.Load().removed }
+func (g *Member) Removed() bool { return g.info.Load().removed }
 
 // Leader returns the leader this replica knows of (0 if none) and whether
 // it is this replica, ready to take writes.
-func (g *Group) Leader() (leader uint64, leading bool) {
+func (g *Member) Leader() (leader uint64, leading bool) {
 	inf := g.info.Load()
 	return inf.lead, inf.leader && inf.ready
 }
 
 // electionWait bounds how long Lead waits for an election to finish.
-func (g *Group) electionWait() time.Duration {
+func (g *Member) electionWait() time.Duration {
 	return 3 * time.Duration(g.host.cfg.ElectionTicks) * g.host.cfg.TickInterval
 }
 
@@ -90,18 +70,18 @@ func (g *Group) electionWait() time.Duration {
 // leads and has applied everything committed before its term, so that an
 // evaluation sees every earlier write. While an election is in progress
 // or a leadership transfer it waits (bounded by ctx and a few election
-// timeouts); if another node leads it returns a *NotLeaderError naming it.
-func (g *Group) Lead(ctx context.Context) error {
+// timeouts); if another node leads it returns a NotLeader *partition.NotAppliedError naming it.
+func (g *Member) Lead(ctx context.Context) error {
 	var timeout <-chan time.Time
 	for {
 		inf := g.info.Load()
 		switch {
 		case inf.removed:
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))}
+			return errNotLeader(inf.lead, inf.term, fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix)))
 		case inf.leader && inf.ready && !inf.transferring:
 			return nil
 		case !inf.leader && inf.lead != 0:
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term}
+			return errNotLeader(inf.lead, inf.term, "")
 		}
 		if timeout == nil {
 			t := time.NewTimer(g.electionWait())
@@ -111,31 +91,31 @@ func (g *Group) Lead(ctx context.Context) error {
 		select {
 		case <-inf.changed:
 		case <-ctx.Done():
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: "no leader ready before the request's deadline"}
+			return errNotLeader(inf.lead, inf.term, "no leader ready before the request's deadline")
 		case <-timeout:
-			return &NotLeaderError{Leader: inf.lead, Term: inf.term, detail: "no leader elected yet"}
+			return errNotLeader(inf.lead, inf.term, "no leader elected yet")
 		}
 	}
 }
 
-// Replicate implements partition.Replicator: it proposes ws to the group
+// Replicate implements partition.Replicator: it proposes ws to the Raft group
 // and returns its SCN once the entry is committed and applied on this
 // replica. Only the ready leader accepts proposals (see Lead). If
 // leadership is lost first, or ctx ends, it fails with a
 // problem.Unavailable error; the write may then still be applied later
 // (the outcome is unknown), unless the error says it was superseded.
-func (g *Group) Replicate(ctx context.Context, ws *partition.WriteSet) (partition.SCN, error) {
+func (g *Member) Replicate(ctx context.Context, ws *partition.WriteSet) (partition.SCN, error) {
 	return g.propose(ctx, func(id proposalID) []byte { return encodeEntry(id, ws) })
 }
 
 // ReplicateRestore implements partition.RestoreReplicator: like
 // Replicate, for a restore step.
-func (g *Group) ReplicateRestore(ctx context.Context, s *partition.RestoreStep) error {
+func (g *Member) ReplicateRestore(ctx context.Context, s *partition.RestoreStep) error {
 	_, err := g.propose(ctx, func(id proposalID) []byte { return frameEntry(entryRestoreFormat, id, s.Encode()) })
 	return err
 }
 
-func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (partition.SCN, error) {
+func (g *Member) propose(ctx context.Context, encode func(proposalID) []byte) (partition.SCN, error) {
 	h := g.host
 	start := time.Now()
 	p := &proposal{
@@ -145,17 +125,17 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 	data := encode(p.id)
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready || g.removed {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "")})
 			return
 		}
 		if !g.quorumVisible() {
 			// Appended now, it could neither commit nor be known not to:
 			// refuse it while it is surely not applied.
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "this leader cannot reach a quorum of its replicas; the write was not applied"}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "this leader cannot reach a quorum of its replicas; the write was not applied")})
 			return
 		}
 		if err := g.rn.Propose(data); err != nil {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "proposal dropped: " + err.Error()}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "proposal dropped: "+err.Error())})
 			return
 		}
 		g.proposals[p.id] = p
@@ -193,10 +173,10 @@ func (g *Group) propose(ctx context.Context, encode func(proposalID) []byte) (pa
 // quorum (Raft ReadIndex), so a read that follows is linearizable. It works
 // on followers too (the leader confirms). Concurrent callers share one
 // quorum round. Without a known leader it fails at once with
-// *NotLeaderError. The ready leader that is its group's sole voter, or
-// that holds a lease, answers without a round; the package doc ("Reads")
-// says why that stays linearizable.
-func (g *Group) ReadIndex(ctx context.Context) error {
+// NotLeader *partition.NotAppliedError. The ready leader that is its Raft
+// group's sole voter, or that holds a lease, answers without a round; the
+// package doc ("Reads") says why that stays linearizable.
+func (g *Member) ReadIndex(ctx context.Context) error {
 	h := g.host
 	inf := g.info.Load()
 	if inf.leader && inf.ready && inf.soleVoter && !inf.removed {
@@ -211,11 +191,11 @@ func (g *Group) ReadIndex(ctx context.Context) error {
 	w := &readWaiter{done: make(chan error, 1)}
 	ok := h.enqueue(func() {
 		if g.removed {
-			w.finish(&NotLeaderError{Leader: g.lead, Term: g.term, detail: fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))})
+			w.finish(errNotLeader(g.lead, g.term, fmt.Sprintf("the replica of %x was removed from this node", []byte(g.prefix))))
 			return
 		}
 		if g.lead == 0 {
-			w.finish(&NotLeaderError{Term: g.term})
+			w.finish(errNotLeader(0, g.term, ""))
 			return
 		}
 		g.readsNew = append(g.readsNew, w)
@@ -235,15 +215,15 @@ func (g *Group) ReadIndex(ctx context.Context) error {
 // AppliesDurableWrites implements partition.DurableApplier: an entry is
 // applied only once committed, and committed only once durable in the
 // logs of a quorum, this replica's included for its own writes.
-func (g *Group) AppliesDurableWrites() bool { return true }
+func (g *Member) AppliesDurableWrites() bool { return true }
 
 // FreshAt returns a time at which this replica had applied everything its
 // leader had committed: now for the ready leader; for a follower, the last
 // contact with the leader after which it had applied all it knew to be
-// committed (for a quiesced group, the last sign of life of the leader's
+// committed (for a quiesced Raft group, the last sign of life of the leader's
 // node). A follower may serve a read that tolerates staleness d when
 // time.Since(FreshAt()) <= d. The zero time means never.
-func (g *Group) FreshAt() time.Time {
+func (g *Member) FreshAt() time.Time {
 	inf := g.info.Load()
 	if inf.leader && inf.ready {
 		return time.Now()
@@ -257,14 +237,14 @@ func (g *Group) FreshAt() time.Time {
 }
 
 // AppliedAt is when this replica last applied an entry.
-func (g *Group) AppliedAt() time.Time { return g.info.Load().appliedAt }
+func (g *Member) AppliedAt() time.Time { return g.info.Load().appliedAt }
 
 // Status describes a replica for /_cluster and cluster status.
 type Status struct {
-	Node         uint64        // this replica's node
-	Leader       uint64        // 0 when none is known
-	Term         uint64        // current term
-	Role         string        // leader, follower, candidate, pre-candidate, learner or removed
+	Node         uint64 // this replica's node
+	Leader       uint64 // 0 when none is known
+	Term         uint64 // current term
+	Role         Role
 	Applied      partition.SCN // last applied SCN
 	AppliedIndex uint64
 	Commit       uint64
@@ -288,7 +268,7 @@ type FollowerStatus struct {
 }
 
 // Status returns the replica's current status.
-func (g *Group) Status() (Status, error) {
+func (g *Member) Status() (Status, error) {
 	var s Status
 	err := g.host.call(func() {
 		bs := g.rn.BasicStatus()
@@ -302,10 +282,10 @@ func (g *Group) Status() (Status, error) {
 			Quiesced: g.quiesced,
 		}
 		if slices.Contains(cs.GetLearners(), s.Node) {
-			s.Role = "learner"
+			s.Role = RoleLearner
 		}
 		if g.removed {
-			s.Role = "removed"
+			s.Role = RoleRemoved
 		}
 		if bs.RaftState != raft.StateLeader {
 			return
@@ -325,39 +305,75 @@ func (g *Group) Status() (Status, error) {
 	return s, err
 }
 
-func roleOf(s raft.StateType) string {
+// Role is what a replica is in its Raft group. Its String (and JSON) form
+// is the lower-case word /_cluster shows.
+type Role uint8
+
+const (
+	RoleFollower Role = iota
+	RoleCandidate
+	RolePreCandidate
+	RoleLeader
+	// RoleLearner is a non-voting replica catching up.
+	RoleLearner
+	// RoleRemoved is a replica its Raft group no longer counts as a member.
+	RoleRemoved
+)
+
+var roleNames = [...]string{
+	RoleFollower:     "follower",
+	RoleCandidate:    "candidate",
+	RolePreCandidate: "pre-candidate",
+	RoleLeader:       "leader",
+	RoleLearner:      "learner",
+	RoleRemoved:      "removed",
+}
+
+// String returns the role's word: leader, follower, candidate,
+// pre-candidate, learner or removed.
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// MarshalText makes the JSON form of a Role its word.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+func roleOf(s raft.StateType) Role {
 	switch s {
 	case raft.StateLeader:
-		return "leader"
+		return RoleLeader
 	case raft.StateCandidate:
-		return "candidate"
+		return RoleCandidate
 	case raft.StatePreCandidate:
-		return "pre-candidate"
+		return RolePreCandidate
 	}
-	return "follower"
+	return RoleFollower
 }
 
 // AddLearner adds node as a non-voting replica; it must already host the
 // partition (Host.Start with no voters). The leader sends it a snapshot.
 // It returns once the change is applied on this (leader) replica.
-func (g *Group) AddLearner(ctx context.Context, node uint64) error {
+func (g *Member) AddLearner(ctx context.Context, node uint64) error {
 	return g.changeReplicas(ctx, raftpb.ConfChangeAddLearnerNode, node)
 }
 
 // Promote makes node (a learner, or a new replica) a voter. Promote a
 // learner once it has caught up (Status().Followers[node].Lag small) so
 // the quorum does not wait for it.
-func (g *Group) Promote(ctx context.Context, node uint64) error {
+func (g *Member) Promote(ctx context.Context, node uint64) error {
 	return g.changeReplicas(ctx, raftpb.ConfChangeAddNode, node)
 }
 
-// RemoveReplica removes node's replica from the group. To remove the
+// RemoveReplica removes node's replica from the Raft group. To remove the
 // leader, transfer leadership first.
-func (g *Group) RemoveReplica(ctx context.Context, node uint64) error {
+func (g *Member) RemoveReplica(ctx context.Context, node uint64) error {
 	return g.changeReplicas(ctx, raftpb.ConfChangeRemoveNode, node)
 }
 
-func (g *Group) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, node uint64) error {
+func (g *Member) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, node uint64) error {
 	if err := g.Lead(ctx); err != nil {
 		return err
 	}
@@ -372,7 +388,7 @@ func (g *Group) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, n
 	}
 	ok := h.enqueue(func() {
 		if !g.isLeader || !g.ready {
-			p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term}})
+			p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "")})
 			return
 		}
 		if err := g.rn.ProposeConfChange(cc); err != nil {
@@ -400,7 +416,7 @@ func (g *Group) changeReplicas(ctx context.Context, typ raftpb.ConfChangeType, n
 // node, and returns once node is the known leader. It fails if node does
 // not take over within a few election timeouts (Raft aborts the transfer
 // after one).
-func (g *Group) TransferLeadership(ctx context.Context, node uint64) error {
+func (g *Member) TransferLeadership(ctx context.Context, node uint64) error {
 	h := g.host
 	// Raft abandons a transfer after an election timeout; try a few times.
 	attempt := time.Duration(h.cfg.ElectionTicks+2) * h.cfg.TickInterval
@@ -408,7 +424,7 @@ func (g *Group) TransferLeadership(ctx context.Context, node uint64) error {
 		var notLeader error
 		if err := h.call(func() {
 			if !g.isLeader {
-				notLeader = &NotLeaderError{Leader: g.lead, Term: g.term}
+				notLeader = errNotLeader(g.lead, g.term, "")
 				return
 			}
 			g.rn.TransferLeader(node)
@@ -431,7 +447,7 @@ func (g *Group) TransferLeadership(ctx context.Context, node uint64) error {
 }
 
 // awaitLeader waits up to d for node to be the known leader.
-func (g *Group) awaitLeader(ctx context.Context, node uint64, d time.Duration) (bool, error) {
+func (g *Member) awaitLeader(ctx context.Context, node uint64, d time.Duration) (bool, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -451,7 +467,7 @@ func (g *Group) awaitLeader(ctx context.Context, node uint64, d time.Duration) (
 
 // CompactLog truncates this replica's Raft log, keeping the last keep
 // applied entries. Followers that need older entries get a snapshot.
-func (g *Group) CompactLog(keep uint64) error {
+func (g *Member) CompactLog(keep uint64) error {
 	h := g.host
 	var err error
 	cerr := h.call(func() {

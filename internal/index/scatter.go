@@ -1,3 +1,7 @@
+// This file answers a query that names no partition key: ExecuteAll walks
+// every document group of a partition, and Merge joins the pages of
+// several partitions into one, with a cursor that continues on each.
+
 package index
 
 import (

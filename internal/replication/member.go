@@ -19,14 +19,16 @@ import (
 	"github.com/doppio-db/doppio/internal/storage"
 )
 
-// Group is this node's replica of one partition's Raft group. It
-// implements partition.Replicator.
-type Group struct {
+// Member is this node's member of one partition's Raft group: it proposes
+// write sets, replicates them with the other members and applies the
+// committed ones to the partition's replica. It implements
+// partition.Replicator.
+type Member struct {
 	host   *Host
 	prefix keys.Partition
 
 	// info is what other goroutines may read; the loop publishes it.
-	info atomic.Pointer[groupInfo]
+	info atomic.Pointer[memberInfo]
 
 	// Everything below is owned by the host's loop.
 	rn *raft.RawNode
@@ -85,8 +87,8 @@ type Group struct {
 	noVote bool
 }
 
-// groupInfo is a consistent view of a group for readers outside the loop.
-type groupInfo struct {
+// memberInfo is a consistent view of a Raft group for readers outside the loop.
+type memberInfo struct {
 	lead, term   uint64
 	leader       bool
 	ready        bool
@@ -196,8 +198,8 @@ func proposalIDOf(b []byte) (proposalID, bool) {
 	return proposalID{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}, true
 }
 
-func newGroup(h *Host, p keys.Partition, rn *raft.RawNode, st *raftStorage) *Group {
-	g := &Group{
+func newMember(h *Host, p keys.Partition, rn *raft.RawNode, st *raftStorage) *Member {
+	g := &Member{
 		host:          h,
 		prefix:        p,
 		rn:            rn,
@@ -211,9 +213,9 @@ func newGroup(h *Host, p keys.Partition, rn *raft.RawNode, st *raftStorage) *Gro
 	return g
 }
 
-func (g *Group) name() string { return string(g.prefix) }
+func (g *Member) name() string { return string(g.prefix) }
 
-func (g *Group) members() []uint64 {
+func (g *Member) members() []uint64 {
 	cs := g.st.applied.conf()
 	var out []uint64
 	for _, set := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
@@ -226,20 +228,20 @@ func (g *Group) members() []uint64 {
 	return out
 }
 
-func (g *Group) hasMember(id uint64) bool { return slices.Contains(g.members(), id) }
+func (g *Member) hasMember(id uint64) bool { return slices.Contains(g.members(), id) }
 
 // soleVoter reports whether this replica is the only voter of the applied
 // configuration, outside any joint configuration.
-func (g *Group) soleVoter() bool {
+func (g *Member) soleVoter() bool {
 	cs := g.st.applied.conf()
 	v := cs.GetVoters()
 	return len(v) == 1 && v[0] == g.host.cfg.NodeID && len(cs.GetVotersOutgoing()) == 0
 }
 
-// publish makes the loop's view of the group visible to other goroutines.
-func (g *Group) publish() {
+// publish makes the loop's view of the Raft group visible to other goroutines.
+func (g *Member) publish() {
 	old := g.info.Load()
-	inf := &groupInfo{
+	inf := &memberInfo{
 		lead: g.lead, term: g.term, leader: g.isLeader, ready: g.ready,
 		transferring: g.transferring, quiesced: g.quiesced, removed: g.removed,
 		soleVoter: g.soleVoter(),
@@ -258,8 +260,8 @@ func (g *Group) publish() {
 	g.info.Store(inf)
 }
 
-// wakeUp makes the group tick again.
-func (g *Group) wakeUp() {
+// wakeUp makes the Raft group tick again.
+func (g *Member) wakeUp() {
 	if g.removed {
 		return
 	}
@@ -270,7 +272,7 @@ func (g *Group) wakeUp() {
 	g.host.active[g] = struct{}{}
 }
 
-func (g *Group) quiesce() {
+func (g *Member) quiesce() {
 	if !g.quiesced {
 		g.quiesced = true
 		delete(g.host.active, g)
@@ -279,8 +281,8 @@ func (g *Group) quiesce() {
 }
 
 // step hands a received message to raft. Any message but a heartbeat
-// response (and the leader's quiesce heartbeat) wakes the group.
-func (g *Group) step(m inbound, now time.Time) {
+// response (and the leader's quiesce heartbeat) wakes the Raft group.
+func (g *Member) step(m inbound, now time.Time) {
 	h := g.host
 	if m.msg.GetFrom() == g.lead && g.lead != 0 {
 		g.leaderContact = now
@@ -316,7 +318,7 @@ func (g *Group) step(m inbound, now time.Time) {
 // theirs, when nothing is in flight: everything is committed, applied and
 // replicated to every follower whose node is alive. A follower on a dead
 // node is caught up when its node comes back (Host.peerUp).
-func (g *Group) maybeQuiesce() {
+func (g *Member) maybeQuiesce() {
 	if g.quiesced || len(g.proposals) > 0 || len(g.readsNew) > 0 || len(g.readsInflight) > 0 || len(g.readsWaiting) > 0 {
 		return
 	}
@@ -347,7 +349,7 @@ func (g *Group) maybeQuiesce() {
 		return
 	}
 	// A leader that cannot see a quorum keeps ticking, so that CheckQuorum
-	// makes it step down rather than lead, quiesced, a group that has
+	// makes it step down rather than lead, quiesced, a Raft group that has
 	// elected another leader.
 	if !g.quorumVisible() {
 		return
@@ -373,7 +375,7 @@ func (g *Group) maybeQuiesce() {
 // a hash of the partition picks, so that a dead node's leaderships spread
 // over the survivors and every survivor picks the same one (if views
 // differ, the others' election timeouts still elect someone).
-func (g *Group) successor(dead uint64) uint64 {
+func (g *Member) successor(dead uint64) uint64 {
 	var alive []uint64
 	for _, id := range g.st.applied.conf().GetVoters() {
 		if id != dead && (id == g.host.cfg.NodeID || g.host.transport.alive(id)) {
@@ -390,8 +392,8 @@ func (g *Group) successor(dead uint64) uint64 {
 }
 
 // quorumVisible reports whether the transport sees a quorum of the
-// group's voters (this node included) alive.
-func (g *Group) quorumVisible() bool {
+// Raft group's voters (this node included) alive.
+func (g *Member) quorumVisible() bool {
 	voters := g.st.applied.conf().GetVoters()
 	seen := 0
 	for _, id := range voters {
@@ -405,7 +407,7 @@ func (g *Group) quorumVisible() bool {
 // persist writes a Ready's snapshot, entries and hard state to b, and
 // notes the log position of this node's new proposals. It reports whether
 // it wrote anything.
-func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
+func (g *Member) persist(b *storage.Batch, rd raft.Ready) bool {
 	wrote := false
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		snap := g.incoming
@@ -447,7 +449,7 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 		for _, p := range g.justProposed {
 			if p.index == 0 {
 				delete(g.proposals, p.id)
-				p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "proposal dropped (membership change in progress or leadership lost); it was not applied"}})
+				p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "proposal dropped (membership change in progress or leadership lost); it was not applied")})
 			}
 		}
 		g.justProposed = g.justProposed[:0]
@@ -461,7 +463,7 @@ func (g *Group) persist(b *storage.Batch, rd raft.Ready) bool {
 }
 
 // noteProposals finds this node's proposals among newly appended entries.
-func (g *Group) noteProposals(ents []*raftpb.Entry) {
+func (g *Member) noteProposals(ents []*raftpb.Entry) {
 	if len(g.proposals) == 0 {
 		return
 	}
@@ -507,7 +509,7 @@ func (g *Group) noteProposals(ents []*raftpb.Entry) {
 // re-delivery after a restart is harmless. The answers to proposers run
 // once their segment is committed; when nothing was written (wrote false)
 // they are returned in fns instead.
-func (g *Group) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns []func(), wrote bool) {
+func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns []func(), wrote bool) {
 	a := g.st.applied
 	b := g.host.engine.NewBatch()
 	var after []func()
@@ -555,7 +557,7 @@ func (g *Group) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns
 			}
 			// The generation is the entry's term, but never below the last
 			// one applied: a restored partition continues the backup's
-			// timeline, whose generations may be ahead of this group's terms.
+			// timeline, whose generations may be ahead of this Raft group's terms.
 			scn = partition.SCN{Generation: max(e.GetTerm(), a.SCN.Generation), Sequence: a.SCN.Sequence + 1}
 			partition.Apply(b, g.prefix, ws, wsb, scn)
 			a.SCN = scn
@@ -587,7 +589,7 @@ func (g *Group) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns
 			} else {
 				// Another entry is committed at the index this proposal had:
 				// it can never be applied, so the request may run again.
-				err := &NotLeaderError{Leader: g.lead, Term: g.term, detail: "the write was superseded by a new leader's log and not applied"}
+				err := errNotLeader(g.lead, g.term, "the write was superseded by a new leader's log and not applied")
 				after = append(after, func() { p.finish(proposalResult{err: err}) })
 			}
 		}
@@ -626,8 +628,8 @@ func (g *Group) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fns
 // (their entries truncated when it followed) would settle only once enough
 // later writes filled their indexes, keeping their document groups latched
 // meanwhile, forever on an idle partition (found by the fault suite:
-// delay nemesis, a set's final read timed out on a latched group).
-func (g *Group) supersedeBeyond(index, term uint64, after []func()) []func() {
+// delay nemesis, a set's final read timed out on a latched document group).
+func (g *Member) supersedeBeyond(index, term uint64, after []func()) []func() {
 	for i, ps := range g.byIndex {
 		if i <= index {
 			continue
@@ -639,7 +641,7 @@ func (g *Group) supersedeBeyond(index, term uint64, after []func()) []func() {
 				continue
 			}
 			delete(g.proposals, p.id)
-			err := &NotLeaderError{Leader: g.lead, Term: g.term, detail: "the write was superseded by a new leader's log and not applied"}
+			err := errNotLeader(g.lead, g.term, "the write was superseded by a new leader's log and not applied")
 			after = append(after, func() { p.finish(proposalResult{err: err}) })
 		}
 		if len(kept) == 0 {
@@ -652,7 +654,7 @@ func (g *Group) supersedeBeyond(index, term uint64, after []func()) []func() {
 }
 
 // send hands a Ready's messages to the transport.
-func (g *Group) send(msgs []*raftpb.Message, now time.Time) {
+func (g *Member) send(msgs []*raftpb.Message, now time.Time) {
 	for _, m := range msgs {
 		if m.GetType() == raftpb.MsgSnap {
 			g.host.transport.sendSnapshot(g, m)
@@ -671,7 +673,7 @@ func (g *Group) send(msgs []*raftpb.Message, now time.Time) {
 
 // hints are what a leader's append or heartbeat tells the follower of its
 // log truncation (see unneeded).
-func (g *Group) hints(m *raftpb.Message) hints {
+func (g *Member) hints(m *raftpb.Message) hints {
 	if t := m.GetType(); g.isLeader && (t == raftpb.MsgApp || t == raftpb.MsgHeartbeat) {
 		return hints{trunc: g.st.trunc.Index}
 	}
@@ -680,7 +682,7 @@ func (g *Group) hints(m *raftpb.Message) hints {
 
 // afterReady updates leadership, reads and the published view once a
 // Ready is durable and applied.
-func (g *Group) afterReady(rd raft.Ready, now time.Time) {
+func (g *Member) afterReady(rd raft.Ready, now time.Time) {
 	h := g.host
 	leadChanged := false
 	if rd.SoftState != nil {
@@ -697,7 +699,7 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 			for id, p := range g.proposals {
 				if p.index == 0 {
 					delete(g.proposals, id)
-					p.finish(proposalResult{err: &NotLeaderError{Leader: g.lead, Term: g.term, detail: "leadership lost before the write was appended; it was not applied"}})
+					p.finish(proposalResult{err: errNotLeader(g.lead, g.term, "leadership lost before the write was appended; it was not applied")})
 				}
 			}
 			g.justProposed = g.justProposed[:0]
@@ -761,7 +763,7 @@ func (g *Group) afterReady(rd raft.Ready, now time.Time) {
 
 // issueReads starts one ReadIndex round for every read queued since the
 // last one.
-func (g *Group) issueReads() {
+func (g *Member) issueReads() {
 	if len(g.readsNew) == 0 && !g.renew {
 		return
 	}
@@ -776,7 +778,7 @@ func (g *Group) issueReads() {
 
 // retryReads re-issues ReadIndex rounds that raft dropped (no leader, lost
 // messages).
-func (g *Group) retryReads() {
+func (g *Member) retryReads() {
 	h := g.host
 	for seq, rb := range g.readsInflight {
 		if h.ticks-rb.issued >= uint64(h.cfg.ElectionTicks) {
@@ -788,7 +790,7 @@ func (g *Group) retryReads() {
 
 // requeue gives up round seq: its readers wait for the next one, and a
 // renewal may be asked for again.
-func (g *Group) requeue(seq uint64, rb *readBatch) {
+func (g *Member) requeue(seq uint64, rb *readBatch) {
 	delete(g.readsInflight, seq)
 	if rb.renew {
 		g.renewing.Store(false)
@@ -798,7 +800,7 @@ func (g *Group) requeue(seq uint64, rb *readBatch) {
 
 // truncate removes log entries older than keep entries below the applied
 // index.
-func (g *Group) truncate(b *storage.Batch, keep uint64) bool {
+func (g *Member) truncate(b *storage.Batch, keep uint64) bool {
 	a := g.st.applied.Index
 	if a <= keep {
 		return false
@@ -807,7 +809,7 @@ func (g *Group) truncate(b *storage.Batch, keep uint64) bool {
 }
 
 // truncateTo removes the log entries up to index, if any remain.
-func (g *Group) truncateTo(b *storage.Batch, index uint64) bool {
+func (g *Member) truncateTo(b *storage.Batch, index uint64) bool {
 	if index <= g.st.trunc.Index {
 		return false
 	}
@@ -828,7 +830,7 @@ func (g *Group) truncateTo(b *storage.Batch, index uint64) bool {
 // then had those entries, or was keep entries behind, and entries up to a
 // leader's applied index are committed, so nobody loses them), and keeps
 // at most keep entries.
-func (g *Group) unneeded(keep uint64) uint64 {
+func (g *Member) unneeded(keep uint64) uint64 {
 	a := g.st.applied.Index
 	floor := uint64(0)
 	if a > keep {
@@ -847,8 +849,8 @@ func (g *Group) unneeded(keep uint64) uint64 {
 	return max(need, floor)
 }
 
-// failAll fails every waiter; only once the loop no longer runs the group.
-func (g *Group) failAll(err error) {
+// failAll fails every waiter; only once the loop no longer runs the Raft group.
+func (g *Member) failAll(err error) {
 	for id, p := range g.proposals {
 		delete(g.proposals, id)
 		if p.index != 0 {

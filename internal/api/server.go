@@ -1,7 +1,7 @@
 // Package api serves Doppio's REST interface: it parses and validates
 // requests, resolves schemas from the catalog, sends operations to the
-// partition the router names and renders answers, every error as an RFC 9457
-// problem+json document.
+// partition replica the registry (internal/replicas) names and renders
+// answers, every error as an RFC 9457 problem+json document.
 package api
 
 import (

@@ -125,7 +125,7 @@ func (s *Server) routeLeader(r *http.Request, p params, a replicas.Access) (*par
 	if err != nil {
 		return nil, 0, err
 	}
-	rep, err := s.router.Route(r.Context(), d, pi, a)
+	rep, err := s.registry.Route(r.Context(), d, pi, a)
 	return rep, pi, err
 }
 

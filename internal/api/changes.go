@@ -483,7 +483,7 @@ func send(ctx context.Context, items chan<- streamItem, it streamItem) bool {
 // leader elsewhere. The empty Node is this node. A request forwarded by a
 // peer is served from this node only.
 func (s *Server) changeSources(cr changesRequest, part int, attempt int) []ReplicaAddr {
-	_, g, hosted := s.router.Hosted(cr.db.Name, part)
+	_, g, hosted := s.registry.Hosted(cr.db.Name, part)
 	if cr.local {
 		if hosted {
 			return []ReplicaAddr{{}}
@@ -608,7 +608,7 @@ func (st *partStream) render(ev *changes.Event) ([]byte, error) {
 
 // local reads the partition from the replica hosted here.
 func (st *partStream) local(ctx context.Context) error {
-	rep, g, ok := st.s.router.Hosted(st.cr.db.Name, st.part)
+	rep, g, ok := st.s.registry.Hosted(st.cr.db.Name, st.part)
 	if ok {
 		role := "follower"
 		if _, leads := g.Leader(); leads {
@@ -660,7 +660,7 @@ func (st *partStream) local(ctx context.Context) error {
 		return ctx.Err()
 	}
 	for {
-		if cur, _, ok := st.s.router.Hosted(st.cr.db.Name, st.part); !ok || cur != rep {
+		if cur, _, ok := st.s.registry.Hosted(st.cr.db.Name, st.part); !ok || cur != rep {
 			return &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
 				Detail: fmt.Sprintf("partition %s/%d moved off node %s", st.cr.db.Name, st.part, st.s.cfg.NodeID)}
 		}

@@ -231,7 +231,7 @@ func (s *Server) replicaFor(r *http.Request, tg target) (*partition.Replica, err
 	if err != nil {
 		return nil, err
 	}
-	rep, err := s.router.Locate(r.Context(), tg.db, tg.key[0], a)
+	rep, err := s.registry.Locate(r.Context(), tg.db, tg.key[0], a)
 	if err != nil {
 		return nil, err
 	}
@@ -641,12 +641,12 @@ type writeBody struct {
 }
 
 func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation) (partition.Result, error) {
-	rep, err := s.router.Locate(r.Context(), tg.db, ops[0].Key[0], replicas.Access{})
+	rep, err := s.registry.Locate(r.Context(), tg.db, ops[0].Key[0], replicas.Access{})
 	if err != nil {
 		return partition.Result{}, err
 	}
 	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
-	return res, s.router.Redirect(rep.DB, rep.ID, err)
+	return res, s.registry.Redirect(rep.DB, rep.ID, err)
 }
 
 func (s *Server) answerWrite(w http.ResponseWriter, tg target, res partition.Result, status int) error {

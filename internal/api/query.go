@@ -172,7 +172,7 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep, err := s.router.Route(r.Context(), d, i, a)
+			rep, err := s.registry.Route(r.Context(), d, i, a)
 			to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
 			switch {
 			case isElsewhere:
@@ -282,7 +282,7 @@ func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params
 	if err != nil {
 		return err
 	}
-	rep, err := s.router.Route(r.Context(), d, pi, a)
+	rep, err := s.registry.Route(r.Context(), d, pi, a)
 	if err != nil {
 		to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
 		if isElsewhere {

@@ -95,8 +95,8 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 // false if the request's context ended.
 func (s *Server) pause(r *http.Request, err error, wait time.Duration) bool {
 	var changed <-chan struct{}
-	if db, p, ok := replicas.Partition(err); ok && s.router != nil {
-		changed = s.router.Changed(db, p)
+	if db, p, ok := replicas.Partition(err); ok && s.registry != nil {
+		changed = s.registry.Changed(db, p)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -155,7 +155,7 @@ func (s *Server) withIndexes(v tableView, db string, t *schema.Table) tableView 
 	if !ok {
 		return v
 	}
-	reps := s.router.Partitions(d.Name)
+	reps := s.registry.Partitions(d.Name)
 	for _, ix := range t.Indexes() {
 		field := strings.Join(ix.Path, ".")
 		iv := indexView{Field: field, Kind: ix.Kind, State: "ready"}
@@ -219,7 +219,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 	if created || changed {
 		// Before answering: a query after this answer must see the new
 		// indexes' state (building, not silently incomplete).
-		if err := s.router.SyncIndexes(p.db); err != nil {
+		if err := s.registry.SyncIndexes(p.db); err != nil {
 			return err
 		}
 	}

@@ -73,7 +73,7 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	cfg     Config
 	catalog *catalog.Catalog
-	router  *replicas.Registry
+	registry  *replicas.Registry
 	streams *datastream.Manager
 	log     *slog.Logger
 	routes  routeTable
@@ -103,7 +103,7 @@ type Server struct {
 // answers /_cluster.
 func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prometheus.Registry, log *slog.Logger, cluster Cluster) *Server {
 	s := &Server{
-		cfg: cfg.withDefaults(), catalog: cat, router: rt, log: log, routes: newRouteTable(routes()),
+		cfg: cfg.withDefaults(), catalog: cat, registry: rt, log: log, routes: newRouteTable(routes()),
 		clusterInfo: cluster,
 		peers: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
@@ -128,7 +128,7 @@ func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prom
 // Attach gives the server the catalog and router once they are open; call
 // it before SetReady(true).
 func (s *Server) Attach(cat *catalog.Catalog, rt *replicas.Registry) {
-	s.catalog, s.router = cat, rt
+	s.catalog, s.registry = cat, rt
 }
 
 // SetReady marks the node able (or not) to serve; /readyz follows it.

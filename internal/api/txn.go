@@ -188,12 +188,12 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 		}
 		ops[i] = op
 	}
-	rep, err := s.router.Locate(r.Context(), db, ops[0].Key[0], replicas.Access{})
+	rep, err := s.registry.Locate(r.Context(), db, ops[0].Key[0], replicas.Access{})
 	if err != nil {
 		return err
 	}
 	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
-	if err = s.router.Redirect(rep.DB, rep.ID, err); err != nil {
+	if err = s.registry.Redirect(rep.DB, rep.ID, err); err != nil {
 		if len(ops) == 1 {
 			return withOperation(err, 0)
 		}
@@ -307,11 +307,11 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 	if err != nil {
 		return fail(err)
 	}
-	rep, err := s.router.Locate(r.Context(), db, op.Key[0], replicas.Access{})
+	rep, err := s.registry.Locate(r.Context(), db, op.Key[0], replicas.Access{})
 	var res partition.Result
 	if err == nil {
 		res, err = rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
-		err = s.router.Redirect(rep.DB, rep.ID, err)
+		err = s.registry.Redirect(rep.DB, rep.ID, err)
 	}
 	to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
 	if isElsewhere && r.Header.Get(headerForwardedBy) == "" {

@@ -71,12 +71,12 @@ func (c Config) withDefaults() Config {
 
 // Server is the REST handler of one node.
 type Server struct {
-	cfg     Config
-	catalog *catalog.Catalog
-	registry  *replicas.Registry
-	streams *datastream.Manager
-	log     *slog.Logger
-	routes  routeTable
+	cfg      Config
+	catalog  *catalog.Catalog
+	registry *replicas.Registry
+	streams  *datastream.Manager
+	log      *slog.Logger
+	routes   routeTable
 	// streamPrefixes: see streaming.
 	streamPrefixes [][]byte
 	ready          atomic.Bool

@@ -28,6 +28,7 @@ import (
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/operator"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/router"
@@ -144,6 +145,9 @@ type Node struct {
 	// for a rebuild (the reconcile pass leaves them alone).
 	checks         *consistency.Checker
 	rebuildingHere sync.Map // partRef -> struct{}
+	// ops applies operator intents and stops the node gracefully; nil
+	// until the node is open.
+	ops *operator.Operator
 }
 
 // Start opens the node. The HTTP listener comes up first, so /healthz,
@@ -169,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.cfg.Controller.OnProgress = rebalanceMetrics(registry)
+	n.cfg.Controller.OnProgress = operator.RebalanceMetrics(registry)
 	n.api = api.New(cfg.API, nil, nil, registry, n.log, clusterView{n})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -296,6 +300,10 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Logger:    n.log,
 	})
 	n.api.Attach(n.catalog, n.router)
+	n.ops = operator.New(operator.Config{
+		Self: n.self, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Databases: n.catalog,
+		Registration: n.reg, Hosted: n.hostedReplicas, Server: n.api, Logger: n.log,
+	})
 	registry.MustRegister(newCollector(n))
 	n.checks = consistency.New(consistency.Config{
 		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Logger: n.log,
@@ -385,8 +393,10 @@ func (n *Node) FlushStorage() error { return n.engine.Flush() }
 
 // Close stops serving and closes everything, in reverse order of opening.
 func (n *Node) Close() error {
-	n.handOff(3 * time.Second)
-	n.drain(drainPeriod)
+	if n.ops != nil {
+		n.ops.HandOff(3 * time.Second)
+		n.ops.Drain(operator.DrainPeriod)
+	}
 	n.api.EndStreams()
 	close(n.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

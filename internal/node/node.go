@@ -21,6 +21,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/clusterinfo"
 	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/datastream"
@@ -148,6 +149,8 @@ type Node struct {
 	// ops applies operator intents and stops the node gracefully; nil
 	// until the node is open.
 	ops *operator.Operator
+	// info answers /_cluster; nil until the node has its membership view.
+	info *clusterinfo.Reporter
 }
 
 // Start opens the node. The HTTP listener comes up first, so /healthz,
@@ -256,6 +259,9 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if n.view, err = membership.Open(ctx, cli, etcdPrefix, n.log); err != nil {
 		return err
 	}
+	n.info = clusterinfo.New(clusterinfo.Config{
+		Node: n.cfg.ID, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Controller: n.ActiveController, Local: n.local,
+	})
 	commits := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "doppio_replication_commit_seconds",
 		Help:    "Time from a write's proposal to its application on the leader that proposed it: the log syncs of a quorum of replicas, the messages between them and the apply.",
@@ -304,7 +310,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Self: n.self, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Databases: n.catalog,
 		Registration: n.reg, Hosted: n.hostedReplicas, Server: n.api, Logger: n.log,
 	})
-	registry.MustRegister(newCollector(n))
+	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host))
 	n.checks = consistency.New(consistency.Config{
 		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Logger: n.log,
 	})

@@ -1,9 +1,11 @@
-// Package node wires one Doppio process: the HTTP listener, etcd (embedded or
-// external), the schema catalog, the storage engine, the router with its
-// partition replicas, and the background work of the node. It decides
-// little itself: a replica's lifecycle is lifecycle.Next's, consistency
-// checks are package consistency's, placement is the controller's; node
-// reads their inputs, runs their loops and executes their steps.
+// Package node wires one Doppio process together and holds no decisions:
+// it opens the HTTP listener, etcd (embedded or external), the schema
+// catalog, the storage engine and the router with its partition replicas,
+// and runs the node's background loops. Each decision belongs to another
+// package: a replica's lifecycle to lifecycle.Next, consistency checks to
+// consistency, operator intents and the graceful stop to operator,
+// /_cluster and the node's metrics to clusterinfo, placement to
+// controller. Node reads their inputs and carries out their steps.
 package node
 
 import (

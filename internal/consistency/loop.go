@@ -46,11 +46,7 @@ func (c *Checker) Run(ctx context.Context) {
 			if recorded == nil { // read once, and only if this node leads
 				recorded = c.Recorded()
 			}
-			last := later(epoch, tried[ref])
-			if st := c.Last(ref, recorded); st != nil && st.Last != nil {
-				last = later(last, st.Last.At)
-			}
-			if time.Since(last) < interval {
+			if !due(time.Now(), interval, epoch, tried[ref], c.Last(ref, recorded)) {
 				continue
 			}
 			pc, err := c.run(ctx, ref, g, true)
@@ -67,6 +63,17 @@ func (c *Checker) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// due reports whether a partition is due its background check at now:
+// interval after the latest of the cluster's check epoch, this loop's
+// last failed attempt and the last check recorded by any leader (st).
+func due(now time.Time, interval time.Duration, epoch, tried time.Time, st *wire.CheckStatus) bool {
+	last := later(epoch, tried)
+	if st != nil && st.Last != nil {
+		last = later(last, st.Last.At)
+	}
+	return now.Sub(last) >= interval
 }
 
 func later(a, b time.Time) time.Time {

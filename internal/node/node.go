@@ -1,9 +1,11 @@
-// Package node wires one Doppio process: the HTTP listener, etcd (embedded or
-// external), the schema catalog, the storage engine, the router with its
-// partition replicas, and the background work of the node. It decides
-// little itself: a replica's lifecycle is lifecycle.Next's, consistency
-// checks are package consistency's, placement is the controller's; node
-// reads their inputs, runs their loops and executes their steps.
+// Package node wires one Doppio process together and holds no decisions:
+// it opens the HTTP listener, etcd (embedded or external), the schema
+// catalog, the storage engine and the router with its partition replicas,
+// and runs the node's background loops. Each decision belongs to another
+// package: a replica's lifecycle to lifecycle.Next, consistency checks to
+// consistency, operator intents and the graceful stop to operator,
+// /_cluster and the node's metrics to clusterinfo, placement to
+// controller. Node reads their inputs and carries out their steps.
 package node
 
 import (
@@ -21,6 +23,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/catalog"
+	"github.com/doppio-db/doppio/internal/clusterinfo"
 	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/datastream"
@@ -28,6 +31,7 @@ import (
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/operator"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/replication"
@@ -144,6 +148,11 @@ type Node struct {
 	// for a rebuild (the reconcile pass leaves them alone).
 	checks         *consistency.Checker
 	rebuildingHere sync.Map // partRef -> struct{}
+	// ops applies operator intents and stops the node gracefully; nil
+	// until the node is open.
+	ops *operator.Operator
+	// info answers /_cluster; nil until the node has its membership view.
+	info *clusterinfo.Reporter
 }
 
 // Start opens the node. The HTTP listener comes up first, so /healthz,
@@ -169,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.cfg.Controller.OnProgress = rebalanceMetrics(registry)
+	n.cfg.Controller.OnProgress = operator.RebalanceMetrics(registry)
 	n.api = api.New(cfg.API, nil, nil, registry, n.log, clusterView{n})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -252,6 +261,9 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if n.view, err = membership.Open(ctx, cli, etcdPrefix, n.log); err != nil {
 		return err
 	}
+	n.info = clusterinfo.New(clusterinfo.Config{
+		Node: n.cfg.ID, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Controller: n.ActiveController, Local: n.local,
+	})
 	commits := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "doppio_replication_commit_seconds",
 		Help:    "Time from a write's proposal to its application on the leader that proposed it: the log syncs of a quorum of replicas, the messages between them and the apply.",
@@ -296,7 +308,11 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Logger:    n.log,
 	})
 	n.api.Attach(n.catalog, n.router)
-	registry.MustRegister(newCollector(n))
+	n.ops = operator.New(operator.Config{
+		Self: n.self, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Databases: n.catalog,
+		Registration: n.reg, Hosted: n.hostedReplicas, Server: n.api, Logger: n.log,
+	})
+	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host))
 	n.checks = consistency.New(consistency.Config{
 		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Logger: n.log,
 	})
@@ -385,8 +401,10 @@ func (n *Node) FlushStorage() error { return n.engine.Flush() }
 
 // Close stops serving and closes everything, in reverse order of opening.
 func (n *Node) Close() error {
-	n.handOff(3 * time.Second)
-	n.drain(drainPeriod)
+	if n.ops != nil {
+		n.ops.HandOff(3 * time.Second)
+		n.ops.Drain(operator.DrainPeriod)
+	}
 	n.api.EndStreams()
 	close(n.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -200,6 +200,14 @@ func (c *Client) Retry(ctx context.Context, method, path string, body any, want 
 	}
 }
 
+// setupDatabase is every workload's first step of Setup: a client for
+// setup requests, seeded with seed so that setups replay, and db with its
+// tables created and served (see createDatabase), in 4 partitions.
+func setupDatabase(ctx context.Context, t Target, seed uint64, db string, tables map[string]string) (*Client, error) {
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(seed, seed+1)))
+	return c, createDatabase(ctx, c, db, 4, tables)
+}
+
 // createDatabase creates db with the given tables (name → table schema
 // JSON), replicated on up to three nodes, and retries until each table is
 // served.

@@ -44,8 +44,8 @@ func (w *Counter) path(k string) string { return "/" + counterDB + "/Counter/" +
 // Setup implements Workload: every counter at 0.
 func (w *Counter) Setup(ctx context.Context, t Target) error {
 	w.defaults()
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(5, 6)))
-	if err := createDatabase(ctx, c, counterDB, 4, map[string]string{"Counter": counterTable}); err != nil {
+	c, err := setupDatabase(ctx, t, 5, counterDB, map[string]string{"Counter": counterTable})
+	if err != nil {
 		return err
 	}
 	for i := range w.Counters {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/backoff"
 )
 
 // Client is the workloads' HTTP client over a Target's endpoints. It sends
@@ -176,7 +178,7 @@ func describe(resp *Response, err error) error {
 // setup and final reads only: idempotent requests whose repetition is
 // harmless.
 func (c *Client) Retry(ctx context.Context, method, path string, body any, want ...int) (*Response, error) {
-	backoff := 50 * time.Millisecond
+	retry := backoff.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	var last error
 	for attempt := 0; ; attempt++ {
 		resp, err := c.DoAt(ctx, attempt%len(c.endpoints), method, path, body)
@@ -192,15 +194,18 @@ func (c *Client) Retry(ctx context.Context, method, path string, body any, want 
 			}
 		}
 		last = describe(resp, err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%s %s: %w (last: %v)", method, path, ctx.Err(), last)
-		case <-t.C:
+		if err := retry.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("%s %s: %w (last: %v)", method, path, err, last)
 		}
-		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// setupDatabase is every workload's first step of Setup: a client for
+// setup requests, seeded with seed so that setups replay, and db with its
+// tables created and served (see createDatabase), in 4 partitions.
+func setupDatabase(ctx context.Context, t Target, seed uint64, db string, tables map[string]string) (*Client, error) {
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(seed, seed+1)))
+	return c, createDatabase(ctx, c, db, 4, tables)
 }
 
 // createDatabase creates db with the given tables (name → table schema

@@ -252,3 +252,18 @@ func Summary(ops []Op) string {
 	}
 	return out
 }
+
+// groupByKey splits ops by key, each key's operations in their order in
+// ops, and returns the keys sorted so that checks report in a stable order.
+func groupByKey(ops []Op) (keys []string, byKey map[string][]Op) {
+	byKey = map[string][]Op{}
+	for _, op := range ops {
+		byKey[op.Key] = append(byKey[op.Key], op)
+	}
+	keys = make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, byKey
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -142,15 +141,7 @@ type keyVerdict struct {
 // violation it writes Porcupine's visualization and the minimal failing
 // history under dir (when dir is not empty).
 func checkRegisters(ops []Op, dir string, timeout time.Duration) []keyVerdict {
-	byKey := map[string][]Op{}
-	for _, op := range ops {
-		byKey[op.Key] = append(byKey[op.Key], op)
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys, byKey := groupByKey(ops)
 	var out []keyVerdict
 	for _, k := range keys {
 		hist, kept := porcupineOps(byKey[k])

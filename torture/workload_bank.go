@@ -74,8 +74,8 @@ type balance struct {
 // Setup implements Workload: every account at bankInitial, version 0.
 func (w *Bank) Setup(ctx context.Context, t Target) error {
 	w.defaults()
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(13, 14)))
-	if err := createDatabase(ctx, c, bankDB, 4, map[string]string{"Checking": bankTable("Checking"), "Savings": bankTable("Savings")}); err != nil {
+	c, err := setupDatabase(ctx, t, 13, bankDB, map[string]string{"Checking": bankTable("Checking"), "Savings": bankTable("Savings")})
+	if err != nil {
 		return err
 	}
 	var ops []map[string]any
@@ -84,7 +84,7 @@ func (w *Bank) Setup(ctx context.Context, t Target) error {
 			ops = append(ops, map[string]any{"op": "put", "table": tb, "key": []any{bankGroup, id}, "document": balance{Balance: bankInitial}})
 		}
 	}
-	_, err := c.Retry(ctx, "POST", "/"+bankDB+"/_txn", map[string]any{"partitionKey": bankGroup, "ops": ops}, 200)
+	_, err = c.Retry(ctx, "POST", "/"+bankDB+"/_txn", map[string]any{"partitionKey": bankGroup, "ops": ops}, 200)
 	return err
 }
 

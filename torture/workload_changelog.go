@@ -67,8 +67,7 @@ func (w *Changelog) defaults() {
 // checkpoint (before any write: reading from it covers the whole log).
 func (w *Changelog) Setup(ctx context.Context, t Target) error {
 	w.defaults()
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(17, 18)))
-	if err := createDatabase(ctx, c, changelogDB, 4, map[string]string{"A": changelogTable("A"), "B": changelogTable("B")}); err != nil {
+	if _, err := setupDatabase(ctx, t, 17, changelogDB, map[string]string{"A": changelogTable("A"), "B": changelogTable("B")}); err != nil {
 		return err
 	}
 	var last error

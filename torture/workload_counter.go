@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"time"
 )
 
@@ -44,8 +43,8 @@ func (w *Counter) path(k string) string { return "/" + counterDB + "/Counter/" +
 // Setup implements Workload: every counter at 0.
 func (w *Counter) Setup(ctx context.Context, t Target) error {
 	w.defaults()
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(5, 6)))
-	if err := createDatabase(ctx, c, counterDB, 4, map[string]string{"Counter": counterTable}); err != nil {
+	c, err := setupDatabase(ctx, t, 5, counterDB, map[string]string{"Counter": counterTable})
+	if err != nil {
 		return err
 	}
 	for i := range w.Counters {
@@ -119,15 +118,7 @@ func (w *Counter) Check(ctx context.Context, t Target, dir string) Result {
 // began must be in it (or they are lost), and it can hold no more than the
 // increments invoked before it ended that were not refused.
 func judgeCounters(res Result, ops []Op, dir string) Result {
-	byKey := map[string][]Op{}
-	for _, op := range ops {
-		byKey[op.Key] = append(byKey[op.Key], op)
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys, byKey := groupByKey(ops)
 	for _, k := range keys {
 		kops := byKey[k]
 		var last *Op

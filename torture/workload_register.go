@@ -59,8 +59,8 @@ func registerKey(window, i int) string { return fmt.Sprintf("r%d-%d", window, i)
 // Setup implements Workload: the database (registers start absent).
 func (w *Register) Setup(ctx context.Context, t Target) error {
 	w.defaults()
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(1, 2)))
-	if err := createDatabase(ctx, c, registerDB, 4, map[string]string{"Register": registerTable}); err != nil {
+	c, err := setupDatabase(ctx, t, 1, registerDB, map[string]string{"Register": registerTable})
+	if err != nil {
 		return err
 	}
 	for i := range w.Keys {

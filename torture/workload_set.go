@@ -41,8 +41,8 @@ func setGroup(i int) string { return fmt.Sprintf("g%d", i) }
 // Setup implements Workload.
 func (w *Set) Setup(ctx context.Context, t Target) error {
 	w.defaults()
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(9, 10)))
-	if err := createDatabase(ctx, c, setDB, 4, map[string]string{"Element": setTable}); err != nil {
+	c, err := setupDatabase(ctx, t, 9, setDB, map[string]string{"Element": setTable})
+	if err != nil {
 		return err
 	}
 	// Each group answers a read once its partition has a leader.

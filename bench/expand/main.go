@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -73,12 +72,7 @@ func main() {
 		quick      = flag.Bool("quick", false, "smoke run: 5,000 documents, 1 added node, 4 s before (output defaults to a temporary directory)")
 	)
 	flag.Parse()
-	// -out is relative to the repository, wherever in bench/ this runs.
-	if p, err := benchutil.InRepo(*out); err == nil {
-		*out = p
-	} else {
-		log.Fatal(err)
-	}
+	*out = benchutil.OutDir(*out)
 	cfg := config{
 		Partitions: *partitions, Docs: *docs, DocBytes: *docBytes, Groups: *groups, Clients: *clients,
 		Before: *before, After: *after, MaxWait: *maxWait, Modes: benchutil.SplitList(*modes),
@@ -111,11 +105,7 @@ func main() {
 			cfg.Out = filepath.Join(os.TempDir(), "doppio-expand-quick")
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
-		log.Fatal(err)
-	}
+	benchutil.Main(func(ctx context.Context) error { return run(ctx, cfg) })
 	log.Printf("wrote %s and expand.png", filepath.Join(cfg.Out, "expand.md"))
 }
 
@@ -127,7 +117,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer cleanup()
 	cfg.Binary = bin
-	rep := &report{Command: cfg.Command, Machine: benchutil.DescribeMachine(), Started: time.Now(), Cfg: cfg}
+	rep := &report{Run: benchutil.StartRun(cfg.Command), Cfg: cfg}
 	for _, k := range cfg.Adds {
 		for _, mode := range cfg.Modes {
 			cfg.Progress("%s expansion by %d node(s)", mode, k)
@@ -140,12 +130,6 @@ func run(ctx context.Context, cfg config) error {
 			rep.Runs = append(rep.Runs, r)
 		}
 	}
-	rep.Duration = time.Since(rep.Started)
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(cfg.Out, "expand.md"), []byte(rep.markdown()), 0o644); err != nil {
-		return err
-	}
-	return writePlot(rep, filepath.Join(cfg.Out, "expand.png"))
+	rep.Finish()
+	return benchutil.WriteReport(cfg.Out, "expand", rep.markdown(), func(path string) error { return writePlot(rep, path) })
 }

@@ -17,12 +17,9 @@ import (
 
 // report is the whole run.
 type report struct {
-	Command  string
-	Machine  benchutil.Machine
-	Started  time.Time
-	Duration time.Duration
-	Cfg      config
-	Runs     []runResult
+	benchutil.Run
+	Cfg  config
+	Runs []runResult
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
@@ -31,8 +28,8 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	c := r.Cfg
 	fmt.Fprintf(&b, "# Online cluster expansion (the Espresso paper's Figure 6)\n\n")
-	fmt.Fprintf(&b, "Produced by (from the repository root; `make bench-expand` runs the same):\n\n```sh\n%s\n```\n\n", r.Command)
-	fmt.Fprintf(&b, "Run %s, took %v.\n\n", r.Started.UTC().Format(time.RFC3339), r.Duration.Round(time.Second))
+	b.WriteString(benchutil.ProducedBy("bench-expand", r.Command))
+	fmt.Fprintf(&b, "%s\n\n", benchutil.Took(r.Started, r.Duration))
 	fmt.Fprintf(&b, "- Machine: %d CPUs (%s), %s RAM, %s, %s. Everything ran on it at once: etcd (in the benchmark process), the node processes, the clients.\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel, r.Machine.Go)
 	fmt.Fprintf(&b, "- Each run: a fresh cluster of %d active `doppio start` nodes plus the new ones started with `--standby`; database of %d partitions × %d replicas (%d replicas), %d documents of %d payload bytes in %d document groups, loaded before the measurement.\n",

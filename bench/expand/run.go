@@ -16,6 +16,7 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 	"github.com/doppio-db/doppio/bench/internal/localcluster"
 )
 
@@ -120,7 +121,7 @@ func (r runResult) P99Ratio() float64 {
 }
 
 func measure(ctx context.Context, cfg config, mode string, added int) (runResult, error) {
-	res := runResult{Mode: mode, Added: added, Replicas: cfg.Partitions * replicas, LoadAvg: [2]float64{loadAvg(), 0}}
+	res := runResult{Mode: mode, Added: added, Replicas: cfg.Partitions * replicas, LoadAvg: [2]float64{benchutil.LoadAvg(), 0}}
 	dir, err := os.MkdirTemp(cfg.WorkDir, "doppio-expand-")
 	if err != nil {
 		return res, err
@@ -268,7 +269,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 		res.PerSecond = append(res.PerSecond, summarize(ops, s, s+time.Second).Throughput)
 	}
 	res.SnapshotBytes = snapshotBytes(ctx, c) - sentBefore
-	res.LoadAvg[1] = loadAvg()
+	res.LoadAvg[1] = benchutil.LoadAvg()
 	return res, nil
 }
 
@@ -392,13 +393,4 @@ func metricSum(ctx context.Context, c *localcluster.Cluster, name string) float6
 		}
 	}
 	return sum
-}
-
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	return f
 }

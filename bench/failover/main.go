@@ -21,7 +21,6 @@ import (
 	"flag"
 	"log"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -69,12 +68,7 @@ func main() {
 		quick    = flag.Bool("quick", false, "smoke run: 64 and 256 partitions, one pass of each mode (output defaults to a temporary directory)")
 	)
 	flag.Parse()
-	// -out is relative to the repository, wherever in bench/ this runs.
-	if p, err := benchutil.InRepo(*out); err == nil {
-		*out = p
-	} else {
-		log.Fatal(err)
-	}
+	*out = benchutil.OutDir(*out)
 	cfg := config{
 		Nodes:         *nodes,
 		Modes:         benchutil.SplitList(*modes),
@@ -117,11 +111,7 @@ func main() {
 	if cfg.Nodes < 3 {
 		log.Fatalf("-nodes %d: a database of 3 replicas needs 3 nodes at least", cfg.Nodes)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
-		log.Fatal(err)
-	}
+	benchutil.Main(func(ctx context.Context) error { return run(ctx, cfg) })
 	log.Printf("wrote %s and failover.png", filepath.Join(cfg.Out, "failover.md"))
 }
 
@@ -133,7 +123,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer cleanup()
 	cfg.Binary = bin
-	rep := &report{Command: cfg.Command, Machine: benchutil.DescribeMachine(), Started: time.Now(), Cfg: cfg}
+	rep := &report{Run: benchutil.StartRun(cfg.Command), Cfg: cfg}
 	for _, mode := range cfg.Modes {
 		for _, n := range cfg.Sizes {
 			cfg.Progress("%s, %d partitions: starting %d nodes", mode, n, cfg.Nodes)
@@ -152,12 +142,6 @@ func run(ctx context.Context, cfg config) error {
 			rep.Runs = append(rep.Runs, r)
 		}
 	}
-	rep.Duration = time.Since(rep.Started)
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(cfg.Out, "failover.md"), []byte(rep.markdown()), 0o644); err != nil {
-		return err
-	}
-	return writePlot(rep, filepath.Join(cfg.Out, "failover.png"))
+	rep.Finish()
+	return benchutil.WriteReport(cfg.Out, "failover", rep.markdown(), func(path string) error { return writePlot(rep, path) })
 }

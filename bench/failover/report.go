@@ -19,12 +19,9 @@ import (
 
 // report is the whole run.
 type report struct {
-	Command  string
-	Machine  benchutil.Machine
-	Started  time.Time
-	Duration time.Duration
-	Cfg      config
-	Runs     []runResult
+	benchutil.Run
+	Cfg  config
+	Runs []runResult
 }
 
 func msStr(d time.Duration) string {

@@ -73,12 +73,7 @@ func main() {
 		mixProf   = flag.String("mixprofile", "", "write a CPU profile of each set and system's measured mixes (no load, no warm-up) to this prefix followed by .<set>.<system>")
 	)
 	flag.Parse()
-	// -out is relative to the repository, wherever in bench/ this runs.
-	if p, err := benchutil.InRepo(*out); err == nil {
-		*out = p
-	} else {
-		log.Fatal(err)
-	}
+	*out = benchutil.OutDir(*out)
 	if *cpuProf != "" {
 		f, err := os.Create(*cpuProf)
 		if err != nil {

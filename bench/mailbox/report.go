@@ -114,9 +114,9 @@ func report(r *results) string {
 	w("(a) **Doppio**: a real in-process node (embedded etcd, Pebble with synced writes) through its REST API over loopback HTTP;\n")
 	w("(b) **Bleve** %s: one scorch index per mailbox, as the paper had one Lucene index per mailbox, default durable batches; as **Bleve over HTTP**, behind a loopback HTTP server (Go's net/http) that takes the same requests and answers the same JSON page as Doppio's REST API, read by the same client code, as the paper compared Lucene and the prefix index inside one storage node behind one REST interface; as **Bleve**, called in-process (no HTTP, no JSON), which favours it;\n", r.Machine.Bleve)
 	w("(c) **PostgreSQL** (%s): JSONB documents with expression btree indexes and a GIN index, synchronous_commit on, pgx over TCP on the loopback interface, as the clients of Doppio and Bleve over HTTP reach them (as **PostgreSQL over a Unix socket**, when run, pgx over its Unix socket, which spares both sides the TCP stack).\n\n", r.Machine.Postgres)
-	w("Produced by (from the repository root; `make bench-mailbox` runs the same):\n\n```sh\n%s\n```\n\n", r.Command)
-	w("Run %s, took %s. Machine: %d CPUs (`nproc`), %s, %s RAM, %s, %s.\n\n",
-		r.Started.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel, r.Machine.Go)
+	b.WriteString(benchutil.ProducedBy("bench-mailbox", r.Command))
+	w("%s Machine: %d CPUs (`nproc`), %s, %s RAM, %s, %s.\n\n",
+		benchutil.Took(r.Started, r.Duration), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel, r.Machine.Go)
 
 	w("## Workload\n\n")
 	w("- Message: 39 fields of mailbox message metadata (ids, sender and recipient, cc, subject, body, snippet, folder, labels, eight flags, five timestamps, sizes, client info); a mean of %.0f bytes as JSON. Four indexed: `body` (text), `isInbox`, `createdOn` (timestamp-millis) and `senderId` (attributes). Generated deterministically from seed %d.\n", r.DocBytes, r.Seed)

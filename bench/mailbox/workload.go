@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // Request kinds.
@@ -141,7 +140,7 @@ func (w *workload) run(ctx context.Context, writePercent, sessions int, salt uin
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
-	res.LoadAvg = loadAvg()
+	res.LoadAvg = benchutil.LoadAvg()
 	return res
 }
 
@@ -237,17 +236,4 @@ func tokens(s string) []string {
 		}
 	}
 	return out
-}
-
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }

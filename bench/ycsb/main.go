@@ -402,7 +402,7 @@ func runYCSB(ctx context.Context, sched, jar, class, phase string, props map[str
 		args = append(args, "-p", k+"="+props[k])
 	}
 	var r ycsbRun
-	r.loadBefore = loadAvg()
+	r.loadBefore = benchutil.LoadAvg()
 	start := time.Now()
 	f, err := os.Create(outPath)
 	if err != nil {
@@ -425,7 +425,7 @@ func runYCSB(ctx context.Context, sched, jar, class, phase string, props map[str
 		return r, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail)
 	}
 	r.wall = time.Since(start)
-	r.loadAfter = loadAvg()
+	r.loadAfter = benchutil.LoadAvg()
 	r.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return r, err

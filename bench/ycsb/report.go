@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -86,19 +85,6 @@ func describeMachine(root string) machine {
 		m.Doppio = strings.TrimSpace(string(out))
 	}
 	return m
-}
-
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }
 
 func (r *results) run(store, workload string) *runResult {
@@ -202,8 +188,8 @@ func report(r *results) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# YCSB: Doppio, PostgreSQL and MariaDB side by side\n\n")
 	w("YCSB %s core workloads A–F, the same client code (`site.ycsb.Client`) and thread count against each store in turn, in one run; bindings in `bench/ycsb/java`.\n\n", ycsbVersion)
-	w("Produced by (from the repository root; `make bench-ycsb` runs the same):\n\n```sh\n%s\n```\n\n", r.Command)
-	w("Run %s, took %s.\n\n", r.Started.UTC().Format(time.RFC3339), r.Elapsed.Round(time.Second))
+	b.WriteString(benchutil.ProducedBy("bench-ycsb", r.Command))
+	w("%s\n\n", benchutil.Took(r.Started, r.Elapsed))
 	w("**Machine**: %d CPUs (`nproc`), %s, %s RAM, %s. Shared with other engineers' builds and tests during the run: the 1-minute load average before → after each run is in every table.\n\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.RAM, r.Machine.Kernel)
 	w("**Versions**: Doppio %s (built with %s); %s; %s; %s; YCSB core %s; pgJDBC %s; MariaDB Connector/J %s.\n\n",

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/backoff"
 )
 
 // Server serves HTTP/1.1 (and 1.0) connections.
@@ -153,7 +155,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
-	var backoff time.Duration
+	// Temporary Accept errors (such as running out of descriptors) are
+	// retried after a jittered wait, so that servers sharing the cause
+	// do not all retry in step.
+	retry := backoff.Backoff{First: 5 * time.Millisecond, Max: time.Second}
 	for {
 		rwc, err := ln.Accept()
 		if err != nil {
@@ -162,13 +167,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+				time.Sleep(retry.Next())
 				continue
 			}
 			return err
 		}
-		backoff = 0
+		retry.Reset()
 		c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
 		if !s.unlessClosing(func() { s.conns[c] = struct{}{}; s.connsWG.Add(1) }) {
 			rwc.Close()

@@ -139,6 +139,19 @@ func (b *binder) everyText(pos int, what string, mk func(ix schema.Index) (index
 	return ops, nil
 }
 
+// bindAll binds each clause, in order, stopping at the first error.
+func (b *binder) bindAll(clauses []Node) ([]index.Op, error) {
+	ops := make([]index.Op, 0, len(clauses))
+	for _, c := range clauses {
+		op, err := b.bind(c)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
 func (b *binder) bind(n Node) (index.Op, error) {
 	switch n := n.(type) {
 	case MatchAll:
@@ -150,25 +163,17 @@ func (b *binder) bind(n Node) (index.Op, error) {
 		}
 		return index.Not{Op: op}, nil
 	case And:
-		ops := make(index.And, 0, len(n.Clauses))
-		for _, c := range n.Clauses {
-			op, err := b.bind(c)
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, op)
+		ops, err := b.bindAll(n.Clauses)
+		if err != nil {
+			return nil, err
 		}
-		return ops, nil
+		return index.And(ops), nil
 	case Or:
-		ops := make(index.Or, 0, len(n.Clauses))
-		for _, c := range n.Clauses {
-			op, err := b.bind(c)
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, op)
+		ops, err := b.bindAll(n.Clauses)
+		if err != nil {
+			return nil, err
 		}
-		return ops, nil
+		return index.Or(ops), nil
 	case Term:
 		if n.Field == "" {
 			what := fmt.Sprintf("the bare word %q", n.Value)

@@ -46,3 +46,18 @@ func procField(path, key string) string {
 	}
 	return ""
 }
+
+// LoadAvg returns the 1-minute load average from /proc/loadavg, or 0
+// where it cannot be read.
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

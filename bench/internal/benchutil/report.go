@@ -1,0 +1,73 @@
+package benchutil
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+)
+
+// Run is what a report records about the run itself, apart from its
+// results: how to reproduce it, where and when it ran, how long it took.
+type Run struct {
+	Command  string
+	Machine  Machine
+	Started  time.Time
+	Duration time.Duration
+}
+
+// StartRun describes the machine and starts the clock of a run that
+// command reproduces; Finish stops it.
+func StartRun(command string) Run {
+	return Run{Command: command, Machine: DescribeMachine(), Started: time.Now()}
+}
+
+// Finish sets Duration to the time since Started.
+func (r *Run) Finish() { r.Duration = time.Since(r.Started) }
+
+// ProducedBy is the paragraph under a report's title that gives the
+// command reproducing it and the make target that runs the same.
+func ProducedBy(target, command string) string {
+	return fmt.Sprintf("Produced by (from the repository root; `make %s` runs the same):\n\n```sh\n%s\n```\n\n", target, command)
+}
+
+// Took is the sentence saying when a run started (UTC, RFC 3339) and how
+// long it took, to the second, with no line break after it.
+func Took(started time.Time, took time.Duration) string {
+	return fmt.Sprintf("Run %s, took %s.", started.UTC().Format(time.RFC3339), took.Round(time.Second))
+}
+
+// WriteReport creates dir and writes markdown to dir/name.md and the plot
+// that plot draws to dir/name.png.
+func WriteReport(dir, name, markdown string, plot func(path string) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(markdown), 0o644); err != nil {
+		return err
+	}
+	return plot(filepath.Join(dir, name+".png"))
+}
+
+// OutDir resolves an -out flag's value against the repository (see
+// InRepo), wherever in bench/ the command runs; it exits if it cannot.
+func OutDir(path string) string {
+	p, err := InRepo(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return p
+}
+
+// Main runs run under a context that ends at an interrupt, and exits
+// with run's error if it fails; it returns only after a success.
+func Main(run func(context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}

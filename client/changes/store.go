@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	ichanges "github.com/doppio-db/doppio/internal/changes"
+	"github.com/doppio-db/doppio/internal/changes/checkpoint"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -117,7 +117,7 @@ func (s *EtcdStore) Save(ctx context.Context, db string, cps map[int]string) err
 
 // splitCheckpoint returns the checkpoint of partition p alone.
 func splitCheckpoint(cp string, p int) (string, bool) {
-	c, err := ichanges.ParseCheckpoint(cp)
+	c, err := checkpoint.Parse(cp)
 	if err != nil {
 		return "", false
 	}
@@ -125,15 +125,15 @@ func splitCheckpoint(cp string, p int) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	one := ichanges.Checkpoint{DB: c.DB, Positions: []ichanges.Position{pos}}
+	one := checkpoint.Checkpoint{DB: c.DB, Positions: []checkpoint.Position{pos}}
 	return one.String(), true
 }
 
 // mergeCheckpoints combines single-partition checkpoints into one.
 func mergeCheckpoints(db string, cps map[int]string) (string, error) {
-	out := ichanges.Checkpoint{DB: db}
+	out := checkpoint.Checkpoint{DB: db}
 	for p, cp := range cps {
-		c, err := ichanges.ParseCheckpoint(cp)
+		c, err := checkpoint.Parse(cp)
 		if err != nil {
 			return "", fmt.Errorf("stored checkpoint of partition %d: %w", p, err)
 		}

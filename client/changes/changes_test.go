@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,6 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
 	"github.com/doppio-db/doppio/internal/testwait"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // One real node and its etcd per test binary.
@@ -72,14 +72,36 @@ func run(m *testing.M) int {
 // other's documents and checkpoints.
 func unique() string { return fmt.Sprint("u", time.Now().UnixNano()) }
 
-func etcdClient(t *testing.T) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEPs, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+// severable is an HTTP client for etcd whose connection can be cut, as
+// an instance that dies is cut off: every request in flight or to come
+// fails.
+type severable struct {
+	client *http.Client
+	cut    context.CancelFunc
 }
+
+func etcdClient(t *testing.T) *severable {
+	ctx, cut := context.WithCancel(context.Background())
+	t.Cleanup(cut)
+	rt := roundTripper(func(req *http.Request) (*http.Response, error) {
+		rctx, cancel := context.WithCancel(req.Context())
+		stop := context.AfterFunc(ctx, cancel)
+		resp, err := http.DefaultTransport.RoundTrip(req.WithContext(rctx))
+		if err != nil {
+			stop()
+			cancel()
+		}
+		return resp, err
+	})
+	return &severable{client: &http.Client{Transport: rt}, cut: cut}
+}
+
+// Close cuts the connection.
+func (s *severable) Close() { s.cut() }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // recorder is a Handle that remembers every transaction.
 type recorder struct {
@@ -139,7 +161,7 @@ func start(t *testing.T, c *changes.Consumer) (stop func()) {
 
 func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
 	u := unique()
-	store := &changes.EtcdStore{Client: etcdClient(t), Prefix: "/test/resume/" + u}
+	store := &changes.EtcdStore{Endpoints: etcdEPs, HTTPClient: etcdClient(t).client, Prefix: "/test/resume/" + u}
 	rec := &recorder{}
 	c := &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec.handle, SaveInterval: 50 * time.Millisecond}
 	stop := start(t, c)
@@ -238,11 +260,11 @@ func TestBootstrapDeliversTheSnapshotThenTheLog(t *testing.T) {
 func TestGroupSplitsPartitionsAndRebalances(t *testing.T) {
 	cli := etcdClient(t)
 	u := unique()
-	store := &changes.EtcdStore{Client: cli, Prefix: "/test/group/" + u}
+	store := &changes.EtcdStore{Endpoints: etcdEPs, HTTPClient: cli.client, Prefix: "/test/group/" + u}
 	rec := &recorder{}
-	mk := func(id string, etcd *clientv3.Client) *changes.Consumer {
+	mk := func(id string, etcd *severable) *changes.Consumer {
 		return &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec.handle,
-			Etcd: etcd, Group: u, Instance: id, LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
+			EtcdEndpoints: etcdEPs, EtcdHTTPClient: etcd.client, Group: u, Instance: id, LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
 	}
 	a, b := mk("a", cli), mk("b", etcdClient(t))
 	stopA := start(t, a)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/internal/backoff"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Txn is one committed transaction of one partition, as the stream's
@@ -56,10 +55,15 @@ type Consumer struct {
 	// Logf, if set, receives reconnections and rebalances.
 	Logf func(format string, args ...any)
 
-	// Etcd and Group make this instance one of a consumer group that
-	// splits the partitions (see the package documentation).
-	Etcd  *clientv3.Client
-	Group string
+	// EtcdEndpoints and Group make this instance one of a consumer group
+	// that splits the partitions (see the package documentation). The
+	// endpoints are etcd client URLs ("http://host:2379" or "host:2379"),
+	// spoken to through etcd's JSON gateway.
+	EtcdEndpoints []string
+	Group         string
+	// EtcdHTTPClient sends the group's etcd requests (default
+	// http.DefaultClient); it must not time out the group's watch.
+	EtcdHTTPClient *http.Client
 	// Instance names this instance in the group (default: a random id).
 	Instance string
 	// GroupPrefix is the etcd prefix of groups (default
@@ -113,7 +117,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}
 	var err error
-	if c.Etcd != nil && c.Group != "" {
+	if len(c.EtcdEndpoints) > 0 && c.Group != "" {
 		err = c.runGroup(ctx, parts)
 	} else {
 		c.setOwned(parts)

@@ -14,7 +14,7 @@
 // consumer stops; nothing is skipped. Connection failures move to the next
 // server and resume from the last handled transaction.
 //
-// With Group set and an etcd client, several instances of one consumer
+// With Group and EtcdEndpoints set, several instances of one consumer
 // group split the partitions among themselves: each instance registers
 // under a lease, partitions are assigned by rank in the sorted member list,
 // and an instance consumes a partition only while it holds the
@@ -22,4 +22,7 @@
 // hands the partition over), so no two instances ever consume — or save a
 // checkpoint for — the same partition at once. An instance that dies loses
 // its lease; its partitions move to the others after the lease's TTL.
+//
+// Groups and EtcdStore speak to etcd through its v3 JSON gateway over
+// HTTP, so this package links neither gRPC nor the etcd client.
 package changes

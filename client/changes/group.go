@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
+	"github.com/doppio-db/doppio/client/changes/internal/etcdhttp"
 )
+
+func (c *Consumer) etcd() *etcdhttp.Client {
+	return &etcdhttp.Client{Endpoints: c.EtcdEndpoints, HTTP: c.EtcdHTTPClient}
+}
 
 func (c *Consumer) groupKey(parts ...string) string {
 	prefix := c.GroupPrefix
@@ -48,8 +51,9 @@ func (c *Consumer) runGroup(ctx context.Context, parts []int) error {
 	if ttl <= 0 {
 		ttl = 5
 	}
+	etcd := c.etcd()
 	for ctx.Err() == nil {
-		sess, err := concurrency.NewSession(c.Etcd, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+		sess, err := newSession(ctx, etcd, ttl)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -58,9 +62,9 @@ func (c *Consumer) runGroup(ctx context.Context, parts []int) error {
 			time.Sleep(time.Second)
 			continue
 		}
-		err = c.member(ctx, sess, parts)
+		err = c.member(ctx, etcd, sess, parts)
 		c.setOwned(nil)
-		sess.Close() // revokes the lease: our keys go at once
+		sess.close() // revokes the lease: our keys go at once
 		if err != nil && ctx.Err() == nil {
 			c.logf("changes: group member %s: %v; rejoining", c.Instance, err)
 			time.Sleep(200 * time.Millisecond)
@@ -70,18 +74,18 @@ func (c *Consumer) runGroup(ctx context.Context, parts []int) error {
 }
 
 // member is one lease's life in the group.
-func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts []int) error {
-	lease := sess.Lease()
-	if _, err := c.Etcd.Put(ctx, c.groupKey("members", c.Instance), c.Instance, clientv3.WithLease(lease)); err != nil {
+func (c *Consumer) member(ctx context.Context, etcd *etcdhttp.Client, sess *session, parts []int) error {
+	lease := sess.lease
+	if err := etcd.Put(ctx, c.groupKey("members", c.Instance), c.Instance, lease); err != nil {
 		return err
 	}
 	var store CheckpointStore = c.Store
 	if es, ok := c.Store.(*EtcdStore); ok {
 		guarded := *es
-		guarded.guard = func(ps []int) []clientv3.Cmp {
-			var cmps []clientv3.Cmp
+		guarded.guard = func(ps []int) []etcdhttp.Compare {
+			var cmps []etcdhttp.Compare
 			for _, p := range ps {
-				cmps = append(cmps, clientv3.Compare(clientv3.Value(c.ownerKey(p)), "=", c.Instance))
+				cmps = append(cmps, etcdhttp.ValueIs(c.ownerKey(p), c.Instance))
 			}
 			return cmps
 		}
@@ -89,13 +93,13 @@ func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts 
 	}
 	wctx, stopWatch := context.WithCancel(ctx) // the watch lives as long as this lease
 	defer stopWatch()
-	watch := c.Etcd.Watch(clientv3.WithRequireLeader(wctx), c.groupKey()+"/", clientv3.WithPrefix())
+	watch := etcd.Watch(wctx, c.groupKey()+"/")
 	for {
-		mine, err := c.assignment(ctx, parts)
+		mine, err := c.assignment(ctx, etcd, parts)
 		if err != nil {
 			return err
 		}
-		owned, err := c.acquire(ctx, lease, mine)
+		owned, err := c.acquire(ctx, etcd, lease, mine)
 		if err != nil {
 			return err
 		}
@@ -117,7 +121,7 @@ func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts 
 				cancel()
 				<-done
 				return nil
-			case <-sess.Done():
+			case <-sess.done:
 				cancel()
 				<-done
 				return fmt.Errorf("lease lost")
@@ -130,23 +134,23 @@ func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts 
 			case <-retry:
 				break wait
 			case wr, ok := <-watch:
-				if !ok || wr.Err() != nil {
+				if !ok || wr.Err != nil {
 					cancel()
 					<-done
-					return fmt.Errorf("watch ended: %v", wr.Err())
+					return fmt.Errorf("watch ended: %v", wr.Err)
 				}
 				changed := false
 				for _, ev := range wr.Events {
-					k := string(ev.Kv.Key)
+					k := ev.KV.Key
 					if strings.HasPrefix(k, c.groupKey("members")+"/") {
 						changed = true // rank may have moved: recompute
 					}
-					if ev.Type == clientv3.EventTypeDelete && strings.HasPrefix(k, c.groupKey("owners")+"/") {
+					if ev.Delete && strings.HasPrefix(k, c.groupKey("owners")+"/") {
 						changed = changed || len(owned) < len(mine)
 					}
 				}
 				if changed {
-					next, err := c.assignment(ctx, parts)
+					next, err := c.assignment(ctx, etcd, parts)
 					if err != nil || !slices.Equal(next, mine) || len(owned) < len(mine) {
 						break wait
 					}
@@ -158,14 +162,14 @@ func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts 
 			return err
 		}
 		// Hand over what is no longer ours (progress was saved on stop).
-		next, err := c.assignment(ctx, parts)
+		next, err := c.assignment(ctx, etcd, parts)
 		if err != nil {
 			return err
 		}
 		for _, p := range owned {
 			if !slices.Contains(next, p) {
-				_, err := c.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.Value(c.ownerKey(p)), "=", c.Instance)).
-					Then(clientv3.OpDelete(c.ownerKey(p))).Commit()
+				_, err := etcd.Txn(ctx, []etcdhttp.Compare{etcdhttp.ValueIs(c.ownerKey(p), c.Instance)},
+					[]etcdhttp.Op{etcdhttp.DeleteOp(c.ownerKey(p))}, nil)
 				if err != nil {
 					return err
 				}
@@ -176,14 +180,14 @@ func (c *Consumer) member(ctx context.Context, sess *concurrency.Session, parts 
 
 // assignment is this instance's share of parts, by its rank among the
 // group's live members.
-func (c *Consumer) assignment(ctx context.Context, parts []int) ([]int, error) {
-	resp, err := c.Etcd.Get(ctx, c.groupKey("members")+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+func (c *Consumer) assignment(ctx context.Context, etcd *etcdhttp.Client, parts []int) ([]int, error) {
+	kvs, err := etcd.GetPrefix(ctx, c.groupKey("members")+"/", true)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for _, kv := range resp.Kvs {
-		ids = append(ids, strings.TrimPrefix(string(kv.Key), c.groupKey("members")+"/"))
+	for _, kv := range kvs {
+		ids = append(ids, strings.TrimPrefix(kv.Key, c.groupKey("members")+"/"))
 	}
 	slices.Sort(ids)
 	i := slices.Index(ids, c.Instance)
@@ -195,13 +199,12 @@ func (c *Consumer) assignment(ctx context.Context, parts []int) ([]int, error) {
 
 // acquire takes the ownership key of each partition of mine that no other
 // instance holds, and returns those this instance holds.
-func (c *Consumer) acquire(ctx context.Context, lease clientv3.LeaseID, mine []int) ([]int, error) {
+func (c *Consumer) acquire(ctx context.Context, etcd *etcdhttp.Client, lease int64, mine []int) ([]int, error) {
 	var owned []int
 	for _, p := range mine {
 		k := c.ownerKey(p)
-		resp, err := c.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, c.Instance, clientv3.WithLease(lease))).
-			Else(clientv3.OpGet(k)).Commit()
+		resp, err := etcd.Txn(ctx, []etcdhttp.Compare{etcdhttp.Absent(k)},
+			[]etcdhttp.Op{etcdhttp.PutOp(k, c.Instance, lease)}, []etcdhttp.Op{etcdhttp.GetOp(k)})
 		if err != nil {
 			return nil, err
 		}
@@ -209,9 +212,68 @@ func (c *Consumer) acquire(ctx context.Context, lease clientv3.LeaseID, mine []i
 			owned = append(owned, p)
 			continue
 		}
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == c.Instance {
+		if kvs := resp.Reads[0]; len(kvs) > 0 && kvs[0].Value == c.Instance {
 			owned = append(owned, p)
 		}
 	}
 	return owned, nil
+}
+
+// session is one lease of the group, kept alive in the background: done
+// closes once the lease may have expired (etcd said so, or no renewal
+// succeeded for a whole TTL), after which the instance must rejoin.
+type session struct {
+	etcd    *etcdhttp.Client
+	lease   int64
+	done    chan struct{}
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+func newSession(ctx context.Context, etcd *etcdhttp.Client, ttl int) (*session, error) {
+	gctx, cancel := context.WithTimeout(ctx, time.Duration(ttl)*time.Second)
+	lease, err := etcd.Grant(gctx, int64(ttl))
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	kctx, stop := context.WithCancel(ctx)
+	s := &session{etcd: etcd, lease: lease, done: make(chan struct{}), stop: stop, stopped: make(chan struct{})}
+	go s.keepAlive(kctx, time.Duration(ttl)*time.Second)
+	return s, nil
+}
+
+// keepAlive renews the lease three times per TTL, as etcd's own client
+// does, so one lost renewal does not lose the lease.
+func (s *session) keepAlive(ctx context.Context, ttl time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, ttl/3)
+		left, err := s.etcd.KeepAlive(rctx, s.lease)
+		cancel()
+		switch {
+		case err == nil && left > 0:
+			renewed = time.Now()
+		case err == nil || time.Since(renewed) >= ttl:
+			close(s.done) // expired, or may have
+			return
+		}
+	}
+}
+
+// close stops renewing and revokes the lease, deleting its keys at once.
+func (s *session) close() {
+	s.stop()
+	<-s.stopped
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.etcd.Revoke(ctx, s.lease)
 }

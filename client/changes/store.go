@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 
-	ichanges "github.com/doppio-db/doppio/internal/changes"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/doppio-db/doppio/client/changes/internal/etcdhttp"
+	"github.com/doppio-db/doppio/internal/changes/checkpoint"
 )
 
 // CheckpointStore keeps a consumer's progress: one checkpoint per
@@ -58,14 +59,22 @@ func (m *MemoryStore) Save(_ context.Context, db string, cps map[int]string) err
 }
 
 // EtcdStore keeps checkpoints in etcd under Prefix (one key per database
-// and partition: Prefix/db/partition).
+// and partition: Prefix/db/partition). It speaks to etcd's JSON gateway
+// over HTTP, so the client links no gRPC.
 type EtcdStore struct {
-	Client *clientv3.Client
-	Prefix string // e.g. "/myapp/consumers/indexer/checkpoints"
-	// Guard, when set, makes every Save conditional: it is applied only
-	// while Guard holds (the Consumer of a group sets it to "this
+	// Endpoints are etcd client URLs ("http://host:2379" or "host:2379").
+	Endpoints []string
+	// HTTPClient sends the requests (default http.DefaultClient).
+	HTTPClient *http.Client
+	Prefix     string // e.g. "/myapp/consumers/indexer/checkpoints"
+	// guard, when set, makes every Save conditional: it is applied only
+	// while guard holds (the Consumer of a group sets it to "this
 	// instance still owns the partitions").
-	guard func(partitions []int) []clientv3.Cmp
+	guard func(partitions []int) []etcdhttp.Compare
+}
+
+func (s *EtcdStore) etcd() *etcdhttp.Client {
+	return &etcdhttp.Client{Endpoints: s.Endpoints, HTTP: s.HTTPClient}
 }
 
 func (s *EtcdStore) key(db string, p int) string { return fmt.Sprintf("%s/%s/%d", s.Prefix, db, p) }
@@ -73,13 +82,14 @@ func (s *EtcdStore) key(db string, p int) string { return fmt.Sprintf("%s/%s/%d"
 // Load implements CheckpointStore.
 func (s *EtcdStore) Load(ctx context.Context, db string, partitions []int) (map[int]string, error) {
 	out := map[int]string{}
+	etcd := s.etcd()
 	for _, p := range partitions {
-		resp, err := s.Client.Get(ctx, s.key(db, p))
+		kv, err := etcd.Get(ctx, s.key(db, p))
 		if err != nil {
 			return nil, err
 		}
-		if len(resp.Kvs) > 0 {
-			out[p] = string(resp.Kvs[0].Value)
+		if kv != nil {
+			out[p] = kv.Value
 		}
 	}
 	return out, nil
@@ -91,21 +101,21 @@ var ErrNotOwner = errors.New("changes: partition no longer owned by this consume
 
 // Save implements CheckpointStore, atomically for all partitions.
 func (s *EtcdStore) Save(ctx context.Context, db string, cps map[int]string) error {
-	var ops []clientv3.Op
+	var ops []etcdhttp.Op
 	var ps []int
 	for p, cp := range cps {
-		ops = append(ops, clientv3.OpPut(s.key(db, p), cp))
+		ops = append(ops, etcdhttp.PutOp(s.key(db, p), cp, 0))
 		ps = append(ps, p)
 	}
 	if len(ops) == 0 {
 		return nil
 	}
 	slices.Sort(ps)
-	var cmps []clientv3.Cmp
+	var cmps []etcdhttp.Compare
 	if s.guard != nil {
 		cmps = s.guard(ps)
 	}
-	resp, err := s.Client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := s.etcd().Txn(ctx, cmps, ops, nil)
 	if err != nil {
 		return err
 	}
@@ -117,7 +127,7 @@ func (s *EtcdStore) Save(ctx context.Context, db string, cps map[int]string) err
 
 // splitCheckpoint returns the checkpoint of partition p alone.
 func splitCheckpoint(cp string, p int) (string, bool) {
-	c, err := ichanges.ParseCheckpoint(cp)
+	c, err := checkpoint.Parse(cp)
 	if err != nil {
 		return "", false
 	}
@@ -125,15 +135,15 @@ func splitCheckpoint(cp string, p int) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	one := ichanges.Checkpoint{DB: c.DB, Positions: []ichanges.Position{pos}}
+	one := checkpoint.Checkpoint{DB: c.DB, Positions: []checkpoint.Position{pos}}
 	return one.String(), true
 }
 
 // mergeCheckpoints combines single-partition checkpoints into one.
 func mergeCheckpoints(db string, cps map[int]string) (string, error) {
-	out := ichanges.Checkpoint{DB: db}
+	out := checkpoint.Checkpoint{DB: db}
 	for p, cp := range cps {
-		c, err := ichanges.ParseCheckpoint(cp)
+		c, err := checkpoint.Parse(cp)
 		if err != nil {
 			return "", fmt.Errorf("stored checkpoint of partition %d: %w", p, err)
 		}

@@ -53,5 +53,5 @@ func decodeSCN(b []byte) (SCN, bool) {
 	if len(b) != 16 {
 		return SCN{}, false
 	}
-	return SCN{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}, true
+	return SCN{Generation: binary.BigEndian.Uint64(b), Sequence: binary.BigEndian.Uint64(b[8:])}, true
 }

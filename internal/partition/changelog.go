@@ -33,7 +33,7 @@ func (r *Replica) ReadLog(from SCN, limit int) ([]LogEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, LogEntry{SCN: SCN{g, s}, WriteSet: ws})
+		out = append(out, LogEntry{SCN: SCN{Generation: g, Sequence: s}, WriteSet: ws})
 	}
 	return out, it.Error()
 }

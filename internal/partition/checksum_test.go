@@ -34,7 +34,7 @@ func checksumState(t *testing.T, logEntries uint64, edit func(b *storage.Batch, 
 	for s := uint64(1); s <= logEntries; s++ {
 		b.Set(p.Log(2, s), fmt.Appendf(nil, "entry %d", s))
 	}
-	b.Set(p.Meta(metaApplied), encodeSCN(SCN{2, logEntries}))
+	b.Set(p.Meta(metaApplied), encodeSCN(SCN{Generation: 2, Sequence: logEntries}))
 	b.Set(p.Meta(metaIndexPrefix+buildKey("a", "f")), []byte("sig\x00ready"))
 	b.Set(p.RaftApplied(), []byte("applied 1"))
 	b.Set(p.RaftLog(5), []byte("raft entry"))
@@ -112,7 +112,7 @@ func TestChecksumRangesNameExactlyWhatDiffers(t *testing.T) {
 			b.Set(p.Log(2, 4), []byte("entry 4?"))
 		}, []string{"log/0-4095"}},
 		{"applied SCN", func(b *storage.Batch, p keys.Partition) {
-			b.Set(p.Meta(metaApplied), encodeSCN(SCN{2, 9}))
+			b.Set(p.Meta(metaApplied), encodeSCN(SCN{Generation: 2, Sequence: 9}))
 		}, []string{"meta"}},
 		{"replica-local: Raft section", func(b *storage.Batch, p keys.Partition) {
 			b.Set(p.RaftApplied(), []byte("applied 2"))

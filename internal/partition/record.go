@@ -35,7 +35,7 @@ func decodeRecord(b []byte) (Record, error) {
 	}
 	r := Record{
 		Version: uint32(d.uvarint()),
-		SCN:     SCN{d.uvarint(), d.uvarint()},
+		SCN:     SCN{Generation: d.uvarint(), Sequence: d.uvarint()},
 		Mtime:   d.varint(),
 	}
 	if d.err != nil {

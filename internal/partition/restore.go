@@ -80,7 +80,7 @@ func DecodeRestoreStep(b []byte) (*RestoreStep, error) {
 		return nil, errCorrupt
 	}
 	s := &RestoreStep{Kind: d.byte(), Session: string(d.bytes())}
-	s.SCN = SCN{d.uvarint(), d.uvarint()}
+	s.SCN = SCN{Generation: d.uvarint(), Sequence: d.uvarint()}
 	count := func() int {
 		n := d.uvarint()
 		if n > uint64(len(b)) {

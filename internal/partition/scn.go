@@ -4,32 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/doppio-db/doppio/internal/scn"
 )
 
-// SCN is the system change number of one committed transaction in one
-// partition: the generation changes with leadership, the sequence is the
-// transaction's position in the partition's timeline (it never restarts, so
-// a timeline has no gaps). SCNs compare by (generation, sequence).
-type SCN struct {
-	Generation uint64
-	Sequence   uint64
-}
-
-// String renders "g:s", the wire form of X-Doppio-SCN.
-func (s SCN) String() string {
-	var b [41]byte // two uint64s and the colon
-	out := strconv.AppendUint(b[:0], s.Generation, 10)
-	out = append(out, ':')
-	return string(strconv.AppendUint(out, s.Sequence, 10))
-}
-
-// Less orders SCNs.
-func (s SCN) Less(o SCN) bool {
-	if s.Generation != o.Generation {
-		return s.Generation < o.Generation
-	}
-	return s.Sequence < o.Sequence
-}
+// SCN is defined in internal/scn so light packages can name it.
+type SCN = scn.SCN
 
 // ParseSCN parses "g:s".
 func ParseSCN(v string) (SCN, error) {
@@ -42,5 +22,5 @@ func ParseSCN(v string) (SCN, error) {
 	if err1 != nil || err2 != nil {
 		return SCN{}, fmt.Errorf("SCN %q is not generation:sequence", v)
 	}
-	return SCN{gen, seq}, nil
+	return SCN{Generation: gen, Sequence: seq}, nil
 }

@@ -1,17 +1,22 @@
-// Package lifecycle decides the next step of one partition's replica on
-// this node: start it, restart it empty, drop it, or, on the partition's
-// leader, change the Raft group's membership one step towards the
-// placement. Next is a pure function of what the node sees (State in,
-// Step out): no I/O, no clock, no goroutines, so every decision can be
-// replayed from its input and is table-tested.
+// Package lifecycle brings the replicas on this node in line with the
+// placement, one step per partition at a time: start a replica, restart
+// it empty, drop it, or, on the partition's leader, change the Raft
+// group's membership one step towards the placement. Next decides the
+// step as a pure function of what the node sees (State in, Step out): no
+// I/O, no clock, no goroutines, so every decision can be replayed from
+// its input and is table-tested. Loop carries the steps out through the
+// node (Host).
 //
 // # The loop
 //
 // The placement controller (internal/controller) writes where each
 // partition's replicas belong; every node then brings the replicas it
-// hosts in line, partition by partition. The caller (the node) runs:
+// hosts in line, partition by partition. Loop is that thin I/O driver
+// around Next: one Reconcile pass does, in order,
 //
-//	for each partition placed here, hosted here, or left on disk here {
+//	for each orphan: decide, then forget it or delete its data
+//	start the placed replicas Next says to start, several at once
+//	for each partition placed here, hosted here or not {
 //		s := read the partition's State
 //		for {
 //			step := lifecycle.Next(s)
@@ -24,10 +29,18 @@
 //		}
 //	}
 //
-// on every change of the placement, the nodes or the catalog, every
-// second, and sooner (Step.Soon) while a learner catches up. One pass
-// takes at most one step per partition; the next pass, from the state the
-// step produced, takes the next one.
+// Run makes a pass on every change of the placement, the nodes or the
+// catalog, every second, and sooner (Step.Soon) while a learner catches
+// up. One pass takes at most one step per partition; the next pass, from
+// the state the step produced, takes the next one. On a partition's
+// leader the membership change runs in a goroutine of its own, one per
+// partition and a few per node at once (the rest wait for a later pass).
+//
+// The node implements Host, the loop's only view of the world: it lists
+// the placements of the databases its catalog knows and the replicas on
+// disk, hands over its running replicas, starts, restarts empty and drops
+// them, and names Raft members for the log. It makes the first pass
+// itself before it answers requests, then calls FindOrphans once and Run.
 //
 // # Membership changes
 //

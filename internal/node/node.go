@@ -18,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/api"
@@ -30,6 +29,7 @@ import (
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/lifecycle"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/operator"
 	"github.com/doppio-db/doppio/internal/partition"
@@ -122,20 +122,8 @@ type Node struct {
 	// parts maps a partition prefix to its (database, partition), for
 	// leadership callbacks from the replication loop.
 	parts sync.Map // string(prefix) -> partRef
-	// changing holds the partitions whose membership a goroutine is
-	// changing; moves limits how many run at once.
-	changing sync.Map // partRef -> struct{}
-	moves    chan struct{}
-	// learning: a partition led here had a learner at the last look (the
-	// reconcile loop then looks again soon).
-	learning atomic.Bool
-	// orphans are replicas with state on disk that no placement puts here
-	// (the node was dead while they moved away): deleted once their group
-	// no longer lists this node. stale records since when a replica has
-	// looked removed, so that a lagging watch cannot delete a member.
-	// Both are used by the reconcile pass only.
-	orphans map[partRef]uint64 // -> the replica's last Raft term
-	stale   map[partRef]time.Time
+	// loop brings the replicas hosted here in line with the placement.
+	loop *lifecycle.Loop
 
 	stop chan struct{}
 	// led signals followCatalog that this node became leader of some
@@ -170,8 +158,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID),
-		moves: make(chan struct{}, maxMoves), orphans: map[partRef]uint64{}, stale: map[partRef]time.Time{},
 	}
+	n.loop = lifecycle.NewLoop(lifecycleHost{n}, n.self, n.log)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -202,6 +202,16 @@ func (r *response) problem() error {
 	return e
 }
 
+// call sends r and decodes the answer's JSON body into out; the response
+// is returned, for its status, even when only the decoding failed.
+func (c *Client) call(ctx context.Context, r *request, out any) (*response, error) {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return res, res.decode(out)
+}
+
 // decode parses the JSON answer into v.
 func (r *response) decode(v any) error {
 	if err := json.Unmarshal(r.body, v); err != nil {

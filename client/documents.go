@@ -179,12 +179,8 @@ func (c *Client) List(ctx context.Context, db, table string, prefix Key, o ListO
 		r.query["sort"] = o.Sort
 	}
 	Fields(o.Fields...).applyRead(r)
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
 	var b listBody
-	if err := res.decode(&b); err != nil {
+	if _, err := c.call(ctx, r, &b); err != nil {
 		return nil, err
 	}
 	return b.page(), nil
@@ -233,12 +229,8 @@ func (c *Client) MultiGet(ctx context.Context, db, table string, leading Key, la
 	for _, o := range opts {
 		o.applyRead(r)
 	}
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
 	var b listBody
-	if err := res.decode(&b); err != nil {
+	if _, err := c.call(ctx, r, &b); err != nil {
 		return nil, err
 	}
 	return b.page().Documents, nil
@@ -264,12 +256,9 @@ func (c *Client) write(ctx context.Context, route *request, method, path string,
 	for _, o := range opts {
 		o.applyWrite(r)
 	}
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
 	var w WriteResult
-	if err := res.decode(&w); err != nil {
+	res, err := c.call(ctx, r, &w)
+	if err != nil {
 		return nil, err
 	}
 	w.Created = res.status == http.StatusCreated
@@ -354,14 +343,10 @@ func (c *Client) Count(ctx context.Context, db, table string, prefix Key, q stri
 	r := newRequest(http.MethodGet, path).routed(db, prefix)
 	r.query["query"] = q
 	r.query["count"] = "true"
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return 0, err
-	}
 	var b struct {
 		Count int `json:"count"`
 	}
-	err = res.decode(&b)
+	_, err = c.call(ctx, r, &b)
 	return b.Count, err
 }
 

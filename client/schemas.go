@@ -91,14 +91,6 @@ func schemaPath(parts ...string) string {
 	return p
 }
 
-func (c *Client) call(ctx context.Context, r *request, out any) (*response, error) {
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return res, res.decode(out)
-}
-
 // PutDatabase creates the database (created is true) or updates what may
 // change of it.
 func (c *Client) PutDatabase(ctx context.Context, name string, spec DatabaseSpec) (Database, bool, error) {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // postgresSystem is a private PostgreSQL cluster in a temporary directory,
@@ -45,21 +47,7 @@ type postgresSystem struct {
 // findPostgres returns the directory holding initdb and pg_ctl, installing
 // PostgreSQL with apt-get when there is none.
 func findPostgres(logf func(string, ...any)) (string, error) {
-	find := func() string {
-		if p, err := exec.LookPath("initdb"); err == nil {
-			if _, err := exec.LookPath("pg_ctl"); err == nil {
-				return filepath.Dir(p)
-			}
-		}
-		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-				return dirs[i]
-			}
-		}
-		return ""
-	}
-	if d := find(); d != "" {
+	if d := benchutil.PostgresBin(); d != "" {
 		return d, nil
 	}
 	for _, args := range [][]string{{"apt-get", "update"}, {"apt-get", "install", "-y", "postgresql"}} {
@@ -71,7 +59,7 @@ func findPostgres(logf func(string, ...any)) (string, error) {
 			return "", fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 		}
 	}
-	if d := find(); d != "" {
+	if d := benchutil.PostgresBin(); d != "" {
 		return d, nil
 	}
 	return "", errors.New("postgres: initdb and pg_ctl not found after installing postgresql")

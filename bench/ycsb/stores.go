@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/testport"
+
+	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
 // store is one system under test, started privately in its own directory.
@@ -380,31 +382,13 @@ type postgresStore struct {
 	conf               []string
 }
 
-func findPostgres() string {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if _, err := exec.LookPath("pg_ctl"); err == nil {
-			if real, err := filepath.EvalSymlinks(p); err == nil {
-				p = real
-			}
-			return filepath.Dir(p)
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i]
-		}
-	}
-	return ""
-}
-
 func startPostgres(ctx context.Context, dir string, threads int, logf func(string, ...any)) (*postgresStore, error) {
-	bin := findPostgres()
+	bin := benchutil.PostgresBin()
 	if bin == "" {
 		if err := aptInstall("postgresql", logf); err != nil {
 			return nil, err
 		}
-		if bin = findPostgres(); bin == "" {
+		if bin = benchutil.PostgresBin(); bin == "" {
 			return nil, errors.New("postgres: initdb not found after installing postgresql")
 		}
 	}
@@ -469,7 +453,7 @@ func (s *postgresStore) Close() error {
 }
 
 func postgresVersion() string {
-	bin := findPostgres()
+	bin := benchutil.PostgresBin()
 	if bin == "" {
 		return ""
 	}

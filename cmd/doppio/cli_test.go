@@ -114,6 +114,32 @@ func startDev(t *testing.T) *cli {
 	}
 }
 
+// aliceLunchSubjects is the page alice's two lunch messages make with
+// only their subjects, which several listings print.
+const aliceLunchSubjects = `{
+  "documents": [
+    {
+      "key": [
+        "alice",
+        1
+      ],
+      "document": {
+        "subject": "Lunch on Friday?"
+      }
+    },
+    {
+      "key": [
+        "alice",
+        2
+      ],
+      "document": {
+        "subject": "Re: lunch"
+      }
+    }
+  ]
+}
+`
+
 func TestCLIMailboxEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -220,53 +246,9 @@ createdOn  attribute  [##############################] 100%  0/0  ready
   "next": "`) {
 		t.Fatalf("first page:\n%s", page)
 	}
-	expect(t, "get --all", c.ok("", "get", "MailboxDB/Message/alice", "--limit", "1", "--all", "--fields", "subject"), `{
-  "documents": [
-    {
-      "key": [
-        "alice",
-        1
-      ],
-      "document": {
-        "subject": "Lunch on Friday?"
-      }
-    },
-    {
-      "key": [
-        "alice",
-        2
-      ],
-      "document": {
-        "subject": "Re: lunch"
-      }
-    }
-  ]
-}
-`)
+	expect(t, "get --all", c.ok("", "get", "MailboxDB/Message/alice", "--limit", "1", "--all", "--fields", "subject"), aliceLunchSubjects)
 
-	expect(t, "get --query", c.ok("", "get", "MailboxDB/Message/alice", "--query", "subject:lunch", "--fields", "subject"), `{
-  "documents": [
-    {
-      "key": [
-        "alice",
-        1
-      ],
-      "document": {
-        "subject": "Lunch on Friday?"
-      }
-    },
-    {
-      "key": [
-        "alice",
-        2
-      ],
-      "document": {
-        "subject": "Re: lunch"
-      }
-    }
-  ]
-}
-`)
+	expect(t, "get --query", c.ok("", "get", "MailboxDB/Message/alice", "--query", "subject:lunch", "--fields", "subject"), aliceLunchSubjects)
 	expect(t, "get --count", c.ok("", "get", "MailboxDB/Message/alice", "--query", `"lunch on friday"`, "--count"), `{
   "count": 1
 }

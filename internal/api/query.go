@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -134,16 +135,23 @@ func (s *Server) indexesReady(rep *partition.Replica, t *schema.Table, plan *que
 	return nil
 }
 
+// databaseTable looks up the database and the table a query's path names,
+// either missing being NotFound.
+func (s *Server) databaseTable(ctx context.Context, p params) (schema.Database, *schema.Table, error) {
+	d, err := s.database(ctx, p.db)
+	if err != nil {
+		return d, nil, err
+	}
+	t, err := s.table(ctx, p.db, p.table)
+	return d, t, err
+}
+
 // queryAll answers a query without a partition key: every partition
 // searches all its document groups, and the pages merge in the same order,
 // limit and cursor semantics as a one-group query. A partition led here is
 // searched here; any other is asked of its leader's node.
 func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) error {
-	d, err := s.database(r.Context(), p.db)
-	if err != nil {
-		return err
-	}
-	t, err := s.table(r.Context(), p.db, p.table)
+	d, t, err := s.databaseTable(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -258,11 +266,7 @@ func firstError(errs []error) error {
 // groups, with its sort values and documents, for the node that merges
 // (GET /_internal/query/{db}/{table}/{partition}).
 func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params) error {
-	d, err := s.database(r.Context(), p.db)
-	if err != nil {
-		return err
-	}
-	t, err := s.table(r.Context(), p.db, p.table)
+	d, t, err := s.databaseTable(r.Context(), p)
 	if err != nil {
 		return err
 	}

@@ -208,40 +208,20 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 // Pause pauses the whole datastream (no partitions) or some partitions.
 // A paused task keeps its ownership and position; nothing is delivered.
 func (m *Manager) Pause(ctx context.Context, name string, partitions []int) (View, error) {
-	r, _, err := m.update(ctx, name, func(cur *Record) (*Record, error) {
-		if cur == nil {
-			return nil, notFound(name)
-		}
-		if err := m.checkPartitions(cur, partitions); err != nil {
-			return nil, err
-		}
-		next := *cur
+	return m.setPaused(ctx, name, partitions, func(cur, next *Record) {
 		if len(partitions) == 0 {
 			next.Paused, next.PausedPartitions = true, nil
 		} else if !next.Paused {
 			next.PausedPartitions = sortedUnique(append(slices.Clone(cur.PausedPartitions), partitions...))
 		}
-		next.Updated = time.Now().UTC()
-		return &next, nil
 	})
-	if err != nil {
-		return View{}, err
-	}
-	return r.view(), nil
 }
 
 // Resume resumes the whole datastream (no partitions) or some partitions,
 // including partitions auto-paused for failing. Resuming some partitions
 // of a wholly paused stream leaves the others paused.
 func (m *Manager) Resume(ctx context.Context, name string, partitions []int) (View, error) {
-	r, _, err := m.update(ctx, name, func(cur *Record) (*Record, error) {
-		if cur == nil {
-			return nil, notFound(name)
-		}
-		if err := m.checkPartitions(cur, partitions); err != nil {
-			return nil, err
-		}
-		next := *cur
+	return m.setPaused(ctx, name, partitions, func(cur, next *Record) {
 		next.Resumes++
 		if len(partitions) == 0 {
 			next.Paused, next.PausedPartitions = false, nil
@@ -264,13 +244,7 @@ func (m *Manager) Resume(ctx context.Context, name string, partitions []int) (Vi
 		if len(next.PausedPartitions) == 0 {
 			next.PausedPartitions = nil
 		}
-		next.Updated = time.Now().UTC()
-		return &next, nil
 	})
-	if err != nil {
-		return View{}, err
-	}
-	return r.view(), nil
 }
 
 // checkPartitions refuses partitions the datastream does not read.
@@ -285,4 +259,25 @@ func (m *Manager) checkPartitions(r *Record, ps []int) error {
 		}
 	}
 	return nil
+}
+
+// setPaused applies change to a copy of the datastream's record, once its
+// partitions are checked, and stores it as updated now.
+func (m *Manager) setPaused(ctx context.Context, name string, partitions []int, change func(cur, next *Record)) (View, error) {
+	r, _, err := m.update(ctx, name, func(cur *Record) (*Record, error) {
+		if cur == nil {
+			return nil, notFound(name)
+		}
+		if err := m.checkPartitions(cur, partitions); err != nil {
+			return nil, err
+		}
+		next := *cur
+		change(cur, &next)
+		next.Updated = time.Now().UTC()
+		return &next, nil
+	})
+	if err != nil {
+		return View{}, err
+	}
+	return r.view(), nil
 }

@@ -119,13 +119,7 @@ func TestAssignSpreadsEvenly(t *testing.T) {
 	worst := 0.0
 	for round := range 300 {
 		nodes := 2 + r.IntN(8)
-		shape := Shape{Live: map[string]bool{}, Partitions: map[PartitionRef]Placement{}}
-		var ids []string
-		for i := range nodes {
-			id := fmt.Sprintf("n%d", i+1)
-			ids = append(ids, id)
-			shape.Live[id] = true
-		}
+		shape, ids := liveNodes(nodes)
 		parts := nodes * (1 + r.IntN(40))
 		rf := min(nodes, 3)
 		for p := range parts {
@@ -165,13 +159,7 @@ func TestAssignSpreadsEvenly(t *testing.T) {
 func TestAssignSpreadsFewTasksExactly(t *testing.T) {
 	for nodes := 3; nodes <= 7; nodes++ {
 		for k := 1; k <= 2; k++ {
-			shape := Shape{Live: map[string]bool{}, Partitions: map[PartitionRef]Placement{}}
-			var ids []string
-			for i := range nodes {
-				id := fmt.Sprintf("n%d", i+1)
-				ids = append(ids, id)
-				shape.Live[id] = true
-			}
+			shape, ids := liveNodes(nodes)
 			for p := range k * nodes {
 				reps := []string{ids[p%nodes], ids[(p+1)%nodes], ids[(p+2)%nodes]}
 				shape.Partitions[PartitionRef{"db", p}] = Placement{Nodes: reps, Leader: reps[0]}
@@ -198,13 +186,7 @@ func TestAssignIsStableUnderUnrelatedChanges(t *testing.T) {
 	totalTasks, movedByStream, movedByDeath, mustMove := 0, 0, 0, 0
 	for round := range 200 {
 		nodes := 3 + r.IntN(7)
-		shape := Shape{Live: map[string]bool{}, Partitions: map[PartitionRef]Placement{}}
-		var ids []string
-		for i := range nodes {
-			id := fmt.Sprintf("n%d", i+1)
-			ids = append(ids, id)
-			shape.Live[id] = true
-		}
+		shape, ids := liveNodes(nodes)
 		place := func(db string, parts int) {
 			for p := range parts {
 				perm := r.Perm(nodes)[:3]
@@ -250,4 +232,17 @@ func TestAssignIsStableUnderUnrelatedChanges(t *testing.T) {
 	if float64(movedByDeath) > 0.15*float64(totalTasks) {
 		t.Errorf("node deaths moved %d tasks of live nodes out of %d (> 15%%)", movedByDeath, totalTasks)
 	}
+}
+
+// liveNodes returns a shape with nodes n1..nN live and no partitions, and
+// the node ids in order.
+func liveNodes(nodes int) (Shape, []string) {
+	shape := Shape{Live: map[string]bool{}, Partitions: map[PartitionRef]Placement{}}
+	var ids []string
+	for i := range nodes {
+		id := fmt.Sprintf("n%d", i+1)
+		ids = append(ids, id)
+		shape.Live[id] = true
+	}
+	return shape, ids
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/query"
 	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/storage"
 )
 
 // mailIndexes: the MailboxDB shape of the paper's section 7.4.
@@ -18,6 +19,23 @@ var mailIndexes = []schema.Index{
 	{Path: []string{"isInbox"}, Kind: "attribute", Type: "boolean"},
 	{Path: []string{"createdOn"}, Kind: "attribute", Type: "long", Logical: "timestamp-millis"},
 	{Path: []string{"folder"}, Kind: "attribute", Type: "string"},
+}
+
+// commitFull commits batch once it holds more than 4 MiB and returns the
+// batch to go on with, so that a bulk load stays within memory.
+func (s *store) commitFull(b *testing.B, batch *storage.Batch) *storage.Batch {
+	if batch.Len() <= 4<<20 {
+		return batch
+	}
+	s.commit(b, batch)
+	return s.e.NewBatch()
+}
+
+// commit commits batch, failing the benchmark on an error.
+func (s *store) commit(b *testing.B, batch *storage.Batch) {
+	if err := s.e.Commit(batch); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // loadMailbox writes n messages of mailbox "m" in batches (entries only,
@@ -55,16 +73,9 @@ func loadMailbox(b *testing.B, n int, pending bool) *store {
 			batch.Set(e.Key, e.Value)
 		}
 		batch.Set(s.p.Document(s.table, append(append([]byte{}, g...), rest...)), make([]byte, 300))
-		if batch.Len() > 4<<20 {
-			if err := s.e.Commit(batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = s.e.NewBatch()
-		}
+		batch = s.commitFull(b, batch)
 	}
-	if err := s.e.Commit(batch); err != nil {
-		b.Fatal(err)
-	}
+	s.commit(b, batch)
 	return s
 }
 

@@ -47,16 +47,9 @@ func loadMailboxes(b *testing.B, groups, perGroup int) *store {
 			}
 			batch.Set(s.p.Document(s.table, append(append([]byte{}, group...), rest...)), make([]byte, 300))
 		}
-		if batch.Len() > 4<<20 {
-			if err := s.e.Commit(batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = s.e.NewBatch()
-		}
+		batch = s.commitFull(b, batch)
 	}
-	if err := s.e.Commit(batch); err != nil {
-		b.Fatal(err)
-	}
+	s.commit(b, batch)
 	return s
 }
 

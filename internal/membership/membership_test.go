@@ -32,18 +32,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testwait.Until(t, 5*time.Second, what, cond)
 }
 
+// openView starts etcd and opens a view of prefix /t on it, closed when
+// the test ends; log discards what the view and registrations write.
+func openView(t *testing.T) (*clientv3.Client, *View, *slog.Logger) {
+	t.Helper()
+	cli := etcdClient(t)
+	log := slog.New(slog.DiscardHandler)
+	v, err := Open(context.Background(), cli, "/t", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	return cli, v, log
+}
+
 // TestLeadershipsAreRoutedAndVanishWithTheNode registers two nodes, has
 // them publish leaderships, and checks the view routes to the highest term
 // of a live node, and forgets a node that leaves.
 func TestLeadershipsAreRoutedAndVanishWithTheNode(t *testing.T) {
-	cli := etcdClient(t)
+	cli, v, log := openView(t)
 	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	v, err := Open(ctx, cli, "/t", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
 	a, err := Register(ctx, cli, "/t", Node{ID: "a", HTTP: "h:1", GRPC: "g:1"}, time.Second, log)
 	if err != nil {
 		t.Fatal(err)
@@ -108,14 +116,8 @@ func TestPlacementIsCreatedOnceAndItsFirstVersionKept(t *testing.T) {
 // many partitions reach the view together, the highest term wins, and
 // they vanish with the node.
 func TestGroupReportsAreBatchedAndVanishWithTheNode(t *testing.T) {
-	cli := etcdClient(t)
+	cli, v, log := openView(t)
 	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	v, err := Open(ctx, cli, "/t", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
 	a, err := Register(ctx, cli, "/t", Node{ID: "a"}, time.Second, log)
 	if err != nil {
 		t.Fatal(err)

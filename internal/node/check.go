@@ -51,12 +51,8 @@ func (c clusterView) CheckDatabase(ctx context.Context, db string, partitions in
 // checkLoop runs the background consistency checks until the node stops.
 func (n *Node) checkLoop() {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.stopContext()
 	defer cancel()
-	go func() {
-		<-n.stop
-		cancel()
-	}()
 	n.checks.Run(ctx)
 }
 

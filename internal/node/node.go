@@ -434,16 +434,26 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
+// stopContext returns a context cancelled when the node stops, or by the
+// returned cancel, which the caller must call to end the watcher.
+func (n *Node) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // runController takes part in the placement controller's election until
 // the node closes (resigning then, so another node takes over at once).
 func (n *Node) runController() {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.stopContext()
 	defer cancel()
-	go func() {
-		<-n.stop
-		cancel()
-	}()
 	opts := n.cfg.Controller
 	opts.Prefix, opts.Logger = etcdPrefix, n.log
 	_ = controller.Run(ctx, n.client, n.cfg.ID, opts)

@@ -289,6 +289,23 @@ func (ev *evaluation) load(table string, key []byte) (*pending, error) {
 	return p, nil
 }
 
+// loadExisting loads the document a Patch or a Delete names and checks
+// its preconditions; a missing document is NotFound for both.
+func (ev *evaluation) loadExisting(op Operation, enc []byte) (*pending, error) {
+	t := op.Table
+	p, err := ev.load(t.Def.Name, enc)
+	if err != nil {
+		return nil, err
+	}
+	if p.cur == nil {
+		return nil, problem.New(problem.NotFound, "document %s %s does not exist", t.Def.Name, op.Key)
+	}
+	if err := check(op.Cond, p.cur); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 func (ev *evaluation) operation(op Operation) (OpResult, error) {
 	t := op.Table
 	switch op.Kind {
@@ -323,14 +340,8 @@ func (ev *evaluation) operation(op Operation) (OpResult, error) {
 		full := append(slices.Clone(op.Key), id)
 		return ev.put(op, keys.AppendInt(enc, id), full, op.Doc, true)
 	case Patch:
-		p, err := ev.load(t.Def.Name, enc)
+		p, err := ev.loadExisting(op, enc)
 		if err != nil {
-			return OpResult{}, err
-		}
-		if p.cur == nil {
-			return OpResult{}, problem.New(problem.NotFound, "document %s %s does not exist", t.Def.Name, op.Key)
-		}
-		if err := check(op.Cond, p.cur); err != nil {
 			return OpResult{}, err
 		}
 		doc, err := t.Decode(p.cur.Avro, int(p.cur.Version), t.Latest())
@@ -343,14 +354,8 @@ func (ev *evaluation) operation(op Operation) (OpResult, error) {
 		}
 		return ev.write(p, t, op.Key, doc)
 	case Delete:
-		p, err := ev.load(t.Def.Name, enc)
+		p, err := ev.loadExisting(op, enc)
 		if err != nil {
-			return OpResult{}, err
-		}
-		if p.cur == nil {
-			return OpResult{}, problem.New(problem.NotFound, "document %s %s does not exist", t.Def.Name, op.Key)
-		}
-		if err := check(op.Cond, p.cur); err != nil {
 			return OpResult{}, err
 		}
 		p.cur, p.schema, p.doc = nil, t, nil

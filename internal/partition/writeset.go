@@ -329,23 +329,30 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
+// skip consumes the n bytes a varint read took; n <= 0 means the read
+// failed, which fails the decoder.
+func (d *decoder) skip(n int) bool {
 	if n <= 0 {
 		d.fail()
-		return 0
+		return false
 	}
 	d.b = d.b[n:]
+	return true
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if !d.skip(n) {
+		return 0
+	}
 	return v
 }
 
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
+	if !d.skip(n) {
 		return 0
 	}
-	d.b = d.b[n:]
 	return v
 }
 

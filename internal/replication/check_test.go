@@ -35,12 +35,7 @@ func replicaCheck(rep CheckReport, node uint64) ReplicaCheck {
 }
 
 func TestCheckDetectsCorruptFollowerAndRebuildsIt(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	lead := c.leader(p, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, p, lead, ctx := threeReplicas(t)
 	const n = 40
 	for i := 1; i <= n; i++ {
 		if _, err := c.write(ctx, lead, p, i); err != nil {
@@ -106,12 +101,7 @@ func TestCheckDetectsCorruptFollowerAndRebuildsIt(t *testing.T) {
 }
 
 func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	lead := c.leader(p, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, p, lead, ctx := threeReplicas(t)
 
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -157,12 +147,7 @@ func TestCheckUnderConcurrentWritesFindsNoMismatch(t *testing.T) {
 }
 
 func TestCheckHandsLeadershipOverToRebuildALeaderThatIsTheOddOneOut(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	lead := c.leader(p, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, p, lead, ctx := threeReplicas(t)
 	for i := 1; i <= 5; i++ {
 		if _, err := c.write(ctx, lead, p, i); err != nil {
 			t.Fatal(err)
@@ -363,12 +348,7 @@ func TestHostCloseStopsARunningChecksumAndReleasesTheEngine(t *testing.T) {
 }
 
 func TestCheckWithAFollowerDownIsIncompleteNotAMismatch(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	lead := c.leader(p, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, p, lead, ctx := threeReplicas(t)
 	for i := 1; i <= 5; i++ {
 		if _, err := c.write(ctx, lead, p, i); err != nil {
 			t.Fatal(err)

@@ -254,3 +254,15 @@ func hasDoc(state map[string]string, p keys.Partition, i int) bool {
 	_, ok := state[string(p.Document("t", docKey(i)))]
 	return ok
 }
+
+// threeReplicas starts partition 0 on nodes 1, 2 and 3 of a new cluster
+// and waits for its leader; ctx bounds the test at a minute.
+func threeReplicas(t *testing.T) (*cluster, keys.Partition, uint64, context.Context) {
+	c := newCluster(t, 1, 2, 3)
+	p := testPartition(0)
+	c.startRaftGroup(p, []uint64{1, 2, 3})
+	lead := c.leader(p, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c, p, lead, ctx
+}

@@ -53,12 +53,7 @@ func (c *cluster) routedWrite(ctx context.Context, at uint64, p keys.Partition, 
 // again at the leader), every write ends up applied exactly once, and the
 // SCN sequences stay gapless.
 func TestWritesMeetingLeadershipTransfersAreNeverLeftUnknown(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	lead := c.leader(p, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, p, lead, ctx := threeReplicas(t)
 
 	const writers, perWriter = 8, 40
 	var wg sync.WaitGroup

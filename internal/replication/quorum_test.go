@@ -90,12 +90,7 @@ func valueSet(i int, value string) *partition.WriteSet {
 // healed, catches up; its write, overwritten by the new leader's log, fails
 // as not applied (safe to run again) rather than with an unknown outcome.
 func TestPartitionedLeaderStepsDownAndServesNoStaleRead(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	old := c.leader(p, 5*time.Second)
+	c, p, old, ctx := threeReplicas(t)
 	if _, err := c.write(ctx, old, p, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -206,12 +201,7 @@ func containsValue(record, value string) bool {
 // latched for as long as the partition stays idle. Found by the fault
 // suite (delay nemesis: a set's final read timed out on a latched group).
 func TestDeposedLeadersProposalsSettleWithoutLaterWrites(t *testing.T) {
-	c := newCluster(t, 1, 2, 3)
-	p := testPartition(0)
-	c.startRaftGroup(p, []uint64{1, 2, 3})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	old := c.leader(p, 5*time.Second)
+	c, p, old, ctx := threeReplicas(t)
 	if _, err := c.write(ctx, old, p, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -180,9 +180,9 @@ func (t *transport) serveSuspect(ctx context.Context, dec func(any) error) (any,
 	if err := decodeJSON(dec, &req); err != nil {
 		return nil, err
 	}
-	g := t.host.Member(keys.Partition(req.Partition))
-	if g == nil {
-		return nil, fmt.Errorf("partition %x not hosted on node %d", req.Partition, t.host.cfg.NodeID)
+	g, err := t.host.hosted(keys.Partition(req.Partition))
+	if err != nil {
+		return nil, err
 	}
 	g.rebuilding(req.Node, true, time.Now().Add(suspectHold))
 	return wrapperspb.Bytes(nil), nil
@@ -195,9 +195,9 @@ func (t *transport) serveRebuildPeer(ctx context.Context, dec func(any) error) (
 	if err := decodeJSON(dec, &req); err != nil {
 		return nil, err
 	}
-	g := t.host.Member(keys.Partition(req.Partition))
-	if g == nil {
-		return nil, fmt.Errorf("partition %x not hosted on node %d", req.Partition, t.host.cfg.NodeID)
+	g, err := t.host.hosted(keys.Partition(req.Partition))
+	if err != nil {
+		return nil, err
 	}
 	if err := g.Lead(ctx); err != nil {
 		return nil, err
@@ -206,6 +206,16 @@ func (t *transport) serveRebuildPeer(ctx context.Context, dec func(any) error) (
 		return nil, err
 	}
 	return wrapperspb.Bytes(nil), nil
+}
+
+// hosted returns this node's member of p, or an error naming the
+// partition and the node when the node does not host it.
+func (h *Host) hosted(p keys.Partition) (*Member, error) {
+	g := h.Member(p)
+	if g == nil {
+		return nil, fmt.Errorf("partition %x not hosted on node %d", []byte(p), h.cfg.NodeID)
+	}
+	return g, nil
 }
 
 func decodeJSON(dec func(any) error, v any) error {
@@ -224,9 +234,9 @@ type rebuildKey struct {
 // rebuild deletes this node's replica of p and starts it again empty, on
 // the word of its leader (which has removed it from the Raft group).
 func (h *Host) rebuild(ctx context.Context, p keys.Partition, leader, term uint64) error {
-	g := h.Member(p)
-	if g == nil {
-		return fmt.Errorf("partition %x not hosted on node %d", []byte(p), h.cfg.NodeID)
+	g, err := h.hosted(p)
+	if err != nil {
+		return err
 	}
 	inf := g.info.Load()
 	if inf.leader {
@@ -238,7 +248,7 @@ func (h *Host) rebuild(ctx context.Context, p keys.Partition, leader, term uint6
 	if h.cfg.OnRebuild != nil {
 		return h.cfg.OnRebuild(ctx, p)
 	}
-	_, err := h.StartRebuilt(p)
+	_, err = h.StartRebuilt(p)
 	return err
 }
 

@@ -1,5 +1,6 @@
 // Package benchutil holds what the benchmark commands share besides
-// clusters: flag helpers, the machine's description, PNG output.
+// clusters: flag helpers, the machine's description, where PostgreSQL
+// is installed, PNG output.
 package benchutil
 
 import (

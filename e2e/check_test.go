@@ -82,7 +82,9 @@ func stopCleanly(t *testing.T, n *clusterNode) {
 }
 
 // preferredLeader reads from etcd the node the placement prefers as the
-// leader of partition p of db.
+// leader of partition p of db, once the controller's rebalance is over:
+// the creation's own rebalance spreads leaderships, and a preference read
+// in the middle of it goes stale.
 func preferredLeader(t *testing.T, ep, db string, p int) string {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
@@ -97,6 +99,12 @@ func preferredLeader(t *testing.T, ep, db string, p int) string {
 	defer view.Close()
 	var preferred string
 	waitFor(t, 20*time.Second, "the placement of "+db, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r, recorded, err := membership.ReadRebalance(ctx, cli, "/doppio")
+		cancel()
+		if err != nil || recorded && r.Active {
+			return false, fmt.Sprintf("rebalance %+v (%v)", r, err)
+		}
 		rec, ok := view.Placement(db)
 		if ok && p < len(rec.Partitions) {
 			preferred = rec.Partitions[p].Leader

@@ -34,7 +34,7 @@ func TestAssembleJoinsReportsWithPlacements(t *testing.T) {
 	reports := []wire.LocalInfo{
 		{Node: "a", Replicas: []wire.LocalReplica{{
 			Database: "db", Partition: 0, Role: "leader", Term: 4, Leader: "a", SCN: "4.9", Applied: 12,
-			Voters: []string{"a", "b", "c"},
+			Voters:    []string{"a", "b", "c"},
 			Followers: map[string]wire.FollowerReport{"b": {Lag: 2}, "c": {Lag: 7}},
 		}}, Transfers: []wire.Transfer{{}}},
 		{Node: "b", Replicas: []wire.LocalReplica{

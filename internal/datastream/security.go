@@ -62,21 +62,9 @@ func parseTLS(raw json.RawMessage, out **SinkTLS) error {
 	if raw == nil || string(raw) == "null" {
 		return nil
 	}
-	m, err := object(raw, "sink.tls")
-	if err != nil {
-		return err
-	}
-	if err := known(m, "sink.tls", "ca", "cert", "key", "serverName"); err != nil {
-		return err
-	}
 	t := new(SinkTLS)
-	for _, f := range []struct {
-		name string
-		v    *string
-	}{{"ca", &t.CA}, {"cert", &t.Cert}, {"key", &t.Key}, {"serverName", &t.ServerName}} {
-		if err := field(m[f.name], "sink.tls."+f.name, f.v); err != nil {
-			return err
-		}
+	if err := stringObject(raw, "sink.tls", member{"ca", &t.CA}, member{"cert", &t.Cert}, member{"key", &t.Key}, member{"serverName", &t.ServerName}); err != nil {
+		return err
 	}
 	if t.Key == Redacted {
 		t.Key = ""
@@ -89,26 +77,42 @@ func parseSASL(raw json.RawMessage, out **SinkSASL) error {
 	if raw == nil || string(raw) == "null" {
 		return nil
 	}
-	m, err := object(raw, "sink.sasl")
+	a := new(SinkSASL)
+	if err := stringObject(raw, "sink.sasl", member{"mechanism", &a.Mechanism}, member{"username", &a.Username}, member{"password", &a.Password}); err != nil {
+		return err
+	}
+	if a.Password == Redacted {
+		a.Password = ""
+	}
+	*out = a
+	return nil
+}
+
+// member is a string member of a JSON object and where it is decoded.
+type member struct {
+	name string
+	v    *string
+}
+
+// stringObject decodes raw, the object at path at, whose members are all
+// strings and all among members.
+func stringObject(raw json.RawMessage, at string, members ...member) error {
+	m, err := object(raw, at)
 	if err != nil {
 		return err
 	}
-	if err := known(m, "sink.sasl", "mechanism", "username", "password"); err != nil {
+	names := make([]string, len(members))
+	for i, f := range members {
+		names[i] = f.name
+	}
+	if err := known(m, at, names...); err != nil {
 		return err
 	}
-	s := new(SinkSASL)
-	for _, f := range []struct {
-		name string
-		v    *string
-	}{{"mechanism", &s.Mechanism}, {"username", &s.Username}, {"password", &s.Password}} {
-		if err := field(m[f.name], "sink.sasl."+f.name, f.v); err != nil {
+	for _, f := range members {
+		if err := field(m[f.name], at+"."+f.name, f.v); err != nil {
 			return err
 		}
 	}
-	if s.Password == Redacted {
-		s.Password = ""
-	}
-	*out = s
 	return nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/doppio-db/doppio/internal/certs"
 	"github.com/doppio-db/doppio/internal/problem"
@@ -264,4 +266,41 @@ func poolOf(c *x509.Certificate) *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AddCert(c)
 	return p
+}
+
+// TestTLSToAPlaintextListenerSaysSo: a sink with TLS dialing a listener
+// that does not speak TLS fails at once with an error saying so, not a
+// hang or a bare handshake error.
+func TestTLSToAPlaintextListenerSaysSo(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	def := Definition{Name: "s", Database: "shop", Sink: Sink{Type: "kafka", Brokers: []string{l.Addr().String()}, TLS: &SinkTLS{}}}
+	s, err := newKafkaSink(def, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = s.ensureTopics(ctx, []string{"shop"})
+	if err == nil || !strings.Contains(err.Error(), "the broker did not answer in TLS (is it a plaintext listener?)") {
+		t.Fatalf("ensureTopics over TLS to a plaintext listener: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the failure took %v", took)
+	}
 }

@@ -124,6 +124,10 @@ func (s *Server) target(ctx context.Context, p params) (target, error) {
 // part under the leading ones.
 func (s *Server) multiTarget(d schema.Database, t *schema.Table, p params) (target, error) {
 	leading := p.key[:len(p.key)-1]
+	if t.Arity() == 1 {
+		// Its keys would be partition keys, of any partitions.
+		return target{}, problem.New(problem.Malformed, "a multi-get lists values of the last key part within one document group; %s has a single key part", t.Def.Name)
+	}
 	if len(leading)+1 != t.Arity() {
 		return target{}, problem.New(problem.Malformed, "a multi-get lists values of the last key part: give the %d leading parts of %s first", t.Arity()-1, t.Def.Name)
 	}

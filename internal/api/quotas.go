@@ -54,14 +54,14 @@ func recordBytes(key []byte, rec partition.Record) int { return len(key) + len(r
 // executeCharged runs req at rep, the partition's leader here, within the
 // write quotas of its database and of r's caller: refused before any work
 // while one is spent, charged the write set it replicated after. A request
-// refused without being evaluated (not the leader any more) costs nothing:
-// it runs again elsewhere, and is charged there.
+// refused without being evaluated (not the leader any more, a schema that
+// changed under it) costs nothing: it runs again, and is charged then.
 func (s *Server) executeCharged(r *http.Request, rep *partition.Replica, req partition.Request) (partition.Result, error) {
 	if err := s.admit(r, rep.DB, quota.Write); err != nil {
 		return partition.Result{}, err
 	}
 	res, err := rep.Execute(r.Context(), req)
-	if s.quotas != nil && !partition.IsNotApplied(err) {
+	if s.quotas != nil && !partition.IsNotApplied(err) && err != partition.ErrSchemaChanged {
 		s.quotas.Limiter().Charge(rep.DB, user(r), quota.Write, quota.WriteUnits(res.WriteSetBytes))
 	}
 	return res, err
@@ -81,30 +81,34 @@ func (s *Server) quotaStore() (*quota.Store, error) {
 	return s.quotas, nil
 }
 
-// quotaScope reads which quota a /_quotas route is about and checks its
-// name.
-func quotaScope(p params) (quota.Scope, string, error) {
+// quotaTarget reads which quota a /_quotas/{scope}/… request is about,
+// checking its name and that it has no parameters.
+func (s *Server) quotaTarget(r *http.Request, p params) (*quota.Store, quota.Scope, string, error) {
+	st, err := s.quotaStore()
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if err := onlyParams(r.URL.Query()); err != nil {
+		return nil, 0, "", err
+	}
 	if p.name != "" { // /_quotas/users/{name}
 		if err := certs.ValidUser(p.name); err != nil {
-			return 0, "", problem.Field(problem.Malformed, "name", "%v", err)
+			return nil, 0, "", problem.Field(problem.Malformed, "name", "%v", err)
 		}
-		return quota.User, p.name, nil
+		return st, quota.User, p.name, nil
 	}
 	if !schema.ValidName(p.db) {
-		return 0, "", problem.Field(problem.Malformed, "db", "database name %q is not valid", p.db)
+		return nil, 0, "", problem.Field(problem.Malformed, "db", "database name %q is not valid", p.db)
 	}
-	return quota.Database, p.db, nil
+	return st, quota.Database, p.db, nil
+}
+
+func viewOf(name string, q quota.Quota) quotaView {
+	return quotaView{Name: name, ReadUnitsPerSecond: q.ReadUnitsPerSecond, WriteUnitsPerSecond: q.WriteUnitsPerSecond}
 }
 
 func (s *Server) getQuota(w http.ResponseWriter, r *http.Request, p params) error {
-	st, err := s.quotaStore()
-	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
-		return err
-	}
-	sc, name, err := quotaScope(p)
+	st, sc, name, err := s.quotaTarget(r, p)
 	if err != nil {
 		return err
 	}
@@ -115,18 +119,11 @@ func (s *Server) getQuota(w http.ResponseWriter, r *http.Request, p params) erro
 	if !ok {
 		return problem.New(problem.NotFound, "%s %s has no quota", sc, name)
 	}
-	return writeJSON(w, http.StatusOK, quotaView{Name: name, ReadUnitsPerSecond: q.ReadUnitsPerSecond, WriteUnitsPerSecond: q.WriteUnitsPerSecond})
+	return writeJSON(w, http.StatusOK, viewOf(name, q))
 }
 
 func (s *Server) putQuota(w http.ResponseWriter, r *http.Request, p params) error {
-	st, err := s.quotaStore()
-	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
-		return err
-	}
-	sc, name, err := quotaScope(p)
+	st, sc, name, err := s.quotaTarget(r, p)
 	if err != nil {
 		return err
 	}
@@ -151,18 +148,11 @@ func (s *Server) putQuota(w http.ResponseWriter, r *http.Request, p params) erro
 		status = http.StatusCreated
 		w.Header().Set("Location", r.URL.EscapedPath())
 	}
-	return writeJSON(w, status, quotaView{Name: name, ReadUnitsPerSecond: q.ReadUnitsPerSecond, WriteUnitsPerSecond: q.WriteUnitsPerSecond})
+	return writeJSON(w, status, viewOf(name, q))
 }
 
 func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request, p params) error {
-	st, err := s.quotaStore()
-	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
-		return err
-	}
-	sc, name, err := quotaScope(p)
+	st, sc, name, err := s.quotaTarget(r, p)
 	if err != nil {
 		return err
 	}
@@ -192,7 +182,7 @@ func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request, _ params) er
 	views := func(qs map[string]quota.Quota) []quotaView {
 		out := make([]quotaView, 0, len(qs))
 		for name, q := range qs {
-			out = append(out, quotaView{Name: name, ReadUnitsPerSecond: q.ReadUnitsPerSecond, WriteUnitsPerSecond: q.WriteUnitsPerSecond})
+			out = append(out, viewOf(name, q))
 		}
 		slices.SortFunc(out, func(a, b quotaView) int { return strings.Compare(a.Name, b.Name) })
 		return out

@@ -100,6 +100,9 @@ type Limiter struct {
 
 	consumed  *prometheus.CounterVec
 	throttled *prometheus.CounterVec
+	// dbConsumed caches each database's consumed series: every request
+	// adds to one, and WithLabelValues hashes its labels on every call.
+	dbConsumed sync.Map // string -> *[2]prometheus.Counter, by Unit
 }
 
 // NewLimiter returns a limiter with no quota: it admits everything.
@@ -251,16 +254,16 @@ func (l *Limiter) Charge(db, user string, u Unit, units int64) {
 	if units <= 0 {
 		return
 	}
-	l.consumed.WithLabelValues(Database.String(), db, u.String()).Add(float64(units))
+	l.databaseConsumed(db)[u].Add(float64(units))
 	l.mu.RLock()
 	dbq := l.quotas[Database][db].Of(u)
-	_, userHas := l.quotas[User][user]
-	uq := l.quotas[User][user].Of(u)
-	l.mu.RUnlock()
+	uq, userHas := l.quotas[User][user]
 	if user != "" && userHas {
+		// Under the lock: removing the quota deletes the user's series.
 		l.consumed.WithLabelValues(User.String(), user, u.String()).Add(float64(units))
 	}
-	if dbq == 0 && (user == "" || uq == 0) {
+	l.mu.RUnlock()
+	if dbq == 0 && (user == "" || uq.Of(u) == 0) {
 		return
 	}
 	l.mu.Lock()
@@ -290,4 +293,16 @@ func (l *Limiter) FollowShares(ctx context.Context, interval time.Duration, shar
 		case <-t.C:
 		}
 	}
+}
+
+func (l *Limiter) databaseConsumed(db string) *[2]prometheus.Counter {
+	if c, ok := l.dbConsumed.Load(db); ok {
+		return c.(*[2]prometheus.Counter)
+	}
+	c := &[2]prometheus.Counter{
+		Read:  l.consumed.WithLabelValues(Database.String(), db, Read.String()),
+		Write: l.consumed.WithLabelValues(Database.String(), db, Write.String()),
+	}
+	v, _ := l.dbConsumed.LoadOrStore(db, c)
+	return v.(*[2]prometheus.Counter)
 }

@@ -100,13 +100,13 @@ func TestLimiterChargesAUserAcrossDatabases(t *testing.T) {
 	}
 	// bob has no quota: no series of his, however much he reads.
 	l.Charge("C", "bob", Read, 100)
-	if n := series(l.consumed); n != 4 { // A, B, C, alice
-		t.Fatalf("%d consumed series, want 4", n)
+	if n := series(l.consumed); n != 7 { // read and write of A, B and C; alice's read
+		t.Fatalf("%d consumed series, want 7", n)
 	}
 	// Removing alice's quota removes her series too.
 	l.Set(User, "alice", Quota{})
-	if n := series(l.consumed); n != 3 {
-		t.Fatalf("%d consumed series after the quota's removal, want 3", n)
+	if n := series(l.consumed); n != 6 {
+		t.Fatalf("%d consumed series after the quota's removal, want 6", n)
 	}
 }
 

@@ -7,9 +7,10 @@
 // A unit counts bytes the storage node processes for a request, as
 // Espresso's RCU and WCU do, with DynamoDB's sizes:
 //
-//   - 1 read unit (RCU) is up to 4 KiB read: the stored documents a read,
-//     a list or a query returns, and the index entries a query reads to
-//     find them. Every read request costs at least 1 RCU, found or not.
+//   - 1 read unit (RCU) is up to 4 KiB read: the stored documents (key
+//     and Avro bytes) a read, a list or a query reads, and the index
+//     entry of each document a query lists. Every read request costs at
+//     least 1 RCU, found or not.
 //   - 1 write unit (WCU) is up to 1 KiB written: the size of the write set
 //     the partition's leader replicates (document post-images, the
 //     pre-images the change log keeps, index entries added and removed,
@@ -17,8 +18,8 @@
 //     1 WCU, even one whose condition fails or that changes nothing.
 //
 // ReadUnits and WriteUnits round up: a 1 KiB document read is 1 RCU; a
-// 1 KiB document written with no index is slightly more than 1 KiB of
-// write set (key, pre-image, framing), so 2 WCU.
+// 1 KiB document created in a table with no index is slightly more than
+// 1 KiB of write set (key, record header, framing), so 2 WCU.
 //
 // # Enforcement
 //

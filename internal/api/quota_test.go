@@ -111,6 +111,10 @@ func TestWriteAndReadUnitsFollowTheBytesProcessed(t *testing.T) {
 		{"/T/g/zz", 1},       // absent: at least 1
 		{"/T/g/(b,c)", 1},    // 4000 bytes and two keys
 		{"/T/g/(b,d,zz)", 2}, // 6000 bytes and keys
+		{"/T/g", 3},          // the collection: 8509 bytes of Avro and keys
+		{"/T/g?query=*", 3},  // the same documents, and their index entries
+		{"/T?query=*", 3},    // over all partitions (one, led here)
+		{"/T?query=*&count=true", 1},
 	} {
 		before := consumed(t, "database", db, "read")
 		a := send(t, "GET", "/"+db+c.path, nil)

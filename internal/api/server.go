@@ -21,11 +21,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -51,6 +53,16 @@ type Config struct {
 	// quorum before it is answered 503 (default 5 s; X-Doppio-Timeout
 	// shortens it per request).
 	RequestTimeout time.Duration
+	// Knobs change the server's behaviour for tests.
+	Knobs Knobs
+}
+
+// Knobs change a server's behaviour for tests; the zero value changes
+// nothing.
+type Knobs struct {
+	// Caller, when set, names the caller of each request it reports one
+	// for, in place of an authentication the test does not run.
+	Caller func(*http.Request) (auth.Caller, bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +87,7 @@ type Server struct {
 	catalog  *catalog.Catalog
 	registry *replicas.Registry
 	streams  *datastream.Manager
+	quotas   *quota.Store // nil: nothing is limited
 	log      *slog.Logger
 	routes   routeTable
 	// streamPrefixes: see streaming.
@@ -148,6 +161,11 @@ func (s *Server) EndStreams() { s.endStreams() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	if s.cfg.Knobs.Caller != nil {
+		if c, ok := s.cfg.Knobs.Caller(r); ok {
+			r = r.WithContext(auth.WithCaller(r.Context(), c))
+		}
+	}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 	}

@@ -35,6 +35,9 @@ const (
 	HeaderTooLarge
 	NotImplemented
 	VersionNotSupported
+	// OverQuota (429): a database's or user's capacity units are spent;
+	// nothing was done. RetryAfter says when credit is back.
+	OverQuota
 )
 
 var kinds = [...]struct {
@@ -57,6 +60,7 @@ var kinds = [...]struct {
 	HeaderTooLarge:      {http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "Request header too large"},
 	NotImplemented:      {http.StatusNotImplemented, "not-implemented", "Not implemented"},
 	VersionNotSupported: {http.StatusHTTPVersionNotSupported, "version-not-supported", "HTTP version not supported"},
+	OverQuota:           {http.StatusTooManyRequests, "over-quota", "Over quota"},
 }
 
 // Status is the HTTP status of k.
@@ -78,7 +82,7 @@ type Error struct {
 	// Operation is the index of the failing operation of a transaction or
 	// batch, or -1.
 	Operation int
-	// RetryAfter, in seconds, accompanies Unavailable.
+	// RetryAfter, in seconds, accompanies Unavailable and OverQuota.
 	RetryAfter int
 }
 

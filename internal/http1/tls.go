@@ -1,0 +1,152 @@
+package http1
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// handshake completes c's TLS handshake within ReadHeaderTimeout and
+// reports whether the connection may carry requests. A client that sent
+// plain HTTP is answered 400, as net/http answers it, rather than left
+// to time out on bytes that are no handshake.
+func (c *conn) handshake(tc *tls.Conn) bool {
+	tc.SetDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+	err := tc.HandshakeContext(context.Background())
+	if err == nil {
+		tc.SetDeadline(time.Time{})
+		st := tc.ConnectionState()
+		c.tls = &st
+		return true
+	}
+	var re tls.RecordHeaderError
+	if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader[:]) {
+		answerPlain(re.Conn)
+		re.Conn.Close()
+	}
+	return false
+}
+
+// plainHTTPAnswer is what a client speaking plain HTTP to a TLS port
+// gets: net/http's answer, word for word, so both servers say the same.
+const plainHTTPAnswer = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+
+// answerPlain answers a plain HTTP request on c, then reads what the
+// client still sends for a while (as lingeringClose), so that closing
+// does not reset the connection before the client reads the answer.
+func answerPlain(c net.Conn) {
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte(plainHTTPAnswer)); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.CopyN(io.Discard, c, 64<<10)
+}
+
+// looksLikeHTTP reports whether the first five bytes of a connection
+// begin an HTTP/1 request of a method the API serves.
+func looksLikeHTTP(hdr []byte) bool {
+	for _, p := range []string{"GET /", "HEAD ", "POST ", "PUT /", "PATCH", "DELET", "OPTIO"} {
+		if bytes.Equal(hdr, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// offersH2 reports whether cfg offers HTTP/2 through ALPN.
+func offersH2(cfg *tls.Config) bool { return slices.Contains(cfg.NextProtos, "h2") }
+
+type tlsConnKey struct{}
+
+// rememberTLS puts a TLS connection that fell back to net/http in the
+// connection's context: net/http sees a prefixConn, not a *tls.Conn, and
+// would leave r.TLS empty.
+func rememberTLS(prev func(context.Context, net.Conn) context.Context) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, c net.Conn) context.Context {
+		if prev != nil {
+			ctx = prev(ctx, c)
+		}
+		if p, ok := c.(*prefixConn); ok {
+			if tc, ok := p.Conn.(*tls.Conn); ok {
+				ctx = context.WithValue(ctx, tlsConnKey{}, tc)
+			}
+		}
+		return ctx
+	}
+}
+
+// withTLSState gives r.TLS to the requests of connections rememberTLS
+// saw.
+func withTLSState(h http.Handler) http.Handler {
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if tc, ok := r.Context().Value(tlsConnKey{}).(*tls.Conn); ok {
+				st := tc.ConnectionState()
+				r.TLS = &st
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// tlsListener is tls.NewListener for net/http alone (FallbackOnly), with
+// the same answer as the fast path's to plain HTTP: net/http recognises
+// fewer methods.
+type tlsListener struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return tls.Server(&sniffConn{Conn: c}, l.cfg), nil
+}
+
+// sniffConn answers a connection whose first bytes are a plain HTTP
+// request, and fails the handshake reading them.
+type sniffConn struct {
+	net.Conn
+	first []byte // the first five bytes, until read
+	read  bool
+}
+
+// errPlainHTTP ends the handshake of a client speaking plain HTTP.
+var errPlainHTTP = errors.New("client sent an HTTP request to an HTTPS server")
+
+func (s *sniffConn) Read(b []byte) (int, error) {
+	if !s.read {
+		s.read = true
+		hdr := make([]byte, 5)
+		n, err := io.ReadFull(s.Conn, hdr)
+		if err != nil {
+			return copy(b, hdr[:n]), err
+		}
+		if looksLikeHTTP(hdr) {
+			answerPlain(s.Conn)
+			return 0, errPlainHTTP
+		}
+		s.first = hdr
+	}
+	if len(s.first) > 0 {
+		n := copy(b, s.first)
+		s.first = s.first[n:]
+		return n, nil
+	}
+	return s.Conn.Read(b)
+}

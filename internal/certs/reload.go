@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -234,4 +235,37 @@ func (l *Loader) ClientConfig() *tls.Config {
 func (l *Loader) DialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: l.ClientConfig()}
 	return d.DialContext(ctx, network, addr)
+}
+
+// ClientTLS is the configuration of a user's client (the CLI, a Go
+// program): it trusts dir's ca.crt and presents user's client
+// certificate when dir holds one (client.USER.crt and .key), so that the
+// server authenticates the user by it; without one the connection is
+// still TLS, and the user authenticates otherwise.
+func ClientTLS(dir, user string) (*tls.Config, error) {
+	b, err := os.ReadFile(filepath.Join(dir, CAFile))
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("certs: %s holds no PEM certificate", filepath.Join(dir, CAFile))
+	}
+	cfg := &tls.Config{MinVersion: MinVersion, RootCAs: pool}
+	if user == "" {
+		return cfg, nil
+	}
+	if err := ValidUser(user); err != nil {
+		return nil, err
+	}
+	crt, key := filepath.Join(dir, ClientCertFile(user)), filepath.Join(dir, ClientKeyFile(user))
+	if _, err := os.Stat(crt); errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil
+	}
+	kp, err := tls.LoadX509KeyPair(crt, key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: client certificate of %s: %w", user, err)
+	}
+	cfg.Certificates = []tls.Certificate{kp}
+	return cfg, nil
 }

@@ -84,6 +84,10 @@ func (c *conn) serve() {
 			return
 		}
 		req, err := c.readRequest()
+		if err == errTLSToPlain {
+			answer(c.rwc, tlsToPlainAnswer)
+			return
+		}
 		if err == errFallback || err == errHeaderTooLarge {
 			if req := c.refuse(err); req != nil {
 				c.serveRequest(req)

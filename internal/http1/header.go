@@ -25,6 +25,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 			end = c.pos + i
 			break
 		}
+		if c.lim > c.pos && c.in[c.pos] == tlsHandshake && c.tls == nil {
+			return nil, errTLSToPlain
+		}
 		if c.lim > c.pos {
 			// Part of a header: the read timeout runs from here.
 			if c.state.Load() != stateHeader {

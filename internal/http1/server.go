@@ -227,10 +227,7 @@ func (s *Server) serveFallbackOnly(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
-	served := ln
-	if s.TLSConfig != nil {
-		served = &tlsListener{Listener: ln, cfg: s.TLSConfig}
-	}
+	served := &sniffListener{Listener: ln, cfg: s.TLSConfig}
 	err := s.Fallback.Serve(served)
 	if s.closing.Load() {
 		return ErrServerClosed // stop closed ln before shutting the fallback down

@@ -27,7 +27,7 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 	}
 	var re tls.RecordHeaderError
 	if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader[:]) {
-		answerPlain(re.Conn)
+		answer(re.Conn, plainHTTPAnswer)
 		re.Conn.Close()
 	}
 	return false
@@ -37,12 +37,25 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 // gets: net/http's answer, word for word, so both servers say the same.
 const plainHTTPAnswer = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
 
-// answerPlain answers a plain HTTP request on c, then reads what the
-// client still sends for a while (as lingeringClose), so that closing
-// does not reset the connection before the client reads the answer.
-func answerPlain(c net.Conn) {
+// tlsToPlainAnswer is what a TLS client at a plain HTTP port gets: its
+// TLS stack reads an HTTP answer where a handshake should be, and says
+// so (Go's: "server gave HTTP response to HTTPS client"), rather than
+// waiting for a header that never ends.
+const tlsToPlainAnswer = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent a TLS handshake to a plain HTTP server.\n"
+
+// tlsHandshake is the first byte of a TLS connection (a handshake
+// record); no HTTP request begins with it.
+const tlsHandshake = 0x16
+
+// errTLSToPlain: a TLS client connected to the plain HTTP port.
+var errTLSToPlain = errors.New("http1: client sent a TLS handshake to a plain HTTP server")
+
+// answer writes msg on c, then reads what the client still sends for a
+// while (as lingeringClose), so that closing does not reset the
+// connection before the client reads the answer.
+func answer(c net.Conn, msg string) {
 	c.SetWriteDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte(plainHTTPAnswer)); err != nil {
+	if _, err := c.Write([]byte(msg)); err != nil {
 		return
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -102,27 +115,33 @@ func withTLSState(h http.Handler) http.Handler {
 	})
 }
 
-// tlsListener is tls.NewListener for net/http alone (FallbackOnly), with
-// the same answer as the fast path's to plain HTTP: net/http recognises
-// fewer methods.
-type tlsListener struct {
+// sniffListener gives net/http alone (FallbackOnly) the fast path's
+// answers to a client speaking the other protocol: plain HTTP at a TLS
+// port (net/http recognises fewer methods), a TLS handshake at a plain
+// port (net/http waits for a header that never ends). With cfg it is
+// tls.NewListener.
+type sniffListener struct {
 	net.Listener
-	cfg *tls.Config
+	cfg *tls.Config // nil: a plain HTTP port
 }
 
-func (l *tlsListener) Accept() (net.Conn, error) {
+func (l *sniffListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
+	if l.cfg == nil {
+		return &sniffConn{Conn: c, plain: true}, nil
+	}
 	return tls.Server(&sniffConn{Conn: c}, l.cfg), nil
 }
 
-// sniffConn answers a connection whose first bytes are a plain HTTP
-// request, and fails the handshake reading them.
+// sniffConn answers a connection whose first bytes are of the other
+// protocol, and fails the read of them.
 type sniffConn struct {
 	net.Conn
-	first []byte // the first five bytes, until read
+	plain bool   // a plain HTTP port
+	first []byte // the first bytes, until read
 	read  bool
 }
 
@@ -133,12 +152,19 @@ func (s *sniffConn) Read(b []byte) (int, error) {
 	if !s.read {
 		s.read = true
 		hdr := make([]byte, 5)
+		if s.plain {
+			hdr = hdr[:1]
+		}
 		n, err := io.ReadFull(s.Conn, hdr)
 		if err != nil {
 			return copy(b, hdr[:n]), err
 		}
-		if looksLikeHTTP(hdr) {
-			answerPlain(s.Conn)
+		if s.plain && hdr[0] == tlsHandshake {
+			answer(s.Conn, tlsToPlainAnswer)
+			return 0, errTLSToPlain
+		}
+		if !s.plain && looksLikeHTTP(hdr) {
+			answer(s.Conn, plainHTTPAnswer)
 			return 0, errPlainHTTP
 		}
 		s.first = hdr
@@ -149,4 +175,12 @@ func (s *sniffConn) Read(b []byte) (int, error) {
 		return n, nil
 	}
 	return s.Conn.Read(b)
+}
+
+// CloseWrite keeps net/http's lingering close on the connection.
+func (s *sniffConn) CloseWrite() error {
+	if cw, ok := s.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

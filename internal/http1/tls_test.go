@@ -156,3 +156,19 @@ func TestPlainHTTPToTheTLSPortIsAnswered400(t *testing.T) {
 		}
 	}
 }
+
+func TestTLSClientAtThePlainPortFailsAtOnceSayingWhy(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		_, cli := tlsSetup(t)
+		addr, _ := start(t, whoTLS, func(s *Server) { s.FallbackOnly = only })
+		begin := time.Now()
+		_, err := tlsClient(cli, false).Get("https://" + addr + "/db/a")
+		if err == nil || !strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") || time.Since(begin) > 3*time.Second {
+			t.Errorf("FallbackOnly=%t: %v after %v", only, err, time.Since(begin))
+		}
+		// Plain clients are still served.
+		if g := get(t, &http.Client{Timeout: 5 * time.Second}, "http://"+addr+"/db/a", 2); g[1][3] != "plain" {
+			t.Errorf("FallbackOnly=%t: plain request: %v", only, g)
+		}
+	}
+}

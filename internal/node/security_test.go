@@ -189,6 +189,13 @@ func TestInsecureOffLoopbackIsAnExplicitChoice(t *testing.T) {
 	if _, b, _ := call(t, http.DefaultClient, "GET", base+"/metrics", ""); !strings.Contains(b, "\ndoppio_insecure 1\n") {
 		t.Error("/metrics lacks doppio_insecure 1")
 	}
+	// A TLS client at the plaintext port fails at once, saying why.
+	hc := httpsClient(t, certsFor(t), false)
+	start := time.Now()
+	_, err = hc.Get("https://127.0.0.1:" + port + "/_cluster")
+	if err == nil || !strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") || time.Since(start) > 5*time.Second {
+		t.Errorf("TLS to the plaintext port: %v after %v", err, time.Since(start))
+	}
 }
 
 // syncBuilder is a log destination safe for the node's goroutines.

@@ -90,7 +90,9 @@ func TestSecureDevClusterServesOverTLSAndRefusesStrangers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
-	c := client.New("https://"+nodes["n1"], client.WithTLS(tlsCfg), client.WithRetry(20*time.Second))
+	// Smart routing: the client reads /_cluster and goes to each key's
+	// leader, over TLS as well.
+	c := client.New("https://"+nodes["n1"], client.WithTLS(tlsCfg), client.WithRetry(20*time.Second), client.WithSmartRouting(time.Second))
 	if _, _, err := c.PutDatabase(ctx, "sec", client.DatabaseSpec{Partitions: 3, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}

@@ -165,26 +165,17 @@ const MinVersion = tls.VersionTLS12
 // port, where users may authenticate by certificate). nextProtos are
 // offered through ALPN.
 func (l *Loader) ServerConfig(auth tls.ClientAuthType, nextProtos ...string) *tls.Config {
-	return &tls.Config{
-		MinVersion: MinVersion,
-		NextProtos: nextProtos,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			m := l.cur.Load()
-			return &tls.Config{
-				MinVersion:   MinVersion,
-				NextProtos:   nextProtos,
-				Certificates: []tls.Certificate{m.cert},
-				ClientCAs:    m.pool,
-				ClientAuth:   auth,
-			}, nil
-		},
-	}
+	return l.serverConfig(auth, nil, nextProtos)
 }
 
 // PeerServerConfig is the configuration of a listener only nodes of the
 // cluster may use: the handshake fails unless the client presents a
 // certificate of the current CA whose CommonName is NodeCommonName.
 func (l *Loader) PeerServerConfig(nextProtos ...string) *tls.Config {
+	return l.serverConfig(tls.RequireAndVerifyClientCert, requireNode, nextProtos)
+}
+
+func (l *Loader) serverConfig(auth tls.ClientAuthType, verify func(tls.ConnectionState) error, nextProtos []string) *tls.Config {
 	return &tls.Config{
 		MinVersion: MinVersion,
 		NextProtos: nextProtos,
@@ -195,8 +186,8 @@ func (l *Loader) PeerServerConfig(nextProtos ...string) *tls.Config {
 				NextProtos:       nextProtos,
 				Certificates:     []tls.Certificate{m.cert},
 				ClientCAs:        m.pool,
-				ClientAuth:       tls.RequireAndVerifyClientCert,
-				VerifyConnection: requireNode,
+				ClientAuth:       auth,
+				VerifyConnection: verify,
 			}, nil
 		},
 	}

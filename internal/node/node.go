@@ -17,7 +17,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,18 +181,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.EmbedEtcd != nil {
 		listens = append(listens, cfg.EmbedEtcd.PeerURL, cfg.EmbedEtcd.ClientURL)
 	}
-	sec, err := openSecurity(cfg.CertsDir, cfg.Insecure, n.log, listens...)
+	sec, err := openSecurity(cfg.CertsDir, cfg.Insecure, n.log, cfg.EtcdEndpoints, listens...)
 	if err != nil {
 		return nil, err
 	}
 	n.sec = sec
-	if sec.secure() {
-		for _, ep := range cfg.EtcdEndpoints {
-			if strings.HasPrefix(ep, "http://") {
-				return nil, fmt.Errorf("secure mode: etcd endpoint %s is plaintext; give https:// endpoints", ep)
-			}
-		}
-	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -73,18 +72,11 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	}
 	cfg.API.NodeID = cfg.ID
 	rt := &Router{log: cfg.Logger}
-	sec, err := openSecurity(cfg.CertsDir, cfg.Insecure, rt.log, cfg.HTTPAddr)
+	sec, err := openSecurity(cfg.CertsDir, cfg.Insecure, rt.log, cfg.EtcdEndpoints, cfg.HTTPAddr)
 	if err != nil {
 		return nil, err
 	}
 	rt.sec = sec
-	if sec.secure() {
-		for _, ep := range cfg.EtcdEndpoints {
-			if strings.HasPrefix(ep, "http://") {
-				return nil, fmt.Errorf("secure mode: etcd endpoint %s is plaintext; give https:// endpoints", ep)
-			}
-		}
-	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sec.register(registry)

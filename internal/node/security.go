@@ -25,12 +25,18 @@ type transportSecurity struct {
 
 // openSecurity loads certsDir (secure mode) or, without one, checks that
 // running insecure is allowed: on loopback addresses only, unless
-// insecure says the operator chose it, which is logged loudly. listens
-// are the addresses (host:port or URLs) the process will listen on.
-func openSecurity(certsDir string, insecure bool, log *slog.Logger, listens ...string) (*transportSecurity, error) {
+// insecure says the operator chose it, which is logged loudly. etcd are
+// the external etcd endpoints (https in secure mode); listens are the
+// addresses (host:port or URLs) the process will listen on.
+func openSecurity(certsDir string, insecure bool, log *slog.Logger, etcd []string, listens ...string) (*transportSecurity, error) {
 	if certsDir != "" {
 		if insecure {
 			return nil, fmt.Errorf("a certs directory (%s) and insecure mode exclude each other", certsDir)
+		}
+		for _, ep := range etcd {
+			if strings.HasPrefix(ep, "http://") {
+				return nil, fmt.Errorf("secure mode: etcd endpoint %s is plaintext; give https:// endpoints", ep)
+			}
 		}
 		l, err := certs.NewLoader(certsDir, log)
 		if err != nil {
@@ -38,6 +44,13 @@ func openSecurity(certsDir string, insecure bool, log *slog.Logger, listens ...s
 		}
 		return &transportSecurity{certs: l}, nil
 	}
+	return nil, CheckInsecure(insecure, log, listens...)
+}
+
+// CheckInsecure says whether a process without a certs directory may
+// listen on listens (host:port or URLs): on loopback alone, unless
+// insecure is the operator's explicit choice, which is logged loudly.
+func CheckInsecure(insecure bool, log *slog.Logger, listens ...string) error {
 	var exposed []string
 	for _, a := range listens {
 		if a != "" && !onLoopback(a) {
@@ -45,12 +58,12 @@ func openSecurity(certsDir string, insecure bool, log *slog.Logger, listens ...s
 		}
 	}
 	if len(exposed) > 0 && !insecure {
-		return nil, fmt.Errorf("refusing to listen on %s without TLS: give a certs directory (--certs-dir; see `doppio cert`), or --insecure to run without TLS and authentication", strings.Join(exposed, ", "))
+		return fmt.Errorf("refusing to listen on %s without TLS: give a certs directory (--certs-dir; see `doppio cert`), or --insecure to run without TLS and authentication", strings.Join(exposed, ", "))
 	}
 	if insecure {
 		log.Warn("RUNNING INSECURE: no TLS and no authentication on any link; anyone who reaches this process can read and change every database", "listening", listens)
 	}
-	return nil, nil
+	return nil
 }
 
 // onLoopback reports whether addr (host:port, or a URL) names a

@@ -15,18 +15,12 @@ import (
 	"time"
 )
 
-// secureDir makes a CA, a node certificate for 127.0.0.1 and a client
-// certificate for alice.
+// secureDir makes a local cluster's directory: a CA, a node certificate
+// for loopback and root's client certificate.
 func secureDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := CreateCA(dir, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := CreateNode(dir, []string{"127.0.0.1", "localhost"}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := CreateClient(dir, "alice", Options{}); err != nil {
+	if _, err := EnsureDev(dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -227,7 +221,7 @@ func TestPeerListenerRefusesAllButNodeCertificatesOfItsCA(t *testing.T) {
 	}{
 		{"node certificate of the cluster's CA", l.ClientConfig(), true},
 		{"no client certificate", trusting(t, dir), false},
-		{"a user's client certificate", withCert(dir, ClientCertFile("alice"), ClientKeyFile("alice")), false},
+		{"a user's client certificate", withCert(dir, ClientCertFile(DevUser), ClientKeyFile(DevUser)), false},
 		{"node certificate of another CA", withCert(foreign, NodeCertFile, NodeKeyFile), false},
 	} {
 		cfg := tc.cfg.Clone()

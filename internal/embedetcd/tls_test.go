@@ -20,13 +20,7 @@ import (
 func certsDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateNode(dir, []string{"127.0.0.1", "localhost"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateClient(dir, "alice", certs.Options{}); err != nil {
+	if _, err := certs.EnsureDev(dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -82,7 +76,7 @@ func TestSecureMemberServesCertificatesOfItsCAOnly(t *testing.T) {
 		ok   bool
 	}{
 		{"node certificate", node, true},
-		{"a user's client certificate (a consumer group's)", withCert(t, node, dir, certs.ClientCertFile("alice"), certs.ClientKeyFile("alice")), true},
+		{"a user's client certificate (a consumer group's)", withCert(t, node, dir, certs.ClientCertFile(certs.DevUser), certs.ClientKeyFile(certs.DevUser)), true},
 		{"a node certificate of another CA", withCert(t, node, foreign, certs.NodeCertFile, certs.NodeKeyFile), false},
 		{"no client certificate", withCert(t, node, dir, certs.NodeCertFile, certs.NodeKeyFile).Clone(), false},
 	} {
@@ -108,7 +102,7 @@ func TestSecureMemberServesCertificatesOfItsCAOnly(t *testing.T) {
 		ok   bool
 	}{
 		{"node certificate", node, true},
-		{"a user's client certificate", withCert(t, node, dir, certs.ClientCertFile("alice"), certs.ClientKeyFile("alice")), false},
+		{"a user's client certificate", withCert(t, node, dir, certs.ClientCertFile(certs.DevUser), certs.ClientKeyFile(certs.DevUser)), false},
 	} {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc.cfg}}
 		resp, err := hc.Get(peer + "/version")

@@ -17,20 +17,14 @@ import (
 	"github.com/doppio-db/doppio/internal/certs"
 )
 
-// tlsSetup makes a CA, a node certificate for 127.0.0.1 and alice's
+// tlsSetup makes a CA, a node certificate for loopback and root's
 // client certificate; it returns the server's configuration (ALPN h2 and
 // http/1.1, client certificates verified if given) and a client's that
-// trusts the CA and presents alice's certificate.
+// trusts the CA and presents root's certificate.
 func tlsSetup(t *testing.T) (server, client *tls.Config) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateClient(dir, "alice", certs.Options{}); err != nil {
+	if _, err := certs.EnsureDev(dir); err != nil {
 		t.Fatal(err)
 	}
 	l, err := certs.NewLoader(dir, nil)
@@ -40,11 +34,11 @@ func tlsSetup(t *testing.T) (server, client *tls.Config) {
 	pool := x509.NewCertPool()
 	b, _ := os.ReadFile(filepath.Join(dir, certs.CAFile))
 	pool.AppendCertsFromPEM(b)
-	alice, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.ClientCertFile("alice")), filepath.Join(dir, certs.ClientKeyFile("alice")))
+	root, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.ClientCertFile(certs.DevUser)), filepath.Join(dir, certs.ClientKeyFile(certs.DevUser)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.ServerConfig(tls.VerifyClientCertIfGiven, "h2", "http/1.1"), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{alice}}
+	return l.ServerConfig(tls.VerifyClientCertIfGiven, "h2", "http/1.1"), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{root}}
 }
 
 // whoTLS answers "<server> <proto> <remote> <user>", the user being the
@@ -112,8 +106,8 @@ func TestTLSServesHTTP11HereHTTP2ByNetHTTPBothWithTheClientCertificate(t *testin
 			} {
 				got := get(t, tlsClient(cli, tc.h2), "https://"+addr+tc.path, 3)
 				for i, g := range got {
-					if g[0] != tc.want[0] || g[1] != tc.want[1] || g[3] != "alice" {
-						t.Errorf("%s: answer %d = %v, want %v by alice", tc.name, i, g, tc.want)
+					if g[0] != tc.want[0] || g[1] != tc.want[1] || g[3] != certs.DevUser {
+						t.Errorf("%s: answer %d = %v, want %v by root", tc.name, i, g, tc.want)
 					}
 				}
 				// One connection: keep-alive (HTTP/1.1 here) or multiplexed (h2).

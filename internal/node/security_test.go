@@ -27,13 +27,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func certsFor(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateNode(dir, []string{"localhost", "127.0.0.1"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateClient(dir, "root", certs.Options{}); err != nil {
+	if _, err := certs.EnsureDev(dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -20,18 +20,12 @@ import (
 	"github.com/doppio-db/doppio/internal/certs"
 )
 
-// certsDir makes a CA and a node certificate for 127.0.0.1 (and a client
-// certificate for alice) in a new directory.
+// certsDir makes a CA, a node certificate for loopback and root's client
+// certificate in a new directory.
 func certsDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.CreateClient(dir, "alice", certs.Options{}); err != nil {
+	if _, err := certs.EnsureDev(dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -98,7 +92,7 @@ func TestMutualTLSReplicatesAndRefusesPeersWithoutANodeCertificateOfTheCA(t *tes
 		alert  string
 	}{
 		{"a node certificate of another CA", fromFile(foreign, certs.NodeCertFile, certs.NodeKeyFile), "unknown certificate authority"},
-		{"a user's client certificate of the cluster's CA", fromFile(dir, certs.ClientCertFile("alice"), certs.ClientKeyFile("alice")), "bad certificate"},
+		{"a user's client certificate of the cluster's CA", fromFile(dir, certs.ClientCertFile(certs.DevUser), certs.ClientKeyFile(certs.DevUser)), "bad certificate"},
 		{"no client certificate", func() *tls.Config { cfg := pt.Client(); cfg.GetClientCertificate = nil; return cfg }, "certificate required"},
 	} {
 		// At the TLS level: the server's verdict arrives with the first

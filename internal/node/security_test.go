@@ -105,6 +105,22 @@ func TestSecureNodeServesTheAPIOverTLSAndReloadsItsCertificate(t *testing.T) {
 				}
 			}
 			hc := httpsClient(t, dir, false)
+			if !netHTTP {
+				// A router in secure mode: TLS to its clients, to etcd and
+				// to the node it forwards to.
+				rt, err := StartRouter(ctx, RouterConfig{HTTPAddr: "127.0.0.1:0", EtcdEndpoints: n.etcdEndpoints(), CertsDir: dir, Logger: quietLogger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rt.Close()
+				code, b, _ := call(t, hc, "GET", "https://"+rt.Addr()+"/dbfalse/T/a", "")
+				if code != 200 || !strings.Contains(b, `"v":7`) {
+					t.Fatalf("GET through the router: %d %s", code, b)
+				}
+				if code, b, _ := call(t, hc, "GET", "https://"+rt.Addr()+"/_schemas/dbtrue", ""); code != 200 {
+					t.Fatalf("schema relayed by the router: %d %s", code, b)
+				}
+			}
 			if _, b, _ := call(t, hc, "GET", base+"/_cluster", ""); !strings.Contains(b, `"insecure":false`) {
 				t.Errorf("/_cluster: %s", b)
 			}

@@ -63,16 +63,21 @@ func TestConsumerGroupOverTLS(t *testing.T) {
 	}
 	u := unique()
 	rec := &recorder{}
-	c := &changes.Consumer{Servers: []string{server}, HTTPClient: hc(), DB: "sec", Handle: rec.handle,
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := docs.Put(ctx, "sec", "Item", client.Key{u, int64(i)}, map[string]any{"n": i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Written before the group starts: delivered by its bootstrap.
+	put(0, 5)
+	c := &changes.Consumer{Servers: []string{server}, HTTPClient: hc(), DB: "sec", Handle: rec.handle, Bootstrap: true,
 		Store:         &changes.EtcdStore{Endpoints: etcd.Endpoints(), HTTPClient: hc(), Prefix: "/test/tls/" + u},
 		EtcdEndpoints: etcd.Endpoints(), EtcdHTTPClient: hc(), Group: u, Instance: "a", LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
 	start(t, c)
 	waitUntil(t, "the instance owns both partitions", func() bool { return len(c.Owned()) == 2 })
-	for i := range 10 {
-		if _, err := docs.Put(ctx, "sec", "Item", client.Key{u, int64(i)}, map[string]any{"n": i}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put(5, 10)
 	waitUntil(t, "every write handled", func() bool {
 		for i := range 10 {
 			if rec.count(fmt.Sprintf("%s/%d", u, i)) != 1 {

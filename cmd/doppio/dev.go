@@ -173,6 +173,14 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		}
 		close(done)
 	}()
+	// SIGHUP reloads certificates: the children's; etcd re-reads its
+	// files at each handshake.
+	reloadOnHangup(ctx, logger, func() error {
+		for _, c := range children {
+			_ = c.Process.Signal(syscall.SIGHUP) // an exited child just refuses
+		}
+		return nil
+	})
 	select {
 	case <-ctx.Done():
 	case <-done:

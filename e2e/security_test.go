@@ -139,6 +139,45 @@ func TestSecureDevClusterServesOverTLSAndRefusesStrangers(t *testing.T) {
 		t.Errorf("plain HTTP to a node: %d %q", resp.StatusCode, b)
 	}
 
+	// Rotation without a restart: a new node certificate, SIGHUP to dev
+	// (which passes it on to its nodes); every node presents the new one.
+	rotate := exec.Command(binary, "cert", "create-node", "localhost", "127.0.0.1", "::1", "--overwrite", "--certs-dir", certsDir)
+	if b, err := rotate.CombinedOutput(); err != nil {
+		t.Fatalf("doppio cert create-node: %v\n%s", err, b)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := certs.ReadCertificate(filepath.Join(certsDir, certs.NodeCertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		waitFor(t, 15*time.Second, id+" presents the rotated certificate", func() (bool, string) {
+			conn, err := tls.Dial("tcp", nodes[id], tlsCfg)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer conn.Close()
+			got := conn.ConnectionState().PeerCertificates[0]
+			return got.Equal(rotated), fmt.Sprintf("serial %x, want %x", got.SerialNumber, rotated.SerialNumber)
+		})
+	}
+	if _, err := c.Get(ctx, "sec", "T", client.Key{"n1-0"}); err != nil {
+		t.Fatalf("a read after the rotation: %v", err)
+	}
+	waitFor(t, 5*time.Second, "dev and its three nodes took the SIGHUP", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		took := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "SIGHUP: reloading certificates") && (strings.HasPrefix(l, "time=") || strings.HasPrefix(l, "[n")) {
+				took++
+			}
+		}
+		return took == 4, logs.String()
+	})
+
 	// A peer holding a node certificate of another CA.
 	foreign := t.TempDir()
 	if err := certs.CreateCA(foreign, certs.Options{}); err != nil {

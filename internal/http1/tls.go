@@ -149,21 +149,26 @@ type sniffConn struct {
 var errPlainHTTP = errors.New("client sent an HTTP request to an HTTPS server")
 
 func (s *sniffConn) Read(b []byte) (int, error) {
+	if !s.read && s.plain {
+		// The first byte is enough, and costs no read of its own.
+		n, err := s.Conn.Read(b)
+		if n > 0 {
+			s.read = true
+			if b[0] == tlsHandshake {
+				answer(s.Conn, tlsToPlainAnswer)
+				return 0, errTLSToPlain
+			}
+		}
+		return n, err
+	}
 	if !s.read {
 		s.read = true
 		hdr := make([]byte, 5)
-		if s.plain {
-			hdr = hdr[:1]
-		}
 		n, err := io.ReadFull(s.Conn, hdr)
 		if err != nil {
 			return copy(b, hdr[:n]), err
 		}
-		if s.plain && hdr[0] == tlsHandshake {
-			answer(s.Conn, tlsToPlainAnswer)
-			return 0, errTLSToPlain
-		}
-		if !s.plain && looksLikeHTTP(hdr) {
+		if looksLikeHTTP(hdr) {
 			answer(s.Conn, plainHTTPAnswer)
 			return 0, errPlainHTTP
 		}

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,30 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithTLS makes the client speak TLS configured by cfg (its RootCAs to
+// trust the cluster's CA, its Certificates to authenticate by a client
+// certificate); give an https:// base URL. It applies to the HTTP
+// client in effect, copying it and its transport, so give it after
+// WithHTTPClient; a client whose transport is not an *http.Transport is
+// left as it is (configure its TLS there).
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *Client) {
+		var tr *http.Transport
+		switch t := c.hc.Transport.(type) {
+		case nil:
+			tr = http.DefaultTransport.(*http.Transport).Clone()
+		case *http.Transport:
+			tr = t.Clone()
+		default:
+			return
+		}
+		tr.TLSClientConfig = cfg.Clone()
+		hc := *c.hc
+		hc.Transport = tr
+		c.hc = &hc
+	}
+}
+
 // WithRetry sets the total time within which a request answered 503 or
 // 429 or refused a connection is retried; 0 disables retries. A 429 is
 // retried after its Retry-After, and answered at once when that wait
@@ -54,7 +79,9 @@ func WithRetry(maxElapsed time.Duration) Option {
 	return func(c *Client) { c.retry = maxElapsed }
 }
 
-// New returns a client of the server at baseURL, e.g. "http://127.0.0.1:8080".
+// New returns a client of the server at baseURL, e.g. "http://127.0.0.1:8080"
+// (or "https://…" with WithTLS). The smart routing (WithSmartRouting)
+// reaches the other nodes with the scheme and TLS of baseURL.
 func New(baseURL string, opts ...Option) *Client {
 	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{}, retry: DefaultRetry}
 	for _, o := range opts {

@@ -110,7 +110,10 @@ func (n *Node) args() []string {
 	args := []string{"start", "--id", n.ID, "--zone", "z" + n.ID[1:],
 		"--data", filepath.Join(c.Dir, "data", n.ID),
 		"--http", fmt.Sprintf("%s:%d", n.IP, httpPort),
-		"--grpc", fmt.Sprintf("%s:%d", n.IP, grpcPort)}
+		"--grpc", fmt.Sprintf("%s:%d", n.IP, grpcPort),
+		// The nodes listen on their namespace's address, which is not
+		// loopback: plaintext there must be asked for.
+		"--insecure"}
 	var members, clients []string
 	for _, m := range c.Nodes[:etcdMembers] {
 		members = append(members, fmt.Sprintf("%s=http://%s:%d", m.ID, m.IP, etcdPeerPort))

@@ -15,6 +15,9 @@ type ClusterInfo struct {
 	// Transfers are the partition backups and restore steps running on
 	// the nodes now (doppio backup / doppio restore).
 	Transfers []TransferInfo `json:"transfers"`
+	// Insecure: the node that answered runs without TLS (no certs
+	// directory), by its operator's explicit choice off loopback.
+	Insecure bool `json:"insecure"`
 }
 
 // NodeInfo describes one node in /_cluster.

@@ -13,7 +13,7 @@ import (
 )
 
 // backupCommands are `doppio backup DB --to DIR` and `doppio restore --from DIR`.
-func backupCommands() []*cobra.Command {
+func backupCommands(f *clientFlags) []*cobra.Command {
 	var (
 		to       string
 		full     bool
@@ -36,7 +36,7 @@ output says so). --full forces a full backup.`,
 			if parallel < 1 {
 				return fmt.Errorf("--parallel %d: want at least 1", parallel)
 			}
-			o, ctx, stop := backupOptions(cmd, parallel)
+			o, ctx, stop := backupOptions(cmd, f, parallel)
 			defer stop()
 			m, err := backupdir.Take(ctx, o, args[0], to, full)
 			if err != nil {
@@ -80,7 +80,7 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 			if ro.Replicas < 0 {
 				return fmt.Errorf("--replicas %d: want a positive count", ro.Replicas)
 			}
-			o, ctx, stop := backupOptions(cmd, parallel)
+			o, ctx, stop := backupOptions(cmd, f, parallel)
 			defer stop()
 			m, err := backupdir.Restore(ctx, o, from, ro)
 			if err != nil {
@@ -103,14 +103,14 @@ A restore interrupted and run again starts the unfinished partitions over.`,
 }
 
 // backupOptions wires the client flags and progress output (stderr).
-func backupOptions(cmd *cobra.Command, parallel int) (backupdir.Options, context.Context, context.CancelFunc) {
+func backupOptions(cmd *cobra.Command, f *clientFlags, parallel int) (backupdir.Options, context.Context, context.CancelFunc) {
 	server, _ := cmd.Flags().GetString("server")
 	retry, _ := cmd.Flags().GetDuration("retry")
 	if !cmd.Flags().Changed("retry") {
 		retry = time.Minute // a new database's partitions elect their leaders meanwhile
 	}
 	errOut := cmd.ErrOrStderr()
-	o := backupdir.Options{Server: server, Retry: retry, Parallel: parallel, Progress: func(p backupdir.Progress) {
+	o := backupdir.Options{Server: server, HTTP: f.httpClient(), Retry: retry, Parallel: parallel, Progress: func(p backupdir.Progress) {
 		if p.Note != "" {
 			fmt.Fprintf(errOut, "%d/%d partitions, %d bytes: %s\n", p.PartitionsDone, p.Partitions, p.Bytes, p.Note)
 		}

@@ -17,7 +17,7 @@ import (
 
 // changesCommand is `doppio changes tail DB`: the change stream as NDJSON
 // on stdout, resumed from its last checkpoint when the connection drops.
-func changesCommand() *cobra.Command {
+func changesCommand(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "changes", Short: "Read a database's change stream"}
 	var (
 		tables, partitions, from string
@@ -36,7 +36,7 @@ A dropped connection is resumed from the last checkpoint for as long as
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			server, _ := cmd.Flags().GetString("server")
 			retry, _ := cmd.Flags().GetDuration("retry")
-			o := changes.Options{From: from, Bootstrap: bootstrap}
+			o := changes.Options{From: from, Bootstrap: bootstrap, HTTPClient: f.httpClient()}
 			if tables != "" {
 				o.Tables = strings.Split(tables, ",")
 			}

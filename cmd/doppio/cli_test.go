@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -17,6 +18,26 @@ type cli struct {
 	t      *testing.T
 	bin    string
 	server string
+	env    []string // more environment, e.g. DOPPIO_CERTS_DIR
+	// devOut is what `doppio dev` printed on stdout so far.
+	devOut *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // run executes the binary with args (and stdin, if any) and returns its
@@ -24,7 +45,7 @@ type cli struct {
 func (c *cli) run(stdin string, args ...string) (string, string, int) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, args...)
-	cmd.Env = append(os.Environ(), "DOPPIO_SERVER="+c.server)
+	cmd.Env = append(append(os.Environ(), "DOPPIO_SERVER="+c.server), c.env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -69,12 +90,25 @@ func expect(t *testing.T, what, got, want string) {
 // startDev builds the binary and runs `doppio dev` on a free port, reading
 // the chosen address from its "http=" log line.
 func startDev(t *testing.T) *cli {
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "doppio")
+	return startDevWith(t, buildBinary(t), filepath.Join(t.TempDir(), "data"))
+}
+
+// buildBinary builds doppio into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "doppio")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	dev := exec.Command(bin, "dev", "--data", filepath.Join(tmp, "data"), "--http", "127.0.0.1:0")
+	return bin
+}
+
+// startDevWith runs `doppio dev` of bin with its data in data and more
+// flags.
+func startDevWith(t *testing.T, bin, data string, flags ...string) *cli {
+	dev := exec.Command(bin, append([]string{"dev", "--data", data, "--http", "127.0.0.1:0"}, flags...)...)
+	out := &lockedBuffer{}
+	dev.Stdout = out
 	stderr, err := dev.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +141,7 @@ func startDev(t *testing.T) *cli {
 	}()
 	select {
 	case a := <-addr:
-		return &cli{t: t, bin: bin, server: "http://" + a}
+		return &cli{t: t, bin: bin, server: "http://" + a, devOut: out}
 	case <-time.After(60 * time.Second):
 		t.Fatal("doppio dev did not log its address within 60s")
 		return nil

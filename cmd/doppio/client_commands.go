@@ -2,42 +2,97 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/client"
+	"github.com/doppio-db/doppio/internal/certs"
 	"github.com/spf13/cobra"
 )
 
-// clientFlags are the persistent flags every client subcommand shares.
+// clientFlags are the persistent flags every subcommand shares: the
+// client's server, retry and TLS, and the certs directory a node or
+// `doppio cert` uses.
 type clientFlags struct {
-	server string
-	retry  time.Duration
+	server   string
+	retry    time.Duration
+	certsDir string
+	user     string
+	// tls is the client's TLS, set by setupTLS when certsDir is.
+	tls *tls.Config
 }
 
 func (f *clientFlags) client() *client.Client {
+	if f.tls != nil {
+		return client.New(f.server, client.WithTLS(f.tls), client.WithRetry(f.retry))
+	}
 	return client.New(f.server, client.WithRetry(f.retry))
+}
+
+// httpClient is a client without timeout speaking TLS as the flags say.
+func (f *clientFlags) httpClient() *http.Client {
+	if f.tls == nil {
+		return &http.Client{}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = f.tls.Clone()
+	return &http.Client{Transport: tr}
+}
+
+// serverCommand marks the commands that read --certs-dir as a node's
+// (start, router, dev) or as the place to write certificates (cert):
+// the client's TLS is not set up for them.
+const serverCommand = "doppio/server"
+
+// setupTLS makes the client speak https when a certs directory is given:
+// it trusts the directory's ca.crt and presents client.USER.crt and .key
+// when they are there.
+func (f *clientFlags) setupTLS(cmd *cobra.Command) error {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations[serverCommand] != "" {
+			return nil
+		}
+	}
+	if f.certsDir == "" {
+		return nil
+	}
+	cfg, err := certs.ClientTLS(f.certsDir, f.user)
+	if err != nil {
+		return err
+	}
+	f.tls = cfg
+	if rest, ok := strings.CutPrefix(f.server, "http://"); ok {
+		f.server = "https://" + rest
+	}
+	return nil
 }
 
 // addClientCommands registers the client subcommands (schema, get, put,
 // patch, insert, delete, txn, cluster, datastream, check, quota) and the
-// --server flag they use.
-func addClientCommands(root *cobra.Command) {
+// persistent flags (--server, --retry, --certs-dir, --user) every
+// command sees.
+func addClientCommands(root *cobra.Command) *clientFlags {
 	f := &clientFlags{}
 	def := os.Getenv("DOPPIO_SERVER")
 	if def == "" {
 		def = "http://127.0.0.1:8080"
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&f.server, "server", def, "Doppio server URL ($DOPPIO_SERVER sets the default)")
+	pf.StringVar(&f.server, "server", def, "Doppio server URL ($DOPPIO_SERVER sets the default; http:// becomes https:// with --certs-dir)")
 	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable, over quota or refuses connections")
+	pf.StringVar(&f.certsDir, "certs-dir", os.Getenv("DOPPIO_CERTS_DIR"), "certificates directory ($DOPPIO_CERTS_DIR): a client speaks TLS trusting its ca.crt and presents client.USER.crt; a node runs in secure mode with its ca.crt, node.crt, node.key")
+	pf.StringVar(&f.user, "user", "root", "user whose client certificate (client.USER.crt in --certs-dir) the client presents")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return f.setupTLS(cmd) }
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
 	root.AddCommand(checkCommand(f), quotaCommand(f))
+	return f
 }
 
 // runE adapts a command body so a problem answered by the server is

@@ -15,23 +15,50 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/certs"
 	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/node"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
-func devCommand() *cobra.Command {
-	f := &nodeFlags{}
-	var nodes int
+func devCommand(common *clientFlags) *cobra.Command {
+	f := &nodeFlags{common: common}
+	var (
+		nodes  int
+		secure bool
+	)
 	cmd := &cobra.Command{
-		Use:   "dev",
-		Short: "Run Doppio locally: an embedded etcd and one node (or --nodes N node processes), data under one directory",
+		Use:         "dev",
+		Annotations: map[string]string{serverCommand: "dev"},
+		Short:       "Run Doppio locally: an embedded etcd and one node (or --nodes N node processes), data under one directory",
+		Long: `Run Doppio locally: an embedded etcd and one node (or --nodes N node
+processes), data under one directory (--data).
+
+On loopback it runs insecure by default. --secure runs every link over TLS:
+the first start creates DATA/certs with a CA, a node certificate for
+localhost, 127.0.0.1 and ::1 and a client certificate for user root, and
+prints how to connect (or give your own --certs-dir).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if secure && f.common.certsDir == "" {
+				f.common.certsDir = filepath.Join(f.dataDir, "certs")
+				created, err := certs.EnsureDev(f.common.certsDir)
+				if err != nil {
+					return fmt.Errorf("--secure: %w", err)
+				}
+				if created {
+					fmt.Fprintf(cmd.OutOrStdout(), "created a CA, a node certificate (%s) and a client certificate for %s in %s\n",
+						strings.Join(certs.DevHosts, ", "), certs.DevUser, f.common.certsDir)
+				}
+			}
 			if nodes <= 1 {
 				logger := newLogger()
 				cfg, err := f.config(logger)
 				if err != nil {
 					return err
+				}
+				if cfg.CertsDir != "" {
+					cfg.Opened = func(n *node.Node) { printConnect(cmd.OutOrStdout(), cfg.CertsDir, n.Addr()) }
 				}
 				return runNode(cmd, cfg)
 			}
@@ -40,7 +67,28 @@ func devCommand() *cobra.Command {
 	}
 	f.register(cmd, true)
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "number of node processes; above 1, etcd runs in this process and each node is a `doppio start` child (n1, n2, …)")
+	cmd.Flags().BoolVar(&secure, "secure", false, "TLS on every link, with certificates made in DATA/certs on first start (unless --certs-dir names others)")
 	return cmd
+}
+
+// printConnect tells how to reach a secure dev cluster at addr.
+func printConnect(w io.Writer, dir, addr string) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		dir = abs
+	}
+	url := "https://" + addr
+	crt, key := filepath.Join(dir, certs.ClientCertFile(certs.DevUser)), filepath.Join(dir, certs.ClientKeyFile(certs.DevUser))
+	fmt.Fprintf(w, `
+Secure: TLS on every link; certificates in %[1]s.
+Connect as %[5]s with the CLI:
+  doppio --certs-dir %[1]s --server %[2]s cluster
+or with environment variables:
+  export DOPPIO_CERTS_DIR=%[1]s DOPPIO_SERVER=%[2]s
+or with curl:
+  curl --cacert %[6]s --cert %[3]s --key %[4]s %[2]s/_cluster
+
+`, dir, url, crt, key, certs.DevUser, filepath.Join(dir, certs.CAFile))
 }
 
 // runDevCluster runs an embedded etcd here and n `doppio start` children on
@@ -50,7 +98,15 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 	logger := newLogger()
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	etcd, err := embedetcd.Start(ctx, filepath.Join(f.dataDir, "etcd"), logger)
+	certsDir := f.common.certsDir
+	if certsDir == "" {
+		// As `doppio start` would: only loopback listens run insecure
+		// unless --insecure says otherwise.
+		if err := node.CheckInsecure(f.insecure, logger, f.httpAddr); err != nil {
+			return err
+		}
+	}
+	etcd, err := embedetcd.StartSecure(ctx, filepath.Join(f.dataDir, "etcd"), certsDir, logger)
 	if err != nil {
 		return err
 	}
@@ -74,6 +130,12 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		}
 		args := append([]string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
 			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints}, sharedNodeArgs(cmd)...)
+		if certsDir != "" {
+			args = append(args, "--certs-dir", certsDir)
+		}
+		if f.insecure {
+			args = append(args, "--insecure")
+		}
 		if f.pprofAddr != "" {
 			addr, err := nthPort(f.pprofAddr, i-1)
 			if err != nil {
@@ -95,7 +157,14 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 				prefixLines(out, "["+id+"] ", r)
 			}()
 		}
-		fmt.Fprintf(out, "node %s: http://%s  (pid %d)\n  restart: %s %s\n", id, args[6], c.Process.Pid, self, strings.Join(args, " "))
+		scheme := "http"
+		if certsDir != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(out, "node %s: %s://%s  (pid %d)\n  restart: %s %s\n", id, scheme, args[6], c.Process.Pid, self, strings.Join(args, " "))
+		if i == 1 && certsDir != "" {
+			printConnect(out, certsDir, args[6])
+		}
 	}
 	done := make(chan struct{})
 	go func() {
@@ -104,6 +173,14 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		}
 		close(done)
 	}()
+	// SIGHUP reloads certificates: the children's; etcd re-reads its
+	// files at each handshake.
+	reloadOnHangup(ctx, logger, func() error {
+		for _, c := range children {
+			_ = c.Process.Signal(syscall.SIGHUP) // an exited child just refuses
+		}
+		return nil
+	})
 	select {
 	case <-ctx.Done():
 	case <-done:
@@ -170,7 +247,7 @@ func nthPort(addr string, k int) (string, error) {
 // perNodeFlags are the dev flags each node of a dev cluster gets its own
 // value of (or that are dev's alone); every other node flag reaches every
 // node as given.
-var perNodeFlags = map[string]bool{"data": true, "http": true, "grpc": true, "etcd": true, "pprof": true, "nodes": true, "help": true}
+var perNodeFlags = map[string]bool{"data": true, "http": true, "grpc": true, "etcd": true, "pprof": true, "nodes": true, "help": true, "secure": true, "insecure": true}
 
 // sharedNodeArgs passes dev's node flags (nodeFlags.register, shared with
 // start) on to each `doppio start` child, so a flag added there reaches a

@@ -25,7 +25,7 @@ func TestDevClusterNodesServePprofOnConsecutivePorts(t *testing.T) {
 // (or its default) reaches the `doppio start` children, and every flag dev
 // passes on is one start accepts.
 func TestDevClusterPassesEveryNodeFlagToItsNodes(t *testing.T) {
-	dev := devCommand()
+	dev := devCommand(&clientFlags{})
 	if err := dev.ParseFlags([]string{"--row-cache-bytes", "5", "--check-rate", "7", "--changelog-max-age", "1h", "--nodes", "3", "--pprof", "127.0.0.1:6060"}); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestDevClusterPassesEveryNodeFlagToItsNodes(t *testing.T) {
 			t.Errorf("%s, which each node gets its own value of, is passed on as given", own)
 		}
 	}
-	start := startCommand()
+	start := startCommand(&clientFlags{})
 	if err := start.ParseFlags(args); err != nil {
 		t.Fatalf("start refuses what dev passes on: %v", err)
 	}

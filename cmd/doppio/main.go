@@ -17,10 +17,10 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(), startCommand(), routerCommand())
-	addClientCommands(root)
-	root.AddCommand(changesCommand())
-	root.AddCommand(backupCommands()...)
+	f := addClientCommands(root)
+	root.AddCommand(devCommand(f), startCommand(f), routerCommand(f), certCommand(f))
+	root.AddCommand(changesCommand(f))
+	root.AddCommand(backupCommands(f)...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
 		os.Exit(1)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +40,9 @@ type nodeFlags struct {
 	checkRate                             int64
 	rowCache                              int64
 	httpServer                            string
+	insecure                              bool
+	// common holds the persistent --certs-dir.
+	common *clientFlags
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -59,6 +64,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
 	fl.Int64Var(&f.rowCache, "row-cache-bytes", node.DefaultRowCacheBytes, "memory for recently read documents, answered without reading Pebble (0 = no row cache)")
 	fl.StringVar(&f.httpServer, "http-server", "fast-path", "how HTTP/1.1 is served: fast-path (plain requests by internal/http1, the rest by net/http) or net-http (net/http alone)")
+	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS and authentication although listening off loopback (refused without --certs-dir otherwise)")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -69,8 +75,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.StringSliceVar(&f.etcd, "etcd", nil, "etcd endpoints, comma-separated (or use --embed-etcd)")
 	fl.BoolVar(&f.embedEtcd, "embed-etcd", false, "run an etcd member inside this node (see --etcd-name, --etcd-peer, --etcd-client, --initial-cluster)")
 	fl.StringVar(&f.etcdName, "etcd-name", "", "name of the embedded etcd member (default: --id)")
-	fl.StringVar(&f.etcdPeer, "etcd-peer", "http://127.0.0.1:2380", "peer URL the embedded etcd member listens on and advertises")
-	fl.StringVar(&f.etcdClient, "etcd-client", "http://127.0.0.1:2379", "client URL the embedded etcd member listens on and advertises")
+	fl.StringVar(&f.etcdPeer, "etcd-peer", defaultEtcdPeer, "peer URL the embedded etcd member listens on and advertises (https by default with --certs-dir)")
+	fl.StringVar(&f.etcdClient, "etcd-client", defaultEtcdClient, "client URL the embedded etcd member listens on and advertises (https by default with --certs-dir)")
 	fl.StringVar(&f.initialCluster, "initial-cluster", "", "every initial embedded etcd member, name=peerURL,… (default: this member alone)")
 }
 
@@ -78,6 +84,7 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 	cfg := node.Config{
 		ID: f.id, Zone: f.zone, DataDir: f.dataDir, HTTPAddr: f.httpAddr, GRPCAddr: f.grpcAddr,
 		EtcdEndpoints: f.etcd, TickInterval: f.tick,
+		CertsDir: f.common.certsDir, Insecure: f.insecure,
 		API:          api.Config{MaxDocumentBytes: f.maxDoc},
 		Retention:    partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
 		BackfillRate: f.backfillRate,
@@ -109,34 +116,80 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		if name == "" {
 			name = f.id
 		}
-		cfg.EmbedEtcd = &embedetcd.MemberConfig{Name: name, PeerURL: f.etcdPeer, ClientURL: f.etcdClient, InitialCluster: f.initialCluster}
+		peer, client := f.etcdPeer, f.etcdClient
+		if cfg.CertsDir != "" {
+			// The defaults follow the mode; URLs given stay as given.
+			peer, client = secureDefault(peer, defaultEtcdPeer), secureDefault(client, defaultEtcdClient)
+		}
+		cfg.EmbedEtcd = &embedetcd.MemberConfig{Name: name, PeerURL: peer, ClientURL: client, InitialCluster: f.initialCluster}
 	}
 	return cfg, nil
 }
 
-// runNode runs a node until SIGINT or SIGTERM.
+const (
+	defaultEtcdPeer   = "http://127.0.0.1:2380"
+	defaultEtcdClient = "http://127.0.0.1:2379"
+)
+
+// secureDefault is url, made https when it is the plaintext default def.
+func secureDefault(url, def string) string {
+	if url == def {
+		return "https://" + strings.TrimPrefix(def, "http://")
+	}
+	return url
+}
+
+// runNode runs a node until SIGINT or SIGTERM, reloading its
+// certificates on SIGHUP.
 func runNode(cmd *cobra.Command, cfg node.Config) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg.Opened = running.Store
+	opened := cfg.Opened
+	cfg.Opened = func(n *node.Node) {
+		running.Store(n)
+		if opened != nil {
+			opened(n)
+		}
+	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	reloadOnHangup(ctx, cfg.Logger, n.ReloadCertificates)
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down")
 	return n.Close()
+}
+
+// reloadOnHangup calls reload at each SIGHUP until ctx ends; a failed
+// reload has logged why and keeps the certificates in use.
+func reloadOnHangup(ctx context.Context, logger *slog.Logger, reload func() error) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				logger.Info("SIGHUP: reloading certificates")
+				_ = reload()
+			}
+		}
+	}()
 }
 
 func newLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-func startCommand() *cobra.Command {
-	f := &nodeFlags{}
+func startCommand(common *clientFlags) *cobra.Command {
+	f := &nodeFlags{common: common}
 	cmd := &cobra.Command{
-		Use:   "start",
-		Short: "Run one node of a Doppio cluster",
+		Use:         "start",
+		Annotations: map[string]string{serverCommand: "start"},
+		Short:       "Run one node of a Doppio cluster",
 		Long: `Run one storage node (REST API, partition replicas, Raft) of a cluster.
 
 Every node needs a unique --id and reachable --http and --grpc addresses.
@@ -148,7 +201,13 @@ member inside each node with --embed-etcd, e.g. for three nodes on one host:
     --initial-cluster n1=http://127.0.0.1:2381,n2=http://127.0.0.1:2382,n3=http://127.0.0.1:2383
 
 (and the same for n2, n3 with their own ports). Start the members together:
-etcd serves once a majority is up.`,
+etcd serves once a majority is up.
+
+Secure mode: --certs-dir names a directory with ca.crt, node.crt and node.key
+(see doppio cert); every link then speaks TLS: REST, node to node (mutual),
+etcd (the embedded member's URLs default to https; external endpoints must be
+https). SIGHUP, or a change of the files, reloads them. Without --certs-dir a
+node refuses to listen anywhere but loopback unless --insecure is given.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.id == "" {
 				return fmt.Errorf("--id is required")

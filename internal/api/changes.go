@@ -703,7 +703,7 @@ func (st *partStream) remote(ctx context.Context, addr ReplicaAddr) error {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	u := "http://" + addr.HTTP + "/_changes/" + url.PathEscape(st.cr.db.Name) + "?" + q.Encode()
+	u := st.s.peerURL(addr.HTTP, "/_changes/"+url.PathEscape(st.cr.db.Name)+"?"+q.Encode())
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err

@@ -57,7 +57,7 @@ func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr str
 		return &partition.NotAppliedError{Reason: partition.RefusedThere,
 			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ type partitionPage struct {
 // fetchPage asks the leader's node for one partition's page of a query.
 func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table string) (partitionPage, error) {
 	var page partitionPage
-	u := fmt.Sprintf("http://%s/_internal/query/%s/%s/%d?%s", to.HTTP, url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery)
+	u := s.peerURL(to.HTTP, fmt.Sprintf("/_internal/query/%s/%s/%d?%s", url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery))
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)
 	if err != nil {
 		return page, err

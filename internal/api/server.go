@@ -53,6 +53,11 @@ type Config struct {
 	// quorum before it is answered 503 (default 5 s; X-Doppio-Timeout
 	// shortens it per request).
 	RequestTimeout time.Duration
+	// DialPeerTLS, when set, makes the requests this server sends to
+	// other nodes (forwards, relays, query pages, change streams) speak
+	// https over the connections it dials: secure mode, where it presents
+	// the node certificate (certs.Loader.DialTLS).
+	DialPeerTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Knobs change the server's behaviour for tests.
 	Knobs Knobs
 }
@@ -120,7 +125,8 @@ func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prom
 		clusterInfo: cluster,
 		peers: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
+			DialContext:    (&net.Dialer{Timeout: time.Second}).DialContext,
+			DialTLSContext: cfg.DialPeerTLS,
 		}},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "doppio_http_requests_total", Help: "HTTP requests by route, method and status.",
@@ -136,6 +142,14 @@ func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prom
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	s.streamsEnd, s.endStreams = context.WithCancel(context.Background())
 	return s
+}
+
+// peerURL is the URL of path on the node at addr (host:port).
+func (s *Server) peerURL(addr, path string) string {
+	if s.cfg.DialPeerTLS != nil {
+		return "https://" + addr + path
+	}
+	return "http://" + addr + path
 }
 
 // Attach gives the server the catalog and router once they are open; call

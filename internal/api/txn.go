@@ -343,7 +343,7 @@ func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, 
 	if err != nil {
 		return batchResult{}, err
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+to.HTTP+"/"+url.PathEscape(to.DB)+"/_batch", bytes.NewReader(js))
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, s.peerURL(to.HTTP, "/"+url.PathEscape(to.DB)+"/_batch"), bytes.NewReader(js))
 	if err != nil {
 		return batchResult{}, err
 	}

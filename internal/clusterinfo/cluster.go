@@ -37,6 +37,10 @@ type Config struct {
 	Controller func(ctx context.Context) (string, error)
 	// Local is this node's own report (Local).
 	Local func() wire.LocalInfo
+	// Peers asks the other nodes for their reports (default
+	// http.DefaultClient), over https when PeerTLS (secure mode).
+	Peers   *http.Client
+	PeerTLS bool
 }
 
 // Reporter answers GET /_cluster.
@@ -81,7 +85,7 @@ func (r *Reporter) Info(ctx context.Context) wire.ClusterInfo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reports[i], _ = fetchLocal(ctx, nd)
+			reports[i], _ = r.fetchLocal(ctx, nd)
 		}()
 	}
 	wg.Wait()
@@ -195,14 +199,21 @@ func Assemble(nodes []membership.Node, intent func(id string) membership.Intent,
 }
 
 // fetchLocal asks another node for its replicas.
-func fetchLocal(ctx context.Context, nd membership.Node) (wire.LocalInfo, error) {
+func (r *Reporter) fetchLocal(ctx context.Context, nd membership.Node) (wire.LocalInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.HTTP+"/_internal/replicas", nil)
+	scheme, hc := "http://", r.cfg.Peers
+	if r.cfg.PeerTLS {
+		scheme = "https://"
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+nd.HTTP+"/_internal/replicas", nil)
 	if err != nil {
 		return wire.LocalInfo{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return wire.LocalInfo{}, err
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	// Cluster is the node's view of its replicas and their leaders.
 	Cluster Cluster
 	Logger  *slog.Logger
+	// Peers asks a partition's leader on another node to check it
+	// (default http.DefaultClient), over https when PeerTLS (secure mode).
+	Peers   *http.Client
+	PeerTLS bool
 }
 
 // Checker runs this node's consistency checks and records their outcomes.
@@ -254,13 +258,20 @@ func (c *Checker) Partition(ctx context.Context, db string, p int, repair, local
 
 // remote asks the node at addr, the partition's leader, to check it.
 func (c *Checker) remote(ctx context.Context, addr, db string, p int, repair bool) (wire.PartitionCheck, error) {
-	u := fmt.Sprintf("http://%s/_internal/check/%s/%d?repair=%t", addr, url.PathEscape(db), p, repair)
+	scheme, hc := "http", c.cfg.Peers
+	if c.cfg.PeerTLS {
+		scheme = "https"
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	u := fmt.Sprintf("%s://%s/_internal/check/%s/%d?repair=%t", scheme, addr, url.PathEscape(db), p, repair)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return wire.PartitionCheck{}, err
 	}
 	req.Header.Set("X-Doppio-Forwarded-By", c.cfg.NodeID)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return wire.PartitionCheck{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("asking the leader of %s/%d at %s to check it: %v", db, p, addr, err)}
 	}

@@ -1,7 +1,8 @@
 // Package embedetcd runs a single-member etcd inside the process, for
 // `doppio dev` and for tests. Its data lives under one directory and survives
 // restarts (clean or kill -9); it listens on loopback ports chosen by the OS,
-// so several instances can run side by side on one machine.
+// so several instances can run side by side on one machine. In secure mode
+// (a certs directory) it serves TLS and admits only node certificates.
 package embedetcd
 
 import (
@@ -20,9 +21,12 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
+
+	"github.com/doppio-db/doppio/internal/certs"
 )
 
 const (
@@ -57,6 +61,13 @@ type ports struct {
 // updated in its membership. etcd's own logs go to logger at warn level and
 // above.
 func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error) {
+	return StartSecure(ctx, dir, "", logger)
+}
+
+// StartSecure is Start serving client and peer traffic over TLS with the
+// node certificate of certsDir (plaintext when certsDir is empty); see
+// TLSInfo.
+func StartSecure(ctx context.Context, dir, certsDir string, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -73,7 +84,13 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 			return nil, fmt.Errorf("embedetcd: choose ports: %w", err)
 		}
 		closing := new(atomic.Bool)
-		e, err := embed.StartEtcd(newConfig(dataDir, p, logger, closing))
+		scheme := "http"
+		if certsDir != "" {
+			scheme = "https"
+		}
+		cfg := newConfig(dataDir, p, scheme, logger, closing)
+		secure(cfg, certsDir)
+		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			if isAddrInUse(err) {
 				// Lost the race for a port between probing and binding:
@@ -84,13 +101,13 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 			}
 			return nil, fmt.Errorf("embedetcd: start: %w", err)
 		}
-		cu := clientURL(p)
+		cu := clientURL(p, scheme)
 		s := &Server{etcd: e, endpoints: []string{cu.String()}, closing: closing}
 		if err := s.waitReady(ctx); err != nil {
 			s.Close()
 			return nil, err
 		}
-		if err := s.fixPeerURL(ctx, peerURL(p)); err != nil {
+		if err := s.fixPeerURL(ctx, peerURL(p, scheme)); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -115,11 +132,11 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func newConfig(dataDir string, p ports, logger *slog.Logger, closing *atomic.Bool) *embed.Config {
+func newConfig(dataDir string, p ports, scheme string, logger *slog.Logger, closing *atomic.Bool) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Name = "doppio"
 	cfg.Dir = dataDir
-	cu, pu := clientURL(p), peerURL(p)
+	cu, pu := clientURL(p, scheme), peerURL(p, scheme)
 	cfg.ListenClientUrls = []url.URL{cu}
 	cfg.AdvertiseClientUrls = []url.URL{cu}
 	cfg.ListenPeerUrls = []url.URL{pu}
@@ -172,12 +189,47 @@ func (s *Server) fixPeerURL(ctx context.Context, pu url.URL) error {
 	return nil
 }
 
-func clientURL(p ports) url.URL {
-	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Client))}
+func clientURL(p ports, scheme string) url.URL {
+	return url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Client))}
 }
 
-func peerURL(p ports) url.URL {
-	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Peer))}
+func peerURL(p ports, scheme string) url.URL {
+	return url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Peer))}
+}
+
+// TLSInfo is how a member serves TLS with the files of a certs directory:
+// the node certificate, and client certificates required and verified
+// against the cluster's CA. On the peer port (peer) only node
+// certificates (CommonName certs.NodeCommonName) are admitted. The client
+// port admits any certificate of the CA: etcd's JSON gateway, which
+// consumer groups (client/changes) speak, dials etcd's own gRPC port in a
+// way etcd's CommonName check refuses, so the client port must be kept
+// to nodes and trusted consumers by the network (docs/design/security.md).
+// etcd reads the certificate files again at each handshake, so a rotated
+// node certificate needs no restart.
+func TLSInfo(certsDir string, peer bool) transport.TLSInfo {
+	info := transport.TLSInfo{
+		CertFile:       filepath.Join(certsDir, certs.NodeCertFile),
+		KeyFile:        filepath.Join(certsDir, certs.NodeKeyFile),
+		ClientCertFile: filepath.Join(certsDir, certs.NodeCertFile),
+		ClientKeyFile:  filepath.Join(certsDir, certs.NodeKeyFile),
+		TrustedCAFile:  filepath.Join(certsDir, certs.CAFile),
+		ClientCertAuth: true,
+	}
+	if peer {
+		info.AllowedCNs = []string{certs.NodeCommonName}
+	}
+	return info
+}
+
+// secure makes cfg serve client and peer traffic with TLSInfo(certsDir),
+// unless certsDir is empty.
+func secure(cfg *embed.Config, certsDir string) {
+	if certsDir == "" {
+		return
+	}
+	cfg.ClientTLSInfo = TLSInfo(certsDir, false)
+	cfg.PeerTLSInfo = TLSInfo(certsDir, true)
 }
 
 // choosePorts keeps each wanted port that is free now and asks the OS for a

@@ -33,6 +33,9 @@ type MemberConfig struct {
 	// Token separates clusters that share a network (default
 	// "doppio-cluster").
 	Token string
+	// CertsDir, when set, makes the member serve client and peer traffic
+	// over TLS (TLSInfo): its URLs must then be https.
+	CertsDir string
 }
 
 // StartMember starts (or restarts) a member of a multi-member cluster and
@@ -52,6 +55,9 @@ func StartMember(ctx context.Context, mc MemberConfig, logger *slog.Logger) (*Se
 	cu, err := url.Parse(mc.ClientURL)
 	if err != nil {
 		return nil, fmt.Errorf("embedetcd: client URL: %w", err)
+	}
+	if mc.CertsDir != "" && (pu.Scheme != "https" || cu.Scheme != "https") {
+		return nil, fmt.Errorf("embedetcd: a secure member's peer and client URLs must be https (%s, %s)", mc.PeerURL, mc.ClientURL)
 	}
 	initial := mc.InitialCluster
 	if initial == "" {
@@ -82,6 +88,7 @@ func StartMember(ctx context.Context, mc MemberConfig, logger *slog.Logger) (*Se
 	cfg.AutoCompactionRetention = "1h"
 	cfg.Logger = "zap"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(newSlogCore(logger.With("component", "etcd"), zap.WarnLevel, closing)))
+	secure(cfg, mc.CertsDir)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedetcd: start member %s: %w", mc.Name, err)

@@ -1,6 +1,7 @@
 package http1
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ type conn struct {
 	s      *Server
 	rwc    net.Conn
 	remote string
+	tls    *tls.ConnectionState // the handshake's outcome, on a TLS connection
 	state  atomic.Int32
 	since  atomic.Int64 // unix ns: when the state began (idle: 0 until the first answer)
 
@@ -67,12 +69,25 @@ func (c *conn) serve() {
 		c.s.mu.Unlock()
 		c.s.connsWG.Done()
 	}()
+	if tc, ok := c.rwc.(*tls.Conn); ok {
+		if !c.handshake(tc) {
+			return
+		}
+		if c.tls.NegotiatedProtocol == "h2" && c.s.h2Ln != nil {
+			fellBack = c.s.h2Ln.give(tc)
+			return
+		}
+	}
 	c.in = make([]byte, 4096)
 	for {
 		if c.s.closing.Load() && c.pos == c.lim {
 			return
 		}
 		req, err := c.readRequest()
+		if err == errTLSToPlain {
+			answer(c.rwc, tlsToPlainAnswer)
+			return
+		}
 		if err == errFallback || err == errHeaderTooLarge {
 			if req := c.refuse(err); req != nil {
 				c.serveRequest(req)

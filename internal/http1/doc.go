@@ -26,4 +26,10 @@
 // BadRequest): one net/http would refuse is refused here, when BadRequest
 // is set; otherwise its connection goes to net/http (Fallback), bytes
 // already read included, which answers it and closes the connection.
+//
+// With TLSConfig the server completes each connection's handshake first:
+// HTTP/2 connections (ALPN) go to a net/http HTTP/2 server, the others
+// are served as above, every request carrying r.TLS. A client of the
+// other protocol (plain HTTP at a TLS port, TLS at a plain port) gets a
+// 400 at once rather than a connection left waiting.
 package http1

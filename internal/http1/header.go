@@ -25,6 +25,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 			end = c.pos + i
 			break
 		}
+		if c.lim > c.pos && c.in[c.pos] == tlsHandshake && c.tls == nil {
+			return nil, errTLSToPlain
+		}
 		if c.lim > c.pos {
 			// Part of a header: the read timeout runs from here.
 			if c.state.Load() != stateHeader {
@@ -109,7 +112,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 	c.pos = end + 4
 	req := &http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: hd.fields, Host: hd.host, RemoteAddr: c.remote, RequestURI: raw,
+		Header: hd.fields, Host: hd.host, RemoteAddr: c.remote, RequestURI: raw, TLS: c.tls,
 		ContentLength: hd.contentLength, Close: hd.close, Body: http.NoBody,
 	}
 	if minor == 0 {

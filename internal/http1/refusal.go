@@ -40,7 +40,7 @@ func (c *conn) refuse(cause error) *http.Request {
 	// The method and target as far as the request line reads; the
 	// request is answered as HTTP/1.1, and the connection closes.
 	r := &http.Request{Method: "OTHER", URL: &url.URL{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{}, Body: http.NoBody, RemoteAddr: c.remote, Close: true}
+		Header: http.Header{}, Body: http.NoBody, RemoteAddr: c.remote, TLS: c.tls, Close: true}
 	line, _, _ := bytes.Cut(in, []byte("\n"))
 	if method, rest, ok := bytes.Cut(line, []byte(" ")); ok {
 		if m := knownMethod(method); m != "" {

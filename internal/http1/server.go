@@ -2,6 +2,7 @@ package http1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -72,16 +73,27 @@ type Server struct {
 	// FallbackOnly turns the fast path off: every connection is served by
 	// Fallback alone, with keep-alives, under the same deadlines.
 	FallbackOnly bool
-	Logger       *slog.Logger
+	// TLSConfig, when set, makes Serve serve TLS: each connection's
+	// handshake completes within ReadHeaderTimeout; one that negotiated
+	// HTTP/2 through ALPN (offered when TLSConfig.NextProtos names "h2")
+	// is served by net/http's HTTP/2 server with keep-alives, the others
+	// as plain connections are, their requests carrying r.TLS wherever
+	// they are served. A client speaking plain HTTP to the port gets a
+	// 400 that says so.
+	TLSConfig *tls.Config
+	Logger    *slog.Logger
 
 	mu         sync.Mutex
 	fallbackLn *listener // the fallback server's listener, once Serve started it
-	listeners  map[net.Listener]struct{}
-	conns      map[*conn]struct{}
-	reaping    bool
-	closing    atomic.Bool
-	done       chan struct{} // closed when the server shuts down
-	connsWG    sync.WaitGroup
+	// h2 serves the TLS connections that negotiated HTTP/2, from h2Ln.
+	h2        *http.Server
+	h2Ln      *listener
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	reaping   bool
+	closing   atomic.Bool
+	done      chan struct{} // closed when the server shuts down
+	connsWG   sync.WaitGroup
 }
 
 // New returns a server answering with h, plain requests here and the
@@ -135,6 +147,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.fallbackLn == nil {
 			s.fallbackLn = newListener(ln.Addr())
 			s.Fallback.Handler = s.bounded(s.Fallback.Handler)
+			if s.TLSConfig != nil {
+				s.Fallback.Handler = withTLSState(s.Fallback.Handler)
+				s.Fallback.ConnContext = rememberTLS(s.Fallback.ConnContext)
+				if offersH2(s.TLSConfig) {
+					s.startH2(ln.Addr())
+				}
+			}
 			go func(l *listener) {
 				if err := s.Fallback.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					s.Logger.Error("http fallback server stopped", "err", err)
@@ -174,6 +193,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		retry.Reset()
 		c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
+		if s.TLSConfig != nil {
+			c.rwc = tls.Server(rwc, s.TLSConfig) // the handshake is the connection's own work
+		}
 		if !s.unlessClosing(func() { s.conns[c] = struct{}{}; s.connsWG.Add(1) }) {
 			rwc.Close()
 			return ErrServerClosed
@@ -205,7 +227,8 @@ func (s *Server) serveFallbackOnly(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
-	err := s.Fallback.Serve(ln)
+	served := &sniffListener{Listener: ln, cfg: s.TLSConfig}
+	err := s.Fallback.Serve(served)
 	if s.closing.Load() {
 		return ErrServerClosed // stop closed ln before shutting the fallback down
 	}
@@ -237,6 +260,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.fallbackStarted() {
 		fbErr = s.Fallback.Shutdown(ctx)
 	}
+	if h2 := s.h2Server(); h2 != nil {
+		fbErr = errors.Join(fbErr, h2.Shutdown(ctx))
+	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -260,10 +286,36 @@ func (s *Server) Close() error {
 		c.rwc.Close()
 	}
 	s.mu.Unlock()
-	if s.fallbackStarted() {
-		return s.Fallback.Close()
+	var err error
+	if h2 := s.h2Server(); h2 != nil {
+		err = h2.Close()
 	}
-	return nil
+	if s.fallbackStarted() {
+		err = errors.Join(err, s.Fallback.Close())
+	}
+	return err
+}
+
+// startH2 starts the HTTP/2 server of the TLS connections that ask for
+// it: the fallback's handler and limits with keep-alives on, as HTTP/2
+// multiplexes a client's requests over one connection. Called under mu.
+func (s *Server) startH2(addr net.Addr) {
+	s.h2Ln = newListener(addr)
+	s.h2 = &http.Server{
+		Handler: s.Fallback.Handler, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
+		MaxHeaderBytes: s.MaxHeaderBytes, ErrorLog: s.Fallback.ErrorLog,
+	}
+	go func(srv *http.Server, l *listener) {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !s.closing.Load() {
+			s.Logger.Error("http/2 server stopped", "err", err)
+		}
+	}(s.h2, s.h2Ln)
+}
+
+func (s *Server) h2Server() *http.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h2
 }
 
 // fallbackStarted reports whether Serve started the fallback server;
@@ -286,6 +338,9 @@ func (s *Server) stop() {
 	}
 	if s.fallbackLn != nil {
 		s.fallbackLn.Close()
+	}
+	if s.h2Ln != nil {
+		s.h2Ln.Close()
 	}
 }
 

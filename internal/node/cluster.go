@@ -22,10 +22,12 @@ type clusterView struct{ n *Node }
 func (c clusterView) Local() wire.LocalInfo { return c.n.local() }
 
 func (c clusterView) Info(ctx context.Context) (wire.ClusterInfo, error) {
-	if c.n.info == nil {
-		return clusterinfo.Starting(c.n.cfg.ID, c.n.Addr()), nil
+	info := clusterinfo.Starting(c.n.cfg.ID, c.n.Addr())
+	if c.n.info != nil {
+		info = c.n.info.Info(ctx)
 	}
-	return c.n.info.Info(ctx), nil
+	info.Insecure = !c.n.sec.secure()
+	return info, nil
 }
 
 // directory is the router's view of other nodes.

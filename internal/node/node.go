@@ -61,6 +61,18 @@ type Config struct {
 	// GRPCAddr is the node-to-node (Raft) listen address (default
 	// 127.0.0.1:0).
 	GRPCAddr string
+	// CertsDir, when set, runs the node in secure mode with the
+	// certificates of this directory (ca.crt, node.crt, node.key; see
+	// internal/certs): TLS on the REST listener (client certificates
+	// verified when given), mutual TLS between nodes, TLS to etcd
+	// (embedded or external, whose endpoints must then be https) and to
+	// other nodes' REST ports. The files are re-read when they change and
+	// on ReloadCertificates.
+	CertsDir string
+	// Insecure is the operator's explicit choice to run without a certs
+	// directory on addresses other than loopback; without it Start
+	// refuses to. Loopback-only nodes may run insecure without it.
+	Insecure bool
 	// EtcdEndpoints of an external etcd. Empty: an embedded etcd, a
 	// single-member one in DataDir/etcd unless EmbedEtcd says more.
 	EtcdEndpoints []string
@@ -103,12 +115,17 @@ type Config struct {
 	// QuotaBurst is the unused capacity a quota's bucket keeps (default
 	// quota.DefaultBurst).
 	QuotaBurst time.Duration
+
+	// CertsPollInterval is how often the certificate files are looked
+	// at for a change (default certs.DefaultPollInterval).
+	CertsPollInterval time.Duration
 }
 
 // Node is a running Doppio process.
 type Node struct {
 	cfg      Config
 	log      *slog.Logger
+	sec      *transportSecurity // nil: insecure
 	listener net.Listener
 	http     *http1.Server
 
@@ -166,6 +183,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), led: make(chan struct{}, 1), self: membership.RaftID(cfg.ID),
 	}
 	n.loop = lifecycle.NewLoop(lifecycleHost{n}, n.self, n.log)
+	listens := []string{cfg.HTTPAddr, cfg.GRPCAddr}
+	if cfg.EmbedEtcd != nil {
+		listens = append(listens, cfg.EmbedEtcd.PeerURL, cfg.EmbedEtcd.ClientURL)
+	}
+	sec, err := openSecurity(cfg.CertsDir, cfg.Insecure, n.log, cfg.EtcdEndpoints, listens...)
+	if err != nil {
+		return nil, err
+	}
+	n.sec = sec
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -173,7 +199,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.cfg.Controller.OnProgress = operator.RebalanceMetrics(registry)
-	n.api = api.New(cfg.API, nil, nil, registry, n.log, clusterView{n})
+	sec.register(registry)
+	n.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, n.log, clusterView{n})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -182,6 +209,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.listener = ln
 	n.http = n.api.HTTPServer()
 	n.http.FallbackOnly = cfg.NetHTTPOnly
+	n.http.TLSConfig = sec.serverTLS()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -202,6 +230,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Opened(n)
 	}
 	n.api.SetReady(true)
+	if sec.secure() {
+		n.wg.Add(1)
+		go n.watchCertificates()
+	}
 	n.wg.Add(7)
 	go n.quotaLoop()
 	go n.checkLoop()
@@ -210,7 +242,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	go n.reconcileLoop()
 	go n.reportLoop()
 	go n.runController()
-	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "grpc", n.host.Addr(), "zone", cfg.Zone, "data", cfg.DataDir, "etcd", n.etcdEndpoints())
+	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "grpc", n.host.Addr(), "zone", cfg.Zone, "data", cfg.DataDir, "etcd", n.etcdEndpoints(), "secure", sec.secure())
 	return n, nil
 }
 
@@ -223,6 +255,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		if mc.Dir == "" {
 			mc.Dir = filepath.Join(n.cfg.DataDir, "etcd")
 		}
+		mc.CertsDir = n.sec.certsDir()
 		srv, err := embedetcd.StartMember(ctx, mc, n.log)
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
@@ -230,14 +263,14 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		n.etcd = srv
 		endpoints = srv.Endpoints()
 	default:
-		srv, err := embedetcd.Start(ctx, filepath.Join(n.cfg.DataDir, "etcd"), n.log)
+		srv, err := embedetcd.StartSecure(ctx, filepath.Join(n.cfg.DataDir, "etcd"), n.sec.certsDir(), n.log)
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
 		}
 		n.etcd = srv
 		endpoints = srv.Endpoints()
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: quietZap()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: quietZap(), TLS: n.sec.etcdTLS()})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
@@ -258,6 +291,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	}
 	n.info = clusterinfo.New(clusterinfo.Config{
 		Node: n.cfg.ID, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Controller: n.ActiveController, Local: n.local,
+		Peers: n.sec.peerHTTP(), PeerTLS: n.sec.secure(),
 	})
 	commits := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "doppio_replication_commit_seconds",
@@ -270,6 +304,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Engine:       n.engine,
 		Resolve:      n.resolve,
 		Listen:       n.cfg.GRPCAddr,
+		TLS:          n.sec.replicationTLS(),
 		TickInterval: n.cfg.TickInterval,
 		OnLeadership: n.onLeadership,
 		OnCommit:     func(d time.Duration) { commits.Observe(d.Seconds()) },
@@ -310,6 +345,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host))
 	n.checks = consistency.New(consistency.Config{
 		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Logger: n.log,
+		Peers: n.sec.peerHTTP(), PeerTLS: n.sec.secure(),
 	})
 	registry.MustRegister(consistency.NewCollector(func() (replication.CheckCounters, bool) {
 		if n.host == nil {
@@ -376,6 +412,22 @@ func (n *Node) onLeadership(p keys.Partition, leader, term uint64) {
 
 // Addr is the HTTP address the node listens on.
 func (n *Node) Addr() string { return n.listener.Addr().String() }
+
+// Secure reports whether the node runs in secure mode (Config.CertsDir).
+func (n *Node) Secure() bool { return n.sec.secure() }
+
+// ReloadCertificates re-reads the certs directory (on SIGHUP): new
+// handshakes on every link use what it holds. On error the certificates
+// in use stay, and the error says why. Insecure: nothing to do.
+func (n *Node) ReloadCertificates() error { return n.sec.reload() }
+
+// watchCertificates reloads the certificates when their files change.
+func (n *Node) watchCertificates() {
+	defer n.wg.Done()
+	ctx, cancel := n.stopContext()
+	defer cancel()
+	n.sec.certs.Watch(ctx, n.cfg.CertsPollInterval)
+}
 
 func (n *Node) etcdEndpoints() []string {
 	if n.etcd != nil {

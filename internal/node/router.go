@@ -31,6 +31,11 @@ type RouterConfig struct {
 	// API limits and request deadline, as on a node.
 	API    api.Config
 	Logger *slog.Logger
+	// CertsDir and Insecure are as on a node (Config): in secure mode
+	// the router serves TLS, reaches etcd over TLS and forwards to the
+	// nodes over TLS with the node certificate.
+	CertsDir string
+	Insecure bool
 }
 
 // Router is a stateless `doppio router`: the REST API of the cluster with
@@ -41,6 +46,8 @@ type RouterConfig struct {
 // /healthz, /readyz and /metrics are its own.
 type Router struct {
 	log      *slog.Logger
+	sec      *transportSecurity
+	stop     context.CancelFunc // ends the certificates' watch
 	listener net.Listener
 	http     *http1.Server
 	client   *clientv3.Client
@@ -65,15 +72,22 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	}
 	cfg.API.NodeID = cfg.ID
 	rt := &Router{log: cfg.Logger}
+	sec, err := openSecurity(cfg.CertsDir, cfg.Insecure, rt.log, cfg.EtcdEndpoints, cfg.HTTPAddr)
+	if err != nil {
+		return nil, err
+	}
+	rt.sec = sec
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	rt.api = api.New(cfg.API, nil, nil, registry, rt.log, nil)
+	sec.register(registry)
+	rt.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, rt.log, nil)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	rt.listener = ln
 	rt.http = rt.api.HTTPServer()
+	rt.http.TLSConfig = sec.serverTLS()
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -86,12 +100,17 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 		return nil, err
 	}
 	rt.api.SetReady(true)
-	rt.log.Info("doppio router ready", "id", cfg.ID, "http", rt.Addr(), "etcd", cfg.EtcdEndpoints)
+	if sec.secure() {
+		var wctx context.Context
+		wctx, rt.stop = context.WithCancel(context.Background())
+		go sec.certs.Watch(wctx, 0)
+	}
+	rt.log.Info("doppio router ready", "id", cfg.ID, "http", rt.Addr(), "etcd", cfg.EtcdEndpoints, "secure", sec.secure())
 	return rt, nil
 }
 
 func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: quietZap()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: quietZap(), TLS: rt.sec.etcdTLS()})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
@@ -124,11 +143,18 @@ func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 // Addr is the HTTP address the router listens on.
 func (rt *Router) Addr() string { return rt.listener.Addr().String() }
 
+// ReloadCertificates re-reads the certs directory (on SIGHUP), as
+// Node.ReloadCertificates.
+func (rt *Router) ReloadCertificates() error { return rt.sec.reload() }
+
 // Close stops serving and closes the watches.
 func (rt *Router) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var errs []error
+	if rt.stop != nil {
+		rt.stop()
+	}
 	if rt.http != nil {
 		errs = append(errs, rt.http.Shutdown(ctx))
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	// Listen, when set, makes the Host serve its gRPC service on this
 	// address; otherwise the caller registers it with Register.
 	Listen string
+	// TLS, when set, secures the node-to-node links with mutual TLS
+	// (secure mode); nil: plaintext.
+	TLS *TLS
 
 	// TickInterval is Raft's clock (default 50ms). ElectionTicks (default 10)
 	// and HeartbeatTicks (default 2) count in ticks.

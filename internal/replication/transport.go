@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -142,7 +144,7 @@ func newTransport(h *Host) *transport {
 
 func (t *transport) serve(lis net.Listener) {
 	t.lis = lis
-	t.server = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
+	t.server = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.Creds(t.credentials()))
 	t.server.RegisterService(&serviceDesc, t)
 	go func() { _ = t.server.Serve(lis) }()
 }
@@ -377,12 +379,47 @@ func (p *peer) client(addr string) (*grpc.ClientConn, error) {
 	if p.conn != nil {
 		p.conn.Close()
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.t.credentials()))
 	if err != nil {
 		return nil, err
 	}
 	p.conn, p.target = conn, addr
 	return conn, nil
+}
+
+// TLS is the mutual TLS of the node-to-node links.
+type TLS struct {
+	// Server configures the gRPC listener; it must require a node
+	// certificate of the cluster's CA (certs.Loader.PeerServerConfig), so
+	// that anything else is refused at the handshake.
+	Server *tls.Config
+	// Client returns the configuration of a new connection to a peer,
+	// read at each handshake so that a reloaded CA or certificate is
+	// used (certs.Loader.ClientConfig).
+	Client func() *tls.Config
+}
+
+func (t *transport) credentials() credentials.TransportCredentials {
+	if t.host.cfg.TLS == nil {
+		return insecure.NewCredentials()
+	}
+	return peerCredentials{TransportCredentials: credentials.NewTLS(t.host.cfg.TLS.Server), client: t.host.cfg.TLS.Client}
+}
+
+// peerCredentials is gRPC's TLS with a client configuration read at each
+// handshake; the server side's configuration reads the current
+// certificates itself (GetConfigForClient).
+type peerCredentials struct {
+	credentials.TransportCredentials
+	client func() *tls.Config
+}
+
+func (c peerCredentials) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return credentials.NewTLS(c.client()).ClientHandshake(ctx, authority, raw)
+}
+
+func (c peerCredentials) Clone() credentials.TransportCredentials {
+	return peerCredentials{TransportCredentials: c.TransportCredentials.Clone(), client: c.client}
 }
 
 func (t *transport) isCut(id uint64) bool {

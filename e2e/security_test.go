@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/client"
+	"github.com/doppio-db/doppio/internal/certs"
+)
+
+// TestSecureDevClusterServesOverTLSAndRefusesStrangers runs `doppio dev
+// --secure --nodes 3`: documents written and read with the Go client over
+// TLS through every node (the forwards between nodes are TLS too), plain
+// HTTP to a node's port answered 400, and a peer with a certificate of
+// another CA refused at the handshake by the nodes' gRPC and by etcd.
+func TestSecureDevClusterServesOverTLSAndRefusesStrangers(t *testing.T) {
+	data := t.TempDir()
+	cmd := exec.Command(binary, "dev", "--secure", "--nodes", "3", "--data", data, "--http", freePort(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	var (
+		mu    sync.Mutex
+		logs  strings.Builder
+		nodes = map[string]string{}
+		etcd  string
+		ready = map[string]bool{}
+	)
+	nodeLine := regexp.MustCompile(`^node (n\d): https://(\S+)`)
+	etcdLine := regexp.MustCompile(`^etcd: (https://\S+)`)
+	readyRe := regexp.MustCompile(`^\[(n\d)\] .*doppio node ready`)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			l := sc.Text()
+			mu.Lock()
+			logs.WriteString(l + "\n")
+			if m := nodeLine.FindStringSubmatch(l); m != nil {
+				nodes[m[1]] = m[2]
+			}
+			if m := etcdLine.FindStringSubmatch(l); m != nil {
+				etcd = m[1]
+			}
+			if m := readyRe.FindStringSubmatch(l); m != nil {
+				ready[m[1]] = true
+			}
+			mu.Unlock()
+		}
+	}()
+	waitFor(t, 45*time.Second, "three secure nodes ready", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ready) == 3 && len(nodes) == 3 && etcd != "", logs.String()
+	})
+	certsDir := filepath.Join(data, "certs")
+	tlsCfg, err := certs.ClientTLS(certsDir, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+
+	// Smart routing: the client reads /_cluster and goes to each key's
+	// leader, over TLS as well.
+	c := client.New("https://"+nodes["n1"], client.WithTLS(tlsCfg), client.WithRetry(20*time.Second), client.WithSmartRouting(time.Second))
+	if _, _, err := c.PutDatabase(ctx, "sec", client.DatabaseSpec{Partitions: 3, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.PutTable(ctx, "sec", "T", client.TableSpec{
+		Key:    []client.KeyPart{{Name: "id", Type: "string"}},
+		Schema: json.RawMessage(`{"type":"record","name":"T","fields":[{"name":"v","type":"long"}]}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Through every node, whichever leads the key's partition: the
+	// others forward over TLS.
+	for i, id := range []string{"n1", "n2", "n3"} {
+		nc := client.New("https://"+nodes[id], client.WithTLS(tlsCfg), client.WithRetry(20*time.Second))
+		for k := range 6 {
+			key := client.Key{fmt.Sprintf("%s-%d", id, k)}
+			if _, err := nc.Put(ctx, "sec", "T", key, map[string]any{"v": i*10 + k}); err != nil {
+				t.Fatalf("put %v through %s: %v", key, id, err)
+			}
+			doc, err := c.Get(ctx, "sec", "T", key)
+			if err != nil {
+				t.Fatalf("get %v: %v", key, err)
+			}
+			if want := fmt.Sprintf(`{"v":%d}`, i*10+k); string(doc.Body) != want {
+				t.Fatalf("get %v = %s, want %s", key, doc.Body, want)
+			}
+		}
+	}
+	info, err := c.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Insecure || len(info.Nodes) != 3 {
+		t.Fatalf("/_cluster: insecure=%t, %d nodes", info.Insecure, len(info.Nodes))
+	}
+
+	// Plain HTTP to a node's TLS port: a clear 400.
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + nodes["n2"] + "/_cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "Client sent an HTTP request to an HTTPS server.") {
+		t.Errorf("plain HTTP to a node: %d %q", resp.StatusCode, b)
+	}
+
+	// Rotation without a restart: a new node certificate, SIGHUP to dev
+	// (which passes it on to its nodes); every node presents the new one.
+	rotate := exec.Command(binary, "cert", "create-node", "localhost", "127.0.0.1", "::1", "--overwrite", "--certs-dir", certsDir)
+	if b, err := rotate.CombinedOutput(); err != nil {
+		t.Fatalf("doppio cert create-node: %v\n%s", err, b)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := certs.ReadCertificate(filepath.Join(certsDir, certs.NodeCertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		waitFor(t, 15*time.Second, id+" presents the rotated certificate", func() (bool, string) {
+			conn, err := tls.Dial("tcp", nodes[id], tlsCfg)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer conn.Close()
+			got := conn.ConnectionState().PeerCertificates[0]
+			return got.Equal(rotated), fmt.Sprintf("serial %x, want %x", got.SerialNumber, rotated.SerialNumber)
+		})
+	}
+	if _, err := c.Get(ctx, "sec", "T", client.Key{"n1-0"}); err != nil {
+		t.Fatalf("a read after the rotation: %v", err)
+	}
+	waitFor(t, 5*time.Second, "dev and its three nodes took the SIGHUP", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		took := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "SIGHUP: reloading certificates") && (strings.HasPrefix(l, "time=") || strings.HasPrefix(l, "[n")) {
+				took++
+			}
+		}
+		return took == 4, logs.String()
+	})
+
+	// A peer holding a node certificate of another CA.
+	foreign := t.TempDir()
+	if err := certs.CreateCA(foreign, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.CreateNode(foreign, []string{"127.0.0.1"}, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.LoadX509KeyPair(filepath.Join(foreign, certs.NodeCertFile), filepath.Join(foreign, certs.NodeKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := tlsCfg.Clone()
+	stranger.Certificates = []tls.Certificate{kp}
+	etcdAddr := strings.TrimPrefix(etcd, "https://")
+	for _, target := range []struct{ what, addr, proto string }{
+		{"gRPC of n1", info.Nodes[0].GRPC, "h2"},
+		{"etcd", etcdAddr, "h2"},
+	} {
+		cfg := stranger.Clone()
+		cfg.ServerName, cfg.NextProtos = "127.0.0.1", []string{target.proto}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", target.addr, cfg)
+		if err == nil {
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			_, err = conn.Read(make([]byte, 1))
+			conn.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "remote error: tls: unknown certificate authority") {
+			t.Errorf("%s with a certificate of another CA: %v", target.what, err)
+		}
+	}
+}

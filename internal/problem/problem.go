@@ -35,6 +35,14 @@ const (
 	HeaderTooLarge
 	NotImplemented
 	VersionNotSupported
+	// Unauthenticated (401): no credentials, or credentials that prove
+	// nobody (wrong, expired, forged); the answer carries WWW-Authenticate.
+	Unauthenticated
+	// Forbidden (403): a known caller lacks the privilege the route needs.
+	Forbidden
+	// TooManyRequests (429): too many attempts; RetryAfter says when to
+	// try again.
+	TooManyRequests
 )
 
 var kinds = [...]struct {
@@ -57,6 +65,9 @@ var kinds = [...]struct {
 	HeaderTooLarge:      {http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "Request header too large"},
 	NotImplemented:      {http.StatusNotImplemented, "not-implemented", "Not implemented"},
 	VersionNotSupported: {http.StatusHTTPVersionNotSupported, "version-not-supported", "HTTP version not supported"},
+	Unauthenticated:     {http.StatusUnauthorized, "unauthenticated", "Unauthenticated"},
+	Forbidden:           {http.StatusForbidden, "forbidden", "Forbidden"},
+	TooManyRequests:     {http.StatusTooManyRequests, "too-many-requests", "Too many requests"},
 }
 
 // Status is the HTTP status of k.
@@ -78,7 +89,7 @@ type Error struct {
 	// Operation is the index of the failing operation of a transaction or
 	// batch, or -1.
 	Operation int
-	// RetryAfter, in seconds, accompanies Unavailable.
+	// RetryAfter, in seconds, accompanies Unavailable and TooManyRequests.
 	RetryAfter int
 }
 

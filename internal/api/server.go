@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/audit"
+	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/http1"
@@ -51,6 +53,11 @@ type Config struct {
 	// quorum before it is answered 503 (default 5 s; X-Doppio-Timeout
 	// shortens it per request).
 	RequestTimeout time.Duration
+	// Authenticate makes every route but the public ones require an
+	// authenticated caller holding the route's privilege (see
+	// AttachAuth; until it is attached they answer 503). Off, every
+	// request may do everything (insecure mode).
+	Authenticate bool
 }
 
 func (c Config) withDefaults() Config {
@@ -96,6 +103,9 @@ type Server struct {
 	transfers   *transfers   // partition backups and restores running here
 	peers       *http.Client // forwarding to other nodes
 	relay       func() []Peer
+
+	auth     atomic.Pointer[auth.Authenticator]
+	auditLog atomic.Pointer[audit.Log]
 }
 
 // New returns a server over catalog and router; registry receives the
@@ -161,7 +171,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = rt.pattern
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
 			err = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "node is starting"}
-		} else {
+		} else if r, err = s.admit(rt, r, p); err == nil {
 			var cancel context.CancelFunc
 			if rt.stream {
 				ctx, c := context.WithCancel(r.Context())
@@ -179,6 +189,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.fail(sw, r, err)
+	}
+	if rt != nil && rt.audit != "" {
+		s.auditRequest(rt, r, sw.status(), err)
 	}
 	s.record(rt, pattern, r.Method, sw.status(), start)
 }
@@ -367,6 +380,9 @@ func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, allow
 	}
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	if body.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", auth.Challenge)
 	}
 	w.WriteHeader(body.Status)
 	_ = json.NewEncoder(w).Encode(body)

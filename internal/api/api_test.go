@@ -80,35 +80,9 @@ func send(t testing.TB, method, path string, body any, hdr ...string) answer {
 }
 
 func trySend(method, path string, body any, hdr ...string) (answer, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			return answer{}, err
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, "http://"+addr, rd)
+	req, err := newRequest(addr, method, path, body, hdr...)
 	if err != nil {
 		return answer{}, err
-	}
-	// Opaque keeps the path byte for byte: no cleaning, no re-escaping.
-	req.URL = &url.URL{Scheme: "http", Host: addr, Opaque: path}
-	if strings.Contains(path, "?") {
-		p, q, _ := strings.Cut(path, "?")
-		req.URL.Opaque, req.URL.RawQuery = p, q
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -120,6 +94,41 @@ func trySend(method, path string, body any, hdr ...string) (answer, error) {
 		return answer{}, err
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// newRequest builds the request trySend sends, to host.
+func newRequest(host, method, path string, body any, hdr ...string) (*http.Request, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, "http://"+host, rd)
+	if err != nil {
+		return nil, err
+	}
+	// Opaque keeps the path byte for byte: no cleaning, no re-escaping.
+	req.URL = &url.URL{Scheme: "http", Host: host, Opaque: path}
+	if strings.Contains(path, "?") {
+		p, q, _ := strings.Cut(path, "?")
+		req.URL.Opaque, req.URL.RawQuery = p, q
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return req, nil
 }
 
 // expect fails the test unless the answer has status want.

@@ -18,10 +18,11 @@ import (
 type clientFlags struct {
 	server string
 	retry  time.Duration
+	auth   authFlags // see user_commands.go
 }
 
 func (f *clientFlags) client() *client.Client {
-	return client.New(f.server, client.WithRetry(f.retry))
+	return client.New(f.server, append([]client.Option{client.WithRetry(f.retry)}, f.auth.options()...)...)
 }
 
 // addClientCommands registers the client subcommands (schema, get, put,
@@ -37,6 +38,8 @@ func addClientCommands(root *cobra.Command) {
 	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable or refuses connections")
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
 	root.AddCommand(checkCommand(f))
+	f.auth.register(pf)
+	root.AddCommand(userCommand(f), loginCommand(f))
 }
 
 // runE adapts a command body so a problem answered by the server is

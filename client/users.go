@@ -23,6 +23,10 @@ func WithBasicAuth(user, password string) Option {
 	}
 }
 
+// Authorization is the Authorization header value the client sends ("":
+// none), for requests made outside it (e.g. with client/changes).
+func (c *Client) Authorization() string { return c.authorization }
+
 func (c *Client) authorize(req *http.Request) {
 	if c.authorization != "" {
 		req.Header.Set("Authorization", c.authorization)

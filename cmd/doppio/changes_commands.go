@@ -36,7 +36,7 @@ A dropped connection is resumed from the last checkpoint for as long as
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			server, _ := cmd.Flags().GetString("server")
 			retry, _ := cmd.Flags().GetDuration("retry")
-			o := changes.Options{From: from, Bootstrap: bootstrap}
+			o := changes.Options{From: from, Bootstrap: bootstrap, HTTPClient: credentialsFrom(cmd).httpClient()}
 			if tables != "" {
 				o.Tables = strings.Split(tables, ",")
 			}

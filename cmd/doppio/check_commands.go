@@ -30,10 +30,11 @@ checked.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db := args[0]
 			base := strings.TrimSuffix(f.server, "/")
+			hc := f.auth.httpClient()
 			out := cmd.OutOrStdout()
 			partitions := []int{only}
 			if only < 0 {
-				n, err := partitionCount(base, db)
+				n, err := partitionCount(hc, base, db)
 				if err != nil {
 					return err
 				}
@@ -45,7 +46,7 @@ checked.`,
 			bad := 0
 			counts := map[string]int{}
 			for i, p := range partitions {
-				pc, err := checkPartition(base, db, p, !noRepair)
+				pc, err := checkPartition(hc, base, db, p, !noRepair)
 				if err != nil {
 					pc = wire.PartitionCheck{Database: db, Partition: p, Result: "failed", Error: err.Error()}
 				}
@@ -102,30 +103,30 @@ func printPartitionCheck(out io.Writer, i, n int, pc wire.PartitionCheck) {
 }
 
 // partitionCount reads how many partitions db has.
-func partitionCount(base, db string) (int, error) {
+func partitionCount(hc *http.Client, base, db string) (int, error) {
 	var d struct {
 		Partitions int `json:"partitions"`
 	}
-	if err := callJSON(http.MethodGet, base+"/_schemas/"+url.PathEscape(db), &d); err != nil {
+	if err := callJSON(hc, http.MethodGet, base+"/_schemas/"+url.PathEscape(db), &d); err != nil {
 		return 0, err
 	}
 	return d.Partitions, nil
 }
 
-func checkPartition(base, db string, p int, repair bool) (wire.PartitionCheck, error) {
+func checkPartition(hc *http.Client, base, db string, p int, repair bool) (wire.PartitionCheck, error) {
 	var pc wire.PartitionCheck
 	u := fmt.Sprintf("%s/_cluster/check/%s/%d?repair=%t", base, url.PathEscape(db), p, repair)
-	return pc, callJSON(http.MethodPost, u, &pc)
+	return pc, callJSON(hc, http.MethodPost, u, &pc)
 }
 
 // callJSON makes a request without a deadline (a check reads whole
 // partitions, throttled) and decodes the answer, or the problem's detail.
-func callJSON(method, u string, v any) error {
+func callJSON(hc *http.Client, method, u string, v any) error {
 	req, err := http.NewRequest(method, u, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,13 @@ root   yes       root
 		t.Fatalf("login printed %q", token)
 	}
 	c.ok("", "--token", token, "put", "Shop/T/k1", "-d", `{"v":1}`)
+	// The commands that make their own requests send the credentials too.
+	if out := c.ok("", "--token", token, "changes", "tail", "Shop", "--bootstrap", "--count", "1"); !strings.Contains(out, `"after":{"v":1}`) {
+		t.Fatalf("changes tail: %s", out)
+	}
+	if out := c.ok("", append(root, "check", "Shop")...); !strings.Contains(out, "consistent") {
+		t.Fatalf("check: %s", out)
+	}
 	_, errs, code = c.run("", "--token", token, "user", "list")
 	if code != 1 || !strings.Contains(errs, `user "alice" lacks the userAdmin privilege`) {
 		t.Fatalf("alice lists users: exit %d, %s", code, errs)

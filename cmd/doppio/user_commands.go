@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -28,7 +29,7 @@ func (a *authFlags) register(pf *pflag.FlagSet) {
 
 // options are the client options the credentials make: a token wins over
 // a user and password.
-func (a *authFlags) options() []client.Option {
+func (a authFlags) options() []client.Option {
 	switch {
 	case a.token != "":
 		return []client.Option{client.WithToken(a.token)}
@@ -36,6 +37,39 @@ func (a *authFlags) options() []client.Option {
 		return []client.Option{client.WithBasicAuth(a.user, a.password)}
 	}
 	return nil
+}
+
+// credentialsFrom reads the credential flags of cmd, for the commands
+// that do not hold the clientFlags.
+func credentialsFrom(cmd *cobra.Command) authFlags {
+	var a authFlags
+	a.user, _ = cmd.Flags().GetString("user")
+	a.password, _ = cmd.Flags().GetString("password")
+	a.token, _ = cmd.Flags().GetString("token")
+	return a
+}
+
+// httpClient is an HTTP client without timeout that sends the
+// credentials, for the commands that make their own requests (a change
+// stream, a consistency check).
+func (a authFlags) httpClient() *http.Client {
+	h := client.New("", a.options()...).Authorization()
+	if h == "" {
+		return &http.Client{}
+	}
+	return &http.Client{Transport: withHeader{base: http.DefaultTransport, name: "Authorization", value: h}}
+}
+
+// withHeader sets one header on every request it sends.
+type withHeader struct {
+	base        http.RoundTripper
+	name, value string
+}
+
+func (t withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(t.name, t.value)
+	return t.base.RoundTrip(r)
 }
 
 func userCommand(f *clientFlags) *cobra.Command {

@@ -388,27 +388,12 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	if name == RootUser {
 		return problem.New(problem.Conflict, "the built-in user root cannot be deleted")
 	}
-	for range maxAttempts {
-		rec, rev, err := s.read(ctx, name)
-		if err != nil {
-			return err
+	return s.change(ctx, name, func(_ *record, exists bool) (bool, error) {
+		if !exists {
+			return false, problem.New(problem.NotFound, "no user %q", name)
 		}
-		if rec == nil {
-			return problem.New(problem.NotFound, "no user %q", name)
-		}
-		key := s.userKey(name)
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
-		if err != nil {
-			return storeError(ctx, err)
-		}
-		if resp.Succeeded {
-			s.mu.Lock()
-			s.applyLocked(name, nil, resp.Header.Revision, true)
-			s.mu.Unlock()
-			return nil
-		}
-	}
-	return busy()
+		return true, nil
+	})
 }
 
 // AddGrant grants g to name; it reports whether the user lacked it.
@@ -453,9 +438,15 @@ func (s *Store) RemoveGrant(ctx context.Context, name string, g Grant) error {
 	})
 }
 
-// update applies change to name's stored record (a zero one when absent)
-// with a compare-and-swap, retried on contention; change's error aborts.
-func (s *Store) update(ctx context.Context, name string, change func(rec *record, exists bool) error) error {
+// update applies edit to name's stored record (a zero one when absent).
+func (s *Store) update(ctx context.Context, name string, edit func(rec *record, exists bool) error) error {
+	return s.change(ctx, name, func(rec *record, exists bool) (bool, error) { return false, edit(rec, exists) })
+}
+
+// change applies edit to name's stored record (a zero one when absent),
+// or deletes the record when edit says so, with a compare-and-swap
+// retried on contention; edit's error aborts.
+func (s *Store) change(ctx context.Context, name string, edit func(rec *record, exists bool) (remove bool, err error)) error {
 	key := s.userKey(name)
 	for range maxAttempts {
 		cur, rev, err := s.read(ctx, name)
@@ -467,20 +458,25 @@ func (s *Store) update(ctx context.Context, name string, change func(rec *record
 			rec = *cur
 			rec.Grants = slices.Clone(rec.Grants)
 		}
-		if err := change(&rec, cur != nil); err != nil {
+		remove, err := edit(&rec, cur != nil)
+		if err != nil {
 			return err
 		}
 		val, err := json.Marshal(rec)
 		if err != nil {
 			return err
 		}
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, string(val))).Commit()
+		op := clientv3.OpPut(key, string(val))
+		if remove {
+			op = clientv3.OpDelete(key)
+		}
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Commit()
 		if err != nil {
 			return storeError(ctx, err)
 		}
 		if resp.Succeeded {
 			s.mu.Lock()
-			s.applyLocked(name, val, resp.Header.Revision, false)
+			s.applyLocked(name, val, resp.Header.Revision, remove)
 			s.mu.Unlock()
 			return nil
 		}

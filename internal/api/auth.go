@@ -176,26 +176,30 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ params) (err er
 	return writeJSON(w, http.StatusOK, loginAnswer{Token: tok, Expires: exp.UTC()})
 }
 
-func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, _ params) error {
+// users is the store the users API works on, once r has no query
+// parameter (none of its routes takes one).
+func (s *Server) users(r *http.Request) (*auth.Store, error) {
 	a, err := s.authenticator()
+	if err != nil {
+		return nil, err
+	}
+	return a.Users(), onlyParams(r.URL.Query())
+}
+
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, _ params) error {
+	users, err := s.users(r)
 	if err != nil {
 		return err
 	}
-	if err := onlyParams(r.URL.Query()); err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"users": a.Users().List()})
+	return writeJSON(w, http.StatusOK, map[string]any{"users": users.List()})
 }
 
 func (s *Server) getUser(w http.ResponseWriter, r *http.Request, p params) error {
-	a, err := s.authenticator()
+	users, err := s.users(r)
 	if err != nil {
 		return err
 	}
-	if err := onlyParams(r.URL.Query()); err != nil {
-		return err
-	}
-	u, err := a.Users().Get(p.name)
+	u, err := users.Get(p.name)
 	if err != nil {
 		return err
 	}
@@ -208,11 +212,8 @@ type putUserRequest struct {
 }
 
 func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p params) error {
-	a, err := s.authenticator()
+	users, err := s.users(r)
 	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
 		return err
 	}
 	if err := auth.ValidName(p.name); err != nil {
@@ -227,11 +228,11 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p params) error
 	if err := s.needsRoot(r, p.name, ""); err != nil {
 		return err
 	}
-	created, err := a.Users().Put(r.Context(), p.name, req.Password)
+	created, err := users.Put(r.Context(), p.name, req.Password)
 	if err != nil {
 		return err
 	}
-	u, err := a.Users().Get(p.name)
+	u, err := users.Get(p.name)
 	if err != nil {
 		return err
 	}
@@ -244,17 +245,14 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p params) error
 }
 
 func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, p params) error {
-	a, err := s.authenticator()
+	users, err := s.users(r)
 	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
 		return err
 	}
 	if err := s.needsRoot(r, p.name, ""); err != nil {
 		return err
 	}
-	if err := a.Users().Delete(r.Context(), p.name); err != nil {
+	if err := users.Delete(r.Context(), p.name); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -262,11 +260,8 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, p params) er
 }
 
 func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, p params) error {
-	a, err := s.authenticator()
+	users, err := s.users(r)
 	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
 		return err
 	}
 	var g auth.Grant
@@ -276,11 +271,11 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, p params) erro
 	if err := s.needsRoot(r, p.name, g.Role); err != nil {
 		return err
 	}
-	added, err := a.Users().AddGrant(r.Context(), p.name, g)
+	added, err := users.AddGrant(r.Context(), p.name, g)
 	if err != nil {
 		return err
 	}
-	u, err := a.Users().Get(p.name)
+	u, err := users.Get(p.name)
 	if err != nil {
 		return err
 	}
@@ -292,18 +287,15 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, p params) erro
 }
 
 func (s *Server) removeGrant(w http.ResponseWriter, r *http.Request, p params) error {
-	a, err := s.authenticator()
+	users, err := s.users(r)
 	if err != nil {
-		return err
-	}
-	if err := onlyParams(r.URL.Query()); err != nil {
 		return err
 	}
 	g := auth.Grant{Role: auth.Role(p.role), DB: p.db}
 	if err := s.needsRoot(r, p.name, g.Role); err != nil {
 		return err
 	}
-	if err := a.Users().RemoveGrant(r.Context(), p.name, g); err != nil {
+	if err := users.RemoveGrant(r.Context(), p.name, g); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -80,7 +80,13 @@ func send(t testing.TB, method, path string, body any, hdr ...string) answer {
 }
 
 func trySend(method, path string, body any, hdr ...string) (answer, error) {
-	req, err := newRequest(addr, method, path, body, hdr...)
+	return probe(addr, method, path, false, body, hdr...)
+}
+
+// probe sends one request to host; of a streaming answer that succeeded
+// it reads only the status and headers.
+func probe(host, method, path string, stream bool, body any, hdr ...string) (answer, error) {
+	req, err := newRequest(host, method, path, body, hdr...)
 	if err != nil {
 		return answer{}, err
 	}
@@ -89,11 +95,12 @@ func trySend(method, path string, body any, hdr ...string) (answer, error) {
 		return answer{}, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{}, err
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	if stream && resp.StatusCode < 300 {
+		return a, nil
 	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	a.body, err = io.ReadAll(resp.Body)
+	return a, err
 }
 
 // newRequest builds the request trySend sends, to host.

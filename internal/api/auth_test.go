@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -63,26 +62,6 @@ func sendTo(t testing.TB, host, method, path string, body any, hdr ...string) an
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	return a
-}
-
-// probe sends one request; of a streaming answer that succeeded it reads
-// only the status and headers.
-func probe(host, method, path string, stream bool, body any, hdr ...string) (answer, error) {
-	req, err := newRequest(host, method, path, body, hdr...)
-	if err != nil {
-		return answer{}, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	a := answer{status: resp.StatusCode, header: resp.Header}
-	if stream && resp.StatusCode < 300 {
-		return a, nil
-	}
-	a.body, err = io.ReadAll(resp.Body)
-	return a, err
 }
 
 const authTable = `{"key":[{"name":"id","type":"string"}],

@@ -52,6 +52,7 @@ const (
 	ReasonNodeCert      = "node_certificate"
 	ReasonRateLimited   = "rate_limited"
 	ReasonForbidden     = "forbidden" // authenticated, lacking the privilege
+	ReasonStale         = "stale"     // this node's copy of the users is too old to trust
 )
 
 // Refusal is a refused credential or privilege: a problem (401, 403,
@@ -134,14 +135,15 @@ func (a *Authenticator) refuse(reason string, k problem.Kind, format string, arg
 	return &Refusal{Reason: reason, Problem: problem.New(k, format, args...)}
 }
 
-// Authenticate returns who sent r: the user of its verified client
-// certificate, else of its Authorization header (Bearer or Basic). It
-// never returns a Caller with Node set. Every error is a *Refusal.
+// Authenticate returns who sent r: the user of its Authorization header
+// (Bearer or Basic) when it has one, else of its verified TLS client
+// certificate. It never returns a Caller with Node set. Every error is a
+// *Refusal.
 func (a *Authenticator) Authenticate(r *http.Request) (Caller, error) {
 	if err := a.users.fresh(); err != nil {
 		pe, _ := problem.As(err)
-		a.refusals.WithLabelValues("stale").Inc()
-		return Caller{}, &Refusal{Reason: "stale", Problem: pe}
+		a.refusals.WithLabelValues(ReasonStale).Inc()
+		return Caller{}, &Refusal{Reason: ReasonStale, Problem: pe}
 	}
 	header := r.Header.Get("Authorization")
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 && header == "" {

@@ -409,7 +409,7 @@ func TestAStaleCopyRefusesEveryCredential(t *testing.T) {
 	mustPut(t, s, "erin", "erin password")
 	time.Sleep(300 * time.Millisecond)
 	_, err := a.Authenticate(request(basic("erin", "erin password")))
-	refusal(t, "stale copy", err, "stale", 503)
+	refusal(t, "stale copy", err, ReasonStale, 503)
 }
 
 func TestAllows(t *testing.T) {

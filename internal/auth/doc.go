@@ -32,10 +32,11 @@
 //
 // # Credentials
 //
-// Authenticator.Authenticate accepts, in this order: a verified TLS client
-// certificate whose CommonName names a user (never "node", the node
-// certificates' name); "Authorization: Bearer" with a session token from
-// Login; "Authorization: Basic". A session token is
+// Authenticator.Authenticate accepts "Authorization: Bearer" with a
+// session token from Login, "Authorization: Basic", or, when the request
+// has no Authorization header, a verified TLS client certificate whose
+// CommonName names a user (never "node", the node certificates' name). A
+// session token is
 //
 //	dpt1.{base64url(user)}.{generation}.{expiry, unix seconds}.{base64url(HMAC-SHA256)}
 //

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -91,7 +92,7 @@ type Store struct {
 	// cache reflects every change committed before it.
 	confirmed time.Time
 	// hashes counts slow password hashes computed (made or verified).
-	hashes uint64
+	hashes atomic.Uint64
 	// hashing bounds the hashes running at once.
 	hashing chan struct{}
 
@@ -522,9 +523,7 @@ func (s *Store) verify(ctx context.Context, stored, pw string) (bool, error) {
 func (s *Store) acquire(ctx context.Context) error {
 	select {
 	case s.hashing <- struct{}{}:
-		s.mu.Lock()
-		s.hashes++
-		s.mu.Unlock()
+		s.hashes.Add(1)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -534,11 +533,7 @@ func (s *Store) acquire(ctx context.Context) error {
 func (s *Store) release() { <-s.hashing }
 
 // Hashes returns how many slow password hashes this store has computed.
-func (s *Store) Hashes() uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.hashes
-}
+func (s *Store) Hashes() uint64 { return s.hashes.Load() }
 
 func randomGeneration() uint64 {
 	var b [8]byte

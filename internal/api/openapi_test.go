@@ -199,6 +199,9 @@ func TestPrivilegesMatchOpenAPI(t *testing.T) {
 	served := map[string]*route{}
 	for _, r := range routes() {
 		served[r.method+" "+r.pattern] = r
+		if r.priv == auth.Closed {
+			t.Errorf("%s %s names no privilege: it is closed to every user", r.method, r.pattern)
+		}
 	}
 	for path, item := range paths {
 		for m, op := range item.(map[string]any) {

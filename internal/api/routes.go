@@ -19,7 +19,7 @@ type route struct {
 	pattern string
 	handle  func(s *Server, w http.ResponseWriter, r *http.Request, p params) error
 	// priv is what the caller must hold; on a per-database privilege, on
-	// the route's {db}.
+	// the route's {db}. Unset (auth.Closed), no user may call the route.
 	priv auth.Privilege
 	// audit, when set, names the action the audit log records for each
 	// request of this route, refused ones included.

@@ -440,6 +440,8 @@ func TestAllows(t *testing.T) {
 		{alice, []Grant{{Role: RoleRoot}}, UserAdmin, "", true},
 		{alice, []Grant{{Role: RoleRoot}}, NodeOnly, "", false},
 		{Caller{Node: true}, nil, NodeOnly, "", true},
+		{alice, []Grant{{Role: RoleRoot}}, Closed, "", false},
+		{Caller{}, nil, Closed, "", false},
 		{Caller{Node: true}, nil, ReadWrite, "A", true},
 	} {
 		if got := Allows(c.c, c.gs, c.p, c.db); got != c.want {
@@ -450,6 +452,9 @@ func TestAllows(t *testing.T) {
 		if q, ok := ParsePrivilege(p.String()); !ok || q != p {
 			t.Errorf("ParsePrivilege(%q) = %v, %v", p, q, ok)
 		}
+	}
+	if _, ok := ParsePrivilege("closed"); ok {
+		t.Error("a route can name the closed privilege")
 	}
 	if !strings.Contains(Challenge, "Bearer") || !strings.Contains(Challenge, "Basic") {
 		t.Fatal(Challenge)

@@ -60,8 +60,11 @@ type Privilege int
 
 // The privileges, one per route.
 const (
+	// Closed, the zero Privilege, is held by no user: a route that names
+	// no privilege is closed, never open.
+	Closed Privilege = iota
 	// Public routes answer anyone, authenticated or not.
-	Public Privilege = iota
+	Public
 	// Authenticated routes answer any authenticated user.
 	Authenticated
 	// Read, ReadWrite and DBAdmin are on the route's database.
@@ -75,11 +78,11 @@ const (
 )
 
 var privilegeNames = [...]string{
-	Public: "public", Authenticated: "authenticated", Read: "read", ReadWrite: "readWrite",
+	Closed: "closed", Public: "public", Authenticated: "authenticated", Read: "read", ReadWrite: "readWrite",
 	DBAdmin: "dbAdmin", ClusterAdmin: "clusterAdmin", UserAdmin: "userAdmin", NodeOnly: "node",
 }
 
-// Privileges lists every privilege.
+// Privileges lists every privilege a route can name (not Closed).
 var Privileges = []Privilege{Public, Authenticated, Read, ReadWrite, DBAdmin, ClusterAdmin, UserAdmin, NodeOnly}
 
 // String is the privilege's name in the OpenAPI document's
@@ -91,14 +94,15 @@ func (p Privilege) String() string {
 	return privilegeNames[p]
 }
 
-// ParsePrivilege is the inverse of String.
+// ParsePrivilege is the inverse of String, for the privileges a route
+// can name.
 func ParsePrivilege(s string) (Privilege, bool) {
-	for p, n := range privilegeNames {
-		if n == s {
-			return Privilege(p), true
+	for _, p := range Privileges {
+		if p.String() == s {
+			return p, true
 		}
 	}
-	return 0, false
+	return Closed, false
 }
 
 // PerDatabase reports whether p is checked against the route's database.
@@ -126,7 +130,7 @@ func Allows(c Caller, grants []Grant, p Privilege, db string) bool {
 	if c.Node || p == Public {
 		return true
 	}
-	if c.User == "" {
+	if c.User == "" || p == Closed {
 		return false
 	}
 	if p == Authenticated {

@@ -50,7 +50,9 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithRetry sets the total time within which a request answered 503 or
-// refused a connection is retried; 0 disables retries.
+// 429 or refused a connection is retried; 0 disables retries. A 429 is
+// retried after its Retry-After, and answered at once when that wait
+// would end past the retry time or the context's deadline.
 func WithRetry(maxElapsed time.Duration) Option {
 	return func(c *Client) { c.retry = maxElapsed }
 }
@@ -138,6 +140,16 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			wait = b.Next()
 			if s, perr := strconv.Atoi(resp.header.Get("Retry-After")); perr == nil && s >= 0 {
 				wait = time.Duration(s) * time.Second
+			}
+		case err == nil && resp.status == http.StatusTooManyRequests:
+			// Over quota: nothing was done, so any request may be sent
+			// again, but not before the quota has credit again.
+			wait = b.Next()
+			if s, perr := strconv.Atoi(resp.header.Get("Retry-After")); perr == nil && s > 0 {
+				wait = time.Duration(s) * time.Second
+			}
+			if dl, ok := ctx.Deadline(); wait > c.retry-time.Since(start) || (ok && time.Until(dl) < wait) {
+				return resp, resp.problem()
 			}
 		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 			wait = b.Next()

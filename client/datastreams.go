@@ -30,6 +30,32 @@ type DatastreamSink struct {
 	Format            string   `json:"format,omitempty"` // "json" (default) or "avro"
 	TopicPartitions   int      `json:"topicPartitions,omitempty"`
 	ReplicationFactor int      `json:"replicationFactor,omitempty"`
+	// TLS, when not nil, encrypts the connections to the brokers; SASL
+	// authenticates to them.
+	TLS  *DatastreamTLS  `json:"tls,omitempty"`
+	SASL *DatastreamSASL `json:"sasl,omitempty"`
+}
+
+// DatastreamTLS is the sink's TLS: the CA that signs the brokers'
+// certificates (PEM; empty, the system's roots), an optional client
+// certificate and key (PEM) for mutual TLS, and the name the brokers'
+// certificates must carry (empty: the host dialed). The server answers
+// with the key as "***"; sending "***" or nothing keeps the stored key.
+type DatastreamTLS struct {
+	CA         string `json:"ca,omitempty"`
+	Cert       string `json:"cert,omitempty"`
+	Key        string `json:"key,omitempty"`
+	ServerName string `json:"serverName,omitempty"`
+}
+
+// DatastreamSASL is the sink's SASL authentication: Mechanism is
+// "SCRAM-SHA-256", "SCRAM-SHA-512" or "PLAIN" (PLAIN only with TLS). The
+// server answers with the password as "***"; sending "***" or nothing
+// keeps the stored password while the username is the same.
+type DatastreamSASL struct {
+	Mechanism string `json:"mechanism"`
+	Username  string `json:"username"`
+	Password  string `json:"password,omitempty"`
 }
 
 // AutoPause pauses a partition after Failures consecutive failures, for

@@ -24,7 +24,7 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// Operation is the index of the failing operation of a transaction.
 	Operation *int `json:"operation,omitempty"`
-	// RetryAfter, in seconds, accompanies 503 answers.
+	// RetryAfter, in seconds, accompanies 503 and 429 answers.
 	RetryAfter int `json:"retryAfter,omitempty"`
 }
 
@@ -56,3 +56,9 @@ func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 // (IfMatch, IfNoneMatch, IfUnmodifiedSince or a transaction operation's
 // condition) was false.
 func IsPreconditionFailed(err error) bool { return hasStatus(err, http.StatusPreconditionFailed) }
+
+// IsOverQuota reports whether err is a 429: a quota of the database or of
+// the caller was spent, nothing was done, and the request may be sent
+// again after the error's RetryAfter seconds (the client's retry did so
+// while its retry time and the context allowed).
+func IsOverQuota(err error) bool { return hasStatus(err, http.StatusTooManyRequests) }

@@ -13,22 +13,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/client/changes"
 )
 
-// changeLine is one line of GET /_changes: an event, a checkpoint-only
-// line or an error.
+// changeLine is one line of GET /_changes: an event (the client's wire
+// type), a checkpoint-only line or an error.
 type changeLine struct {
-	SCN        string          `json:"scn"`
-	Partition  int             `json:"partition"`
-	Table      string          `json:"table"`
-	Key        []any           `json:"key"`
-	Op         string          `json:"op"`
-	Before     json.RawMessage `json:"before"`
-	After      json.RawMessage `json:"after"`
-	TxnEnd     bool            `json:"txnEnd"`
-	Snapshot   bool            `json:"snapshot"`
-	Checkpoint string          `json:"checkpoint"`
-	Error      *struct {
+	changes.Event
+	Error *struct {
 		Status int    `json:"status"`
 		Detail string `json:"detail"`
 	} `json:"error"`

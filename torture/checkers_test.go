@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/client/changes"
 )
 
 // synth builds a synthetic history: ops given with invoke/complete in
@@ -308,8 +310,8 @@ func (s *synth) txn(client int, tok int64, group string, o Outcome, scn string, 
 
 // ev is one stream event of a put of token tok at table/id.
 func ev(p int, scn string, tok int64, group, table string, id int, end bool) changeLine {
-	return changeLine{SCN: scn, Partition: p, Table: table, Key: []any{group, float64(id)}, Op: "update",
-		After: []byte(fmt.Sprintf(`{"tok":%d,"i":0}`, tok)), TxnEnd: end}
+	return changeLine{Event: changes.Event{SCN: scn, Partition: p, Table: table, Key: []any{group, float64(id)}, Op: "update",
+		After: []byte(fmt.Sprintf(`{"tok":%d,"i":0}`, tok)), TxnEnd: end}}
 }
 
 func changelogFixture() (synth, []changeLine) {

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/doppio-db/doppio/client/changes"
 )
 
 // Changelog is the change-stream workload: clients commit transactions of
@@ -110,19 +112,11 @@ func firstCheckpoint(ctx context.Context, endpoint string) (string, error) {
 	return "", err
 }
 
-// changeLine is one NDJSON line of the stream: an event, a checkpoint-only
-// heartbeat, or an error.
+// changeLine is one NDJSON line of the stream: an event (the client's
+// wire type), a checkpoint-only heartbeat, or an error.
 type changeLine struct {
-	SCN        string          `json:"scn"`
-	Partition  int             `json:"partition"`
-	Table      string          `json:"table"`
-	Key        []any           `json:"key"`
-	Op         string          `json:"op"`
-	Before     json.RawMessage `json:"before"`
-	After      json.RawMessage `json:"after"`
-	TxnEnd     bool            `json:"txnEnd"`
-	Checkpoint string          `json:"checkpoint"`
-	Error      json.RawMessage `json:"error"`
+	changes.Event
+	Error json.RawMessage `json:"error"`
 }
 
 // errNoStream: the change stream answered 404.

@@ -286,12 +286,14 @@ func startStore(ctx context.Context, c config, res *results, jar, bin, work, id 
 	var s store
 	var err error
 	switch id {
-	case "doppio-1":
-		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, c.RowCache, c.DoppioHTTP, c.Routing, logf)
-	case "doppio-3":
-		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, c.RowCache, c.DoppioHTTP, c.Routing, logf)
+	case "doppio-1", "doppio-1-secure":
+		s, err = startDoppio(ctx, bin, dir, 1, c.Partitions, 10, c.RowCache, c.DoppioHTTP, c.Routing, strings.HasSuffix(id, "-secure"), logf)
+	case "doppio-3", "doppio-3-secure":
+		s, err = startDoppio(ctx, bin, dir, 3, c.Partitions, 10, c.RowCache, c.DoppioHTTP, c.Routing, strings.HasSuffix(id, "-secure"), logf)
 	case "postgres":
-		s, err = startPostgres(ctx, dir, c.Threads*4, logf)
+		s, err = startPostgres(ctx, dir, c.Threads*4, false, logf)
+	case "postgres-secure":
+		s, err = startPostgres(ctx, dir, c.Threads*4, true, logf)
 	case "mariadb":
 		s, err = startMariaDB(ctx, dir, c.Threads*4, logf)
 	}

@@ -263,9 +263,41 @@ func report(r *results) string {
 		t := d3.Throughput / p.Throughput
 		w("| %s: 3 nodes ≥ PostgreSQL | %.2f× | %s |\n", wl, t, yes(t >= 1))
 	}
+	r.writeSecurityCost(w)
 	w("\n[ANALYSIS.md](ANALYSIS.md): where Doppio's time goes and what would change these numbers.\n")
 	w("\n## Profiles\n\nCPU profiles of the single Doppio node (`doppio-1-…`) and of the 3-node cluster's first node n1 (`doppio-3-…`, which leads about a third of the partitions and follows the rest) during the workloads named by `-profile`, and their allocations since start after the last workload, in `profiles/` (`go tool pprof -top profiles/<file>`; the `.txt` next to each is its top 60 functions by cumulative share, from the node's binary).\n\n")
 	return b.String()
+}
+
+// writeSecurityCost compares each store run secure (TLS and credentials)
+// with the same store run insecure in this run (issue 28's goal: at most 10%
+// less throughput, at most 10% more p99), when both were run.
+func (r *results) writeSecurityCost(w func(string, ...any)) {
+	pairs := [][2]string{{"doppio-1", "doppio-1-secure"}, {"doppio-3", "doppio-3-secure"}, {"postgres", "postgres-secure"}}
+	header := false
+	for _, wl := range r.workloadsRun() {
+		for _, pr := range pairs {
+			plain, sec := r.run(pr[0], wl), r.run(pr[1], wl)
+			if plain == nil || sec == nil {
+				continue
+			}
+			if !header {
+				w("\n## Cost of security\n\nEach store secure (TLS; Doppio: a session token, PostgreSQL: SCRAM) over the same store insecure, in this run. Goal (issue 28, Doppio): throughput ratio ≥ 0.90 and p99 ratio ≤ 1.10.\n\n")
+				w("| workload | store | throughput secure / insecure | read p99 secure / insecure | write p99 secure / insecure |\n|---|---|---:|---:|---:|\n")
+				header = true
+			}
+			w("| %s | %s | %.2f | %s | %s |\n", wl, label(pr[0]), sec.Throughput/plain.Throughput,
+				opRatio(sec.Ops[readOp(wl)], plain.Ops[readOp(wl)]), opRatio(sec.Ops[writeOp(wl)], plain.Ops[writeOp(wl)]))
+		}
+	}
+}
+
+// opRatio is a's p99 over b's, or "–" when either did not run the operation.
+func opRatio(a, b *opStats) string {
+	if a == nil || b == nil || b.P99 <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a.P99/b.P99)
 }
 
 func p99(x *runResult, w string) float64 {
@@ -287,6 +319,10 @@ var storeColors = map[string]color.Color{
 	"doppio-3": color.RGBA{R: 0xe6, G: 0x7e, B: 0x22, A: 0xff},
 	"postgres": color.RGBA{R: 0x29, G: 0x80, B: 0xb9, A: 0xff},
 	"mariadb":  color.RGBA{R: 0x27, G: 0xae, B: 0x60, A: 0xff},
+	// Secure runs: the insecure store's hue, darker.
+	"doppio-1-secure": color.RGBA{R: 0x7b, G: 0x24, B: 0x1c, A: 0xff},
+	"doppio-3-secure": color.RGBA{R: 0x9c, G: 0x55, B: 0x17, A: 0xff},
+	"postgres-secure": color.RGBA{R: 0x1a, G: 0x52, B: 0x76, A: 0xff},
 }
 
 // writeBars draws one group of bars per workload, one bar per store.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/certs"
 	"github.com/doppio-db/doppio/internal/testport"
 
 	"github.com/doppio-db/doppio/bench/internal/benchutil"
@@ -46,6 +49,9 @@ var allStores = []storeSpec{
 	{"doppio-3", "Doppio, 3 nodes × 3 replicas"},
 	{"postgres", "PostgreSQL"},
 	{"mariadb", "MariaDB"},
+	{"doppio-1-secure", "Doppio, 1 node, TLS + token"},
+	{"doppio-3-secure", "Doppio, 3 nodes × 3 replicas, TLS + token"},
+	{"postgres-secure", "PostgreSQL, TLS + SCRAM"},
 }
 
 // freePort returns a port free now for a store to bind, below the kernel's
@@ -158,6 +164,12 @@ type doppioStore struct {
 	routing    string // the binding's doppio.routing
 	logPath    string
 	done       chan error
+	// secure: `doppio dev --secure`; hc trusts the cluster's CA and authz
+	// is the root user's session token, for setup and for the binding.
+	secure bool
+	hc     *http.Client
+	ca     string
+	authz  string
 }
 
 // groupPrefix is the length of the YCSB key prefix that is a Doppio document
@@ -177,9 +189,9 @@ func tableSchema(fields int) string {
 	return fmt.Sprintf(ycsbTableSchema, strings.Join(fs, ","))
 }
 
-var nodeLine = regexp.MustCompile(`^node (n\d+): (http://\S+)`)
+var nodeLine = regexp.MustCompile(`^node (n\d+): (https?://\S+)`)
 
-func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, rowCache int64, httpClient, routing string, logf func(string, ...any)) (*doppioStore, error) {
+func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields int, rowCache int64, httpClient, routing string, secure bool, logf func(string, ...any)) (*doppioStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -187,8 +199,13 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	if err != nil {
 		return nil, err
 	}
-	s := &doppioStore{nodes: nodes, partitions: partitions, rowCache: rowCache, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1)}
-	args := []string{"dev", "--data", filepath.Join(dir, "data"), "--http", fmt.Sprintf("127.0.0.1:%d", port), "--row-cache-bytes", strconv.FormatInt(rowCache, 10)}
+	s := &doppioStore{nodes: nodes, partitions: partitions, rowCache: rowCache, httpClient: httpClient, routing: routing, logPath: filepath.Join(dir, "doppio.log"), done: make(chan error, 1),
+		secure: secure, hc: http.DefaultClient}
+	data := filepath.Join(dir, "data")
+	args := []string{"dev", "--data", data, "--http", fmt.Sprintf("127.0.0.1:%d", port), "--row-cache-bytes", strconv.FormatInt(rowCache, 10)}
+	if secure {
+		args = append(args, "--secure")
+	}
 	// Node i of a cluster serves pprof on the port plus i-1; n1's is profiled.
 	pp, err := freePorts(nodes)
 	if err != nil {
@@ -237,7 +254,13 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 			}
 		}
 	} else {
-		s.urls = []string{fmt.Sprintf("http://127.0.0.1:%d", port)}
+		s.urls = []string{fmt.Sprintf("%s://127.0.0.1:%d", s.scheme(), port)}
+	}
+	if secure {
+		if err := s.login(ctx, data); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	if err := s.setup(ctx, fields); err != nil {
 		s.Close()
@@ -246,7 +269,54 @@ func startDoppio(ctx context.Context, bin, dir string, nodes, partitions, fields
 	return s, nil
 }
 
-func httpDo(ctx context.Context, method, url string, body []byte) (int, []byte, error) {
+func (s *doppioStore) scheme() string {
+	if s.secure {
+		return "https"
+	}
+	return "http"
+}
+
+// login trusts the CA `doppio dev --secure` made under data and logs in as
+// root with the password it wrote there, as a user following its printed
+// instructions would.
+func (s *doppioStore) login(ctx context.Context, data string) error {
+	s.ca = filepath.Join(data, "certs", certs.CAFile)
+	pem, err := os.ReadFile(s.ca)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("doppio: no certificate in %s", s.ca)
+	}
+	s.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	pw, err := os.ReadFile(filepath.Join(data, "root.password"))
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]string{"user": "root", "password": strings.TrimSpace(string(pw))})
+	var tok struct {
+		Token string `json:"token"`
+	}
+	err = retry(ctx, "POST /_auth/login", func() error {
+		code, b, err := s.do(ctx, "POST", s.urls[0]+"/_auth/login", body)
+		if err == nil && code != 200 {
+			err = fmt.Errorf("%d %s", code, b)
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &tok)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.authz = "Bearer " + tok.Token
+	return nil
+}
+
+// do sends a request with the store's client and credentials.
+func (s *doppioStore) do(ctx context.Context, method, url string, body []byte) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -258,7 +328,10 @@ func httpDo(ctx context.Context, method, url string, body []byte) (int, []byte, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if s.authz != "" {
+		req.Header.Set("Authorization", s.authz)
+	}
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -288,7 +361,7 @@ func retry(ctx context.Context, what string, f func() error) error {
 func (s *doppioStore) setup(ctx context.Context, fields int) error {
 	for _, u := range s.urls {
 		if err := retry(ctx, "doppio "+u+" ready", func() error {
-			code, b, err := httpDo(ctx, "GET", u+"/readyz", nil)
+			code, b, err := s.do(ctx, "GET", u+"/readyz", nil)
 			if err == nil && code != 200 {
 				err = fmt.Errorf("%d %s", code, b)
 			}
@@ -299,7 +372,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 	}
 	put := func(path, body string) error {
 		return retry(ctx, "PUT "+path, func() error {
-			code, b, err := httpDo(ctx, "PUT", s.urls[0]+path, []byte(body))
+			code, b, err := s.do(ctx, "PUT", s.urls[0]+path, []byte(body))
 			if err == nil && code != 200 && code != 201 {
 				err = fmt.Errorf("%d %s", code, b)
 			}
@@ -316,7 +389,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 		for _, u := range s.urls {
 			path := fmt.Sprintf("%s/ycsb/usertable/user%03d/probe", u, i*10)
 			if err := retry(ctx, "probe "+path, func() error {
-				code, b, err := httpDo(ctx, "PUT", path, []byte(`{"field0":"probe"}`))
+				code, b, err := s.do(ctx, "PUT", path, []byte(`{"field0":"probe"}`))
 				if err == nil && code != 200 && code != 201 {
 					err = fmt.Errorf("%d %s", code, b)
 				}
@@ -326,7 +399,7 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 			}
 		}
 		path := fmt.Sprintf("%s/ycsb/usertable/user%03d/probe", s.urls[0], i*10)
-		if code, b, err := httpDo(ctx, "DELETE", path, nil); err != nil || code != 204 {
+		if code, b, err := s.do(ctx, "DELETE", path, nil); err != nil || code != 204 {
 			return fmt.Errorf("DELETE %s: %d %s %v", path, code, b, err)
 		}
 	}
@@ -334,13 +407,20 @@ func (s *doppioStore) setup(ctx context.Context, fields int) error {
 }
 
 func (s *doppioStore) Binding() (string, map[string]string) {
-	return "org.doppio.ycsb.DoppioClient", map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix), "doppio.http": s.httpClient, "doppio.routing": s.routing}
+	props := map[string]string{"doppio.urls": strings.Join(s.urls, ","), "doppio.groupprefix": strconv.Itoa(groupPrefix), "doppio.http": s.httpClient, "doppio.routing": s.routing}
+	if s.secure {
+		props["doppio.cafile"], props["doppio.authorization"] = s.ca, s.authz
+	}
+	return "org.doppio.ycsb.DoppioClient", props
 }
 
 func (s *doppioStore) Settings() string {
 	mode := "`doppio dev` (one node process with embedded etcd)"
 	if s.nodes > 1 {
 		mode = fmt.Sprintf("`doppio dev --nodes %d` (embedded etcd, %d `doppio start` node processes on this machine)", s.nodes, s.nodes)
+	}
+	if s.secure {
+		mode += ", `--secure`: TLS on every link (REST verified against the dev CA), every request carrying root's session token from `POST /_auth/login`"
 	}
 	return fmt.Sprintf("%s; database `ycsb` with %d hash partitions, %d replica(s) each (Raft); table `usertable` keyed (g, k): g = the first %d characters of the YCSB key (about 900 document groups), k = the key; "+
 		"documents: Avro record of field0..field9 strings; every write acknowledged after its Raft commit and a synced Pebble batch (defaults). "+
@@ -380,9 +460,45 @@ type postgresStore struct {
 	bin, data, logPath string
 	port               int
 	conf               []string
+	// secure: TLS (verify-full against ca) and scram-sha-256 passwords,
+	// as a production PostgreSQL is reached.
+	secure bool
+	ca     string
 }
 
-func startPostgres(ctx context.Context, dir string, threads int, logf func(string, ...any)) (*postgresStore, error) {
+// postgresPassword is the secure cluster's password of user postgres.
+const postgresPassword = "ycsb-secret"
+
+// secureConf makes dir's PostgreSQL data directory answer TCP only over TLS
+// with a SCRAM-SHA-256 password: a server certificate for 127.0.0.1 signed by
+// a CA of its own (ca.crt in dir), and a pg_hba.conf with nothing else.
+func (s *postgresStore) secureConf(dir string) error {
+	certDir := filepath.Join(dir, "certs")
+	if err := certs.CreateCA(certDir, certs.Options{}); err != nil {
+		return err
+	}
+	if err := certs.CreateNode(certDir, []string{"127.0.0.1", "localhost"}, certs.Options{}); err != nil {
+		return err
+	}
+	s.ca = filepath.Join(certDir, certs.CAFile)
+	for _, f := range []string{certs.NodeCertFile, certs.NodeKeyFile} {
+		b, err := os.ReadFile(filepath.Join(certDir, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(s.data, "server."+strings.TrimPrefix(f, "node.")), b, 0o600); err != nil {
+			return err
+		}
+	}
+	hba := "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(s.data, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		return err
+	}
+	s.conf = append(s.conf, "ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'", "password_encryption = 'scram-sha-256'")
+	return giveTo("postgres", dir)
+}
+
+func startPostgres(ctx context.Context, dir string, threads int, secure bool, logf func(string, ...any)) (*postgresStore, error) {
 	bin := benchutil.PostgresBin()
 	if bin == "" {
 		if err := aptInstall("postgresql", logf); err != nil {
@@ -396,7 +512,7 @@ func startPostgres(ctx context.Context, dir string, threads int, logf func(strin
 	if err != nil {
 		return nil, err
 	}
-	s := &postgresStore{bin: bin, data: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"), port: port}
+	s := &postgresStore{bin: bin, data: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"), port: port, secure: secure}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -419,6 +535,11 @@ func startPostgres(ctx context.Context, dir string, threads int, logf func(strin
 		"max_wal_size = 1GB",
 		fmt.Sprintf("max_connections = %d", threads*2+20),
 	}
+	if secure {
+		if err := s.secureConf(dir); err != nil {
+			return nil, err
+		}
+	}
 	f, err := os.OpenFile(filepath.Join(s.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return nil, err
@@ -433,16 +554,32 @@ func startPostgres(ctx context.Context, dir string, threads int, logf func(strin
 	if err := run(asUser("postgres", filepath.Join(bin, "pg_ctl"), "-D", s.data, "-l", s.logPath, "-w", "-t", "120", "start")); err != nil {
 		return nil, err
 	}
+	if secure {
+		setPw := fmt.Sprintf("ALTER USER postgres PASSWORD '%s'", postgresPassword)
+		if err := run(asUser("postgres", filepath.Join(bin, "psql"), "-h", dir, "-p", strconv.Itoa(port), "-U", "postgres", "-c", setPw)); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 func (s *postgresStore) Binding() (string, map[string]string) {
-	return "org.doppio.ycsb.PostgresClient", map[string]string{
-		"jdbc.url": fmt.Sprintf("jdbc:postgresql://127.0.0.1:%d/postgres", s.port), "jdbc.user": "postgres", "jdbc.create": "true"}
+	url := fmt.Sprintf("jdbc:postgresql://127.0.0.1:%d/postgres", s.port)
+	props := map[string]string{"jdbc.user": "postgres", "jdbc.create": "true"}
+	if s.secure {
+		url += "?sslmode=verify-full&sslrootcert=" + s.ca
+		props["jdbc.password"] = postgresPassword
+	}
+	props["jdbc.url"] = url
+	return "org.doppio.ycsb.PostgresClient", props
 }
 
 func (s *postgresStore) Settings() string {
-	return "private cluster (initdb, no locale, C collation) over TCP loopback, pgJDBC, autocommit; table `usertable(ycsb_key varchar(255) PRIMARY KEY, doc jsonb NOT NULL)`; postgresql.conf: `" +
+	how := ""
+	if s.secure {
+		how = "TLS (pgJDBC sslmode=verify-full) and a scram-sha-256 password (pg_hba.conf: hostssl only); "
+	}
+	return how + "private cluster (initdb, no locale, C collation) over TCP loopback, pgJDBC, autocommit; table `usertable(ycsb_key varchar(255) PRIMARY KEY, doc jsonb NOT NULL)`; postgresql.conf: `" +
 		strings.Join(s.conf[3:], "`, `") + "`"
 }
 

@@ -26,7 +26,8 @@ func (f *clientFlags) client() *client.Client {
 }
 
 // addClientCommands registers the client subcommands (schema, get, put,
-// patch, insert, delete, txn, cluster, datastream) and the --server flag they use.
+// patch, insert, delete, txn, cluster, datastream, check, quota) and the
+// --server flag they use.
 func addClientCommands(root *cobra.Command) {
 	f := &clientFlags{}
 	def := os.Getenv("DOPPIO_SERVER")
@@ -35,9 +36,9 @@ func addClientCommands(root *cobra.Command) {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.server, "server", def, "Doppio server URL ($DOPPIO_SERVER sets the default)")
-	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable or refuses connections")
+	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable, over quota or refuses connections")
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
-	root.AddCommand(checkCommand(f))
+	root.AddCommand(checkCommand(f), quotaCommand(f))
 	f.auth.register(pf)
 	root.AddCommand(userCommand(f), loginCommand(f))
 }

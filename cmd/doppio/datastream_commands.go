@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func datastreamCommand(f *clientFlags) *cobra.Command {
@@ -31,6 +33,7 @@ func datastreamCreateCommand(f *clientFlags) *cobra.Command {
 		parts     string
 		failures  int
 		resumeAft string
+		sec       sinkSecurityFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "create NAME (-f def.json | --database DB --brokers host:port[,…] [flags])",
@@ -39,7 +42,9 @@ func datastreamCreateCommand(f *clientFlags) *cobra.Command {
 		Long: "Sends the definition in -f (\"-\" for stdin) as is, or one built from the flags:\n" +
 			"  {\"database\":…,\"tables\":[…],\"partitions\":[…],\"sink\":{\"type\":\"kafka\",\"brokers\":[…],\n" +
 			"   \"topics\":\"per-table\"|\"per-database\",\"topicPrefix\":…,\"format\":\"json\"|\"avro\"},\n" +
-			"   \"autoPause\":{\"failures\":5,\"resumeAfter\":\"60s\"},\"from\":\"now\"|\"earliest\"}",
+			"   \"autoPause\":{\"failures\":5,\"resumeAfter\":\"60s\"},\"from\":\"now\"|\"earliest\"}\n" +
+			"The --sink-tls-* and --sink-sasl-* flags fill sink.tls and sink.sasl from files. The server\n" +
+			"shows the password and client key as \"***\"; an update without them keeps the stored ones.",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			var body any
@@ -67,6 +72,10 @@ func datastreamCreateCommand(f *clientFlags) *cobra.Command {
 				if failures != 0 || resumeAft != "" {
 					spec.AutoPause = &client.AutoPause{Failures: failures, ResumeAfter: resumeAft}
 				}
+				var err error
+				if spec.Sink.TLS, spec.Sink.SASL, err = sec.read(); err != nil {
+					return err
+				}
 				body = spec
 			}
 			d, created, err := f.client().PutDatastream(cmd.Context(), args[0], body)
@@ -90,7 +99,63 @@ func datastreamCreateCommand(f *clientFlags) *cobra.Command {
 	fl.IntVar(&failures, "auto-pause-failures", 0, "consecutive failures that auto-pause a partition (default 5)")
 	fl.StringVar(&resumeAft, "auto-pause-resume-after", "", `how long an auto-paused partition waits (default "60s")`)
 	fl.StringVar(&spec.From, "from", "", `where partitions start: "now" (default) or "earliest"`)
+	sec.register(fl)
 	return cmd
+}
+
+// sinkSecurityFlags are the flags of a sink's TLS and SASL settings.
+type sinkSecurityFlags struct {
+	tls                      bool
+	ca, cert, key, server    string
+	mechanism, user, pwdFile string
+}
+
+func (s *sinkSecurityFlags) register(fl *pflag.FlagSet) {
+	fl.BoolVar(&s.tls, "sink-tls", false, "dial the brokers over TLS, trusting the system's roots (implied by the other --sink-tls-* flags)")
+	fl.StringVar(&s.ca, "sink-tls-ca", "", "PEM file of the CA that signs the brokers' certificates")
+	fl.StringVar(&s.cert, "sink-tls-cert", "", "PEM file of a client certificate, for brokers that require one")
+	fl.StringVar(&s.key, "sink-tls-key", "", "PEM file of the client certificate's private key")
+	fl.StringVar(&s.server, "sink-tls-server-name", "", "name the brokers' certificates must carry (default: the host dialed)")
+	fl.StringVar(&s.mechanism, "sink-sasl-mechanism", "", `SASL mechanism: "SCRAM-SHA-256", "SCRAM-SHA-512" or "PLAIN" (PLAIN needs TLS)`)
+	fl.StringVar(&s.user, "sink-sasl-user", "", "SASL username")
+	fl.StringVar(&s.pwdFile, "sink-sasl-password-file", "", "file holding the SASL password (one line; omitted on an update: the stored one is kept)")
+}
+
+// read builds the sink's settings from the flags and the files they name;
+// nil where no flag of the kind is given.
+func (s *sinkSecurityFlags) read() (*client.DatastreamTLS, *client.DatastreamSASL, error) {
+	var tls *client.DatastreamTLS
+	if s.tls || s.ca != "" || s.cert != "" || s.key != "" || s.server != "" {
+		tls = &client.DatastreamTLS{ServerName: s.server}
+		for _, f := range []struct {
+			flag, path string
+			to         *string
+		}{{"--sink-tls-ca", s.ca, &tls.CA}, {"--sink-tls-cert", s.cert, &tls.Cert}, {"--sink-tls-key", s.key, &tls.Key}} {
+			if f.path == "" {
+				continue
+			}
+			b, err := os.ReadFile(f.path)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", f.flag, err)
+			}
+			*f.to = string(b)
+		}
+	}
+	var sasl *client.DatastreamSASL
+	if s.mechanism != "" || s.user != "" || s.pwdFile != "" {
+		sasl = &client.DatastreamSASL{Mechanism: s.mechanism, Username: s.user}
+		if s.pwdFile != "" {
+			b, err := os.ReadFile(s.pwdFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--sink-sasl-password-file: %w", err)
+			}
+			sasl.Password = strings.TrimRight(string(b), "\r\n")
+			if sasl.Password == "" {
+				return nil, nil, fmt.Errorf("--sink-sasl-password-file: %s is empty", s.pwdFile)
+			}
+		}
+	}
+	return tls, sasl, nil
 }
 
 func splitList(s string) []string {

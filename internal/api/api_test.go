@@ -47,7 +47,10 @@ func run(m *testing.M) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// Backfills at 500 documents per second: TestAddingAnIndexBackfillsOnline
 	// watches one in progress.
-	n, err := node.Start(ctx, node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Logger: log, BackfillRate: 500})
+	// Quota buckets keep 1 s of credit, and X-Test-User names a request's
+	// caller (quota_test.go).
+	n, err := node.Start(ctx, node.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Logger: log, BackfillRate: 500,
+		QuotaBurst: time.Second, API: api.Config{Knobs: api.Knobs{Caller: testCaller}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start node:", err)
 		return 1

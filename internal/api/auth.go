@@ -27,14 +27,14 @@ func (s *Server) authenticator() (*auth.Authenticator, error) {
 	return a, nil
 }
 
-// admit authenticates r and checks its caller holds rt's privilege,
+// authorize authenticates r and checks its caller holds rt's privilege,
 // before anything runs, so a refused request changes nothing. The
 // returned request carries the caller (auth.WithCaller) when one was
 // established, refused or not. A caller already in r's context was
 // established by the listener (a peer's forward) and is only authorized.
 // Without Config.Authenticate every request is admitted and carries no
 // caller: insecure mode, where anyone may do anything.
-func (s *Server) admit(rt *route, r *http.Request, p params) (*http.Request, error) {
+func (s *Server) authorize(rt *route, r *http.Request, p params) (*http.Request, error) {
 	if !s.cfg.Authenticate || rt.priv == auth.Public {
 		return r, nil
 	}

@@ -208,8 +208,11 @@ func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table
 		var pb problemBody
 		_ = json.Unmarshal(b, &pb)
 		kind := problem.Unavailable
-		if resp.StatusCode == http.StatusConflict {
+		switch resp.StatusCode {
+		case http.StatusConflict:
 			kind = problem.Conflict
+		case http.StatusTooManyRequests:
+			kind = problem.OverQuota
 		}
 		e := &problem.Error{Kind: kind, Operation: -1, Field: pb.Field, RetryAfter: pb.RetryAfter,
 			Detail: fmt.Sprintf("partition %s/%d on node %s: %s", to.DB, to.Partition, to.Node, pb.Detail)}

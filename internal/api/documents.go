@@ -20,6 +20,7 @@ import (
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
 )
@@ -123,6 +124,10 @@ func (s *Server) target(ctx context.Context, p params) (target, error) {
 // part under the leading ones.
 func (s *Server) multiTarget(d schema.Database, t *schema.Table, p params) (target, error) {
 	leading := p.key[:len(p.key)-1]
+	if t.Arity() == 1 {
+		// Its keys would be partition keys, of any partitions.
+		return target{}, problem.New(problem.Malformed, "a multi-get lists values of the last key part within one document group; %s has a single key part", t.Def.Name)
+	}
 	if len(leading)+1 != t.Arity() {
 		return target{}, problem.New(problem.Malformed, "a multi-get lists values of the last key part: give the %d leading parts of %s first", t.Arity()-1, t.Def.Name)
 	}
@@ -235,6 +240,9 @@ func (s *Server) replicaFor(r *http.Request, tg target) (*partition.Replica, err
 	if err != nil {
 		return nil, err
 	}
+	if err := s.admit(r, rep.DB, quota.Read); err != nil {
+		return nil, err
+	}
 	group, err := keys.EncodeTuple(tg.key[:1])
 	if err != nil {
 		return nil, err
@@ -252,6 +260,7 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts 
 	if err != nil {
 		return err
 	}
+	s.chargeRead(r, rep.DB, recordBytes(enc, rec))
 	if !found {
 		return problem.New(problem.NotFound, "document %s %s does not exist", tg.table.Def.Name, tg.key)
 	}
@@ -549,10 +558,14 @@ func (s *Server) collection(w http.ResponseWriter, r *http.Request, tg target, o
 	if err != nil {
 		return err
 	}
-	docBytes := 0
+	docBytes, read := 0, 0
 	if len(entries) > 0 {
 		docBytes = len(entries[0].Record.Avro)
 	}
+	for _, e := range entries {
+		read += recordBytes(e.Key, e.Record)
+	}
+	s.chargeRead(r, rep.DB, read)
 	out := newListWriter(len(entries), docBytes)
 	for _, e := range entries {
 		if err := out.add(tg.table, e.Key, e.Record, opts); err != nil {
@@ -582,6 +595,8 @@ func (s *Server) multiGet(w http.ResponseWriter, r *http.Request, tg target, opt
 	}
 	out := newListWriter(len(tg.multi), 0)
 	seen := map[string]bool{}
+	read := 0
+	defer func() { s.chargeRead(r, rep.DB, read) }()
 	for _, k := range tg.multi {
 		enc, _ := keys.EncodeTuple(k)
 		if seen[string(enc)] {
@@ -592,6 +607,7 @@ func (s *Server) multiGet(w http.ResponseWriter, r *http.Request, tg target, opt
 		if err != nil {
 			return err
 		}
+		read += recordBytes(enc, rec)
 		if !found {
 			continue
 		}
@@ -645,7 +661,7 @@ func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation)
 	if err != nil {
 		return partition.Result{}, err
 	}
-	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
+	res, err := s.executeCharged(r, rep, partition.Request{Ops: ops})
 	return res, s.registry.Redirect(rep.DB, rep.ID, err)
 }
 

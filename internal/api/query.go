@@ -14,6 +14,7 @@ import (
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/query"
+	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -82,6 +83,7 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 		if err != nil {
 			return err
 		}
+		s.chargeRead(r, rep.DB, res.Count*indexEntryBytes)
 		return writeJSON(w, http.StatusOK, map[string]int{"count": res.Count})
 	}
 	var buf []byte
@@ -98,6 +100,11 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 	if err != nil {
 		return err
 	}
+	read := 0
+	for i, rest := range res.Keys {
+		read += len(rest) + recordBytes(rest, recs[i]) // its index entry, then the document
+	}
+	s.chargeRead(r, rep.DB, read)
 	docBytes := 0
 	if len(recs) > 0 {
 		docBytes = len(recs[0].Avro)
@@ -114,9 +121,11 @@ func (s *Server) queryGroup(w http.ResponseWriter, r *http.Request, tg target, o
 }
 
 // lookup reads one document for a result list; a document deleted between
-// the index read and this read is left out.
-func (s *Server) lookup(rep *partition.Replica, t *schema.Table, key []byte, opts readOptions) (listItem, bool, error) {
+// the index read and this read is left out. It adds the bytes it read to
+// *read.
+func (s *Server) lookup(rep *partition.Replica, t *schema.Table, key []byte, opts readOptions, read *int) (listItem, bool, error) {
 	rec, found, err := rep.Get(t.Def.Name, key)
+	*read += recordBytes(key, rec)
 	if err != nil || !found {
 		return listItem{}, false, err
 	}
@@ -197,6 +206,9 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 			case err != nil:
 				errs[i] = err
 			default:
+				if errs[i] = s.admit(r, d.Name, quota.Read); errs[i] != nil {
+					return
+				}
 				if errs[i] = s.indexesReady(rep, t, qr.plan); errs[i] != nil {
 					return
 				}
@@ -208,6 +220,19 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 	wg.Wait()
 	if err := firstError(errs); err != nil {
 		return err
+	}
+	// The partitions read here are charged here; the others by the nodes
+	// that read them (queryPartition).
+	read := 0
+	defer func() {
+		if read > 0 {
+			s.chargeRead(r, d.Name, read)
+		}
+	}()
+	for i, rep := range reps {
+		if rep != nil {
+			read += pageBytes(pages[i], qr.count)
+		}
 	}
 	res := index.Merge(qr.plan.Sort, qr.opts.Limit, pages...)
 	if qr.count {
@@ -224,7 +249,7 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 		}
 		pi := keys.PartitionOf(key[:len(key)-len(rest)], d.Partitions)
 		if rep := reps[pi]; rep != nil {
-			item, ok, err := s.lookup(rep, t, key, opts)
+			item, ok, err := s.lookup(rep, t, key, opts, &read)
 			if err != nil {
 				return err
 			}
@@ -295,6 +320,9 @@ func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params
 		}
 		return err
 	}
+	if err := s.admit(r, d.Name, quota.Read); err != nil {
+		return err
+	}
 	if err := s.indexesReady(rep, t, qr.plan); err != nil {
 		return err
 	}
@@ -302,13 +330,15 @@ func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params
 	if err != nil {
 		return err
 	}
+	read := pageBytes(res, qr.count)
+	defer func() { s.chargeRead(r, d.Name, read) }()
 	page := partitionPage{Keys: res.Keys, SortValues: res.SortValues, Count: res.Count, Next: res.Next, Documents: make([]json.RawMessage, len(res.Keys))}
 	if page.Keys == nil {
 		page.Keys = [][]byte{}
 	}
 	if !qr.count {
 		for i, key := range res.Keys {
-			item, ok, err := s.lookup(rep, t, key, opts)
+			item, ok, err := s.lookup(rep, t, key, opts, &read)
 			if err != nil {
 				return err
 			}
@@ -326,4 +356,17 @@ func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params
 		}
 	}
 	return writeJSON(w, http.StatusOK, page)
+}
+
+// pageBytes is what a partition's page of a query read in its index: an
+// entry per key listed, or per match counted.
+func pageBytes(res index.Result, count bool) int {
+	if count {
+		return res.Count * indexEntryBytes
+	}
+	n := 0
+	for _, k := range res.Keys {
+		n += len(k)
+	}
+	return n
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -58,6 +59,16 @@ type Config struct {
 	// AttachAuth; until it is attached they answer 503). Off, every
 	// request may do everything (insecure mode).
 	Authenticate bool
+	// Knobs change the server's behaviour for tests.
+	Knobs Knobs
+}
+
+// Knobs change a server's behaviour for tests; the zero value changes
+// nothing.
+type Knobs struct {
+	// Caller, when set, names the caller of each request it reports one
+	// for, in place of an authentication the test does not run.
+	Caller func(*http.Request) (auth.Caller, bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -82,6 +93,7 @@ type Server struct {
 	catalog  *catalog.Catalog
 	registry *replicas.Registry
 	streams  *datastream.Manager
+	quotas   *quota.Store // nil: nothing is limited
 	log      *slog.Logger
 	routes   routeTable
 	// streamPrefixes: see streaming.
@@ -158,6 +170,11 @@ func (s *Server) EndStreams() { s.endStreams() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	if s.cfg.Knobs.Caller != nil {
+		if c, ok := s.cfg.Knobs.Caller(r); ok {
+			r = r.WithContext(auth.WithCaller(r.Context(), c))
+		}
+	}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 	}
@@ -171,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = rt.pattern
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
 			err = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "node is starting"}
-		} else if r, err = s.admit(rt, r, p); err == nil {
+		} else if r, err = s.authorize(rt, r, p); err == nil {
 			var cancel context.CancelFunc
 			if rt.stream {
 				ctx, c := context.WithCancel(r.Context())

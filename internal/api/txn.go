@@ -192,7 +192,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 	if err != nil {
 		return err
 	}
-	res, err := rep.Execute(r.Context(), partition.Request{Ops: ops})
+	res, err := s.executeCharged(r, rep, partition.Request{Ops: ops})
 	if err = s.registry.Redirect(rep.DB, rep.ID, err); err != nil {
 		if len(ops) == 1 {
 			return withOperation(err, 0)
@@ -301,6 +301,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 		}
 		return batchResult{Status: pe.Kind.Status(), Problem: &problemBody{
 			Type: pe.Kind.Type(), Title: pe.Kind.Title(), Status: pe.Kind.Status(), Detail: pe.Detail, Field: pe.Field,
+			RetryAfter: pe.RetryAfter,
 		}}, err
 	}
 	op, err := s.operation(r.Context(), db, b)
@@ -310,7 +311,7 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 	rep, err := s.registry.Locate(r.Context(), db, op.Key[0], replicas.Access{})
 	var res partition.Result
 	if err == nil {
-		res, err = rep.Execute(r.Context(), partition.Request{Ops: []partition.Operation{op}})
+		res, err = s.executeCharged(r, rep, partition.Request{Ops: []partition.Operation{op}})
 		err = s.registry.Redirect(rep.DB, rep.ID, err)
 	}
 	to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)

@@ -13,7 +13,8 @@ import (
 )
 
 // View is a datastream as the API shows it: the definition, with defaults
-// filled, and its state.
+// filled and its secrets (SASL password, TLS client key) shown as
+// Redacted, and its state.
 type View struct {
 	Definition
 	// State is "running", "paused" (the whole stream) or
@@ -24,8 +25,10 @@ type View struct {
 	Updated          time.Time `json:"updated"`
 }
 
+// view is the record as answers show it, its secrets redacted.
 func (r *Record) view() View {
 	v := View{Definition: r.Definition, State: StateRunning, PausedPartitions: []int{}, Created: r.Created, Updated: r.Updated}
+	v.Sink = v.Sink.redacted()
 	switch {
 	case r.Paused:
 		v.State = StatePaused
@@ -109,6 +112,14 @@ func (m *Manager) applyOwn(name string, r *Record) {
 func (m *Manager) Put(ctx context.Context, def Definition) (View, bool, error) {
 	now := time.Now().UTC()
 	r, created, err := m.update(ctx, def.Name, func(cur *Record) (*Record, error) {
+		def := def // each attempt fills the secrets from the record it read
+		if cur != nil {
+			def.Sink = def.Sink.clone()
+			def.Sink.keepSecrets(&cur.Sink)
+		}
+		if err := def.Sink.checkSecrets(); err != nil {
+			return nil, err
+		}
 		if cur == nil {
 			return &Record{Definition: def, Created: now, Updated: now}, nil
 		}

@@ -49,6 +49,10 @@ type Sink struct {
 	// is created; 0 leaves them to the broker's defaults.
 	TopicPartitions   int `json:"topicPartitions,omitempty"`
 	ReplicationFactor int `json:"replicationFactor,omitempty"`
+	// TLS, when present, encrypts the connections to the brokers; SASL
+	// authenticates the sink to them (see SinkTLS and SinkSASL).
+	TLS  *SinkTLS  `json:"tls,omitempty"`
+	SASL *SinkSASL `json:"sasl,omitempty"`
 }
 
 // AutoPause is the policy for a partition whose sink keeps failing: after
@@ -209,6 +213,9 @@ func (d *Definition) validate() error {
 	if s.ReplicationFactor < 0 || s.ReplicationFactor > 32767 {
 		return problem.Field(problem.Malformed, "sink.replicationFactor", "replicationFactor must be 1 to 32767 (or 0 for the broker's default), not %d", s.ReplicationFactor)
 	}
+	if err := s.validateSecurity(); err != nil {
+		return err
+	}
 	a := &d.AutoPause
 	if a.Failures == 0 {
 		a.Failures = DefaultFailures
@@ -361,7 +368,13 @@ func parseSink(raw json.RawMessage, s *Sink) error {
 	if err != nil {
 		return err
 	}
-	if err := known(m, "sink", "type", "brokers", "topics", "topicPrefix", "format", "topicPartitions", "replicationFactor"); err != nil {
+	if err := known(m, "sink", "type", "brokers", "topics", "topicPrefix", "format", "topicPartitions", "replicationFactor", "tls", "sasl"); err != nil {
+		return err
+	}
+	if err := parseTLS(m["tls"], &s.TLS); err != nil {
+		return err
+	}
+	if err := parseSASL(m["sasl"], &s.SASL); err != nil {
 		return err
 	}
 	for _, f := range []struct {

@@ -21,6 +21,10 @@
 // its checkpoint. When a node dies its lease expires and the next node in
 // the assignment takes the task over from the last checkpoint.
 //
+// The Kafka sink may dial over TLS and authenticate with SASL (SCRAM or,
+// over TLS only, PLAIN); its password and client key are stored with the
+// definition but every answer shows them as Redacted (security.go).
+//
 // A task whose sink refuses its records keeps retrying with backoff; after
 // the policy's count of consecutive failures it is auto-paused for the
 // policy's time, with its last error in the status, and the other

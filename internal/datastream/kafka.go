@@ -50,16 +50,31 @@ type kafkaSink struct {
 }
 
 func newKafkaSink(def Definition, clientID string) (*kafkaSink, error) {
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(def.Sink.Brokers...),
 		kgo.ClientID(clientID),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Kafka's Java client
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(2*time.Millisecond),
+		kgo.ProducerLinger(2 * time.Millisecond),
 		kgo.RecordDeliveryTimeout(recordTimeout),
-		kgo.ProduceRequestTimeout(10*time.Second),
+		kgo.ProduceRequestTimeout(10 * time.Second),
 		kgo.UnknownTopicRetries(20),
-	)
+	}
+	if t := def.Sink.TLS; t != nil {
+		cfg, err := t.config()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if a := def.Sink.SASL; a != nil {
+		mech, err := a.mechanism()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(mech))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +107,7 @@ func (s *kafkaSink) ensureTopics(ctx context.Context, topics []string) error {
 	defer cancel()
 	resp, err := s.admin.CreateTopics(cctx, parts, rf, nil, missing...)
 	if err != nil {
-		return fmt.Errorf("create topics %v: %w", missing, err)
+		return s.def.Sink.explain(fmt.Errorf("create topics %v: %w", missing, err))
 	}
 	for _, t := range missing {
 		r, ok := resp[t]
@@ -129,7 +144,7 @@ func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) error {
 	for _, res := range s.cl.ProduceSync(ctx, recs...) {
 		if res.Err != nil {
 			if first == nil {
-				first = fmt.Errorf("kafka: produce to %s: %w", res.Record.Topic, res.Err)
+				first = s.def.Sink.explain(fmt.Errorf("kafka: produce to %s: %w", res.Record.Topic, res.Err))
 			}
 			// The topic may have been deleted: check again next round.
 			s.mu.Lock()

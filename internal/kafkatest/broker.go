@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,9 +48,11 @@ const (
 // and controller) run as a child JVM. It is killed if the Go process dies.
 type Broker struct {
 	addr string
-	dir  string
-	cmd  *exec.Cmd
-	log  *os.File
+	// saslAddr and mtlsAddr are a secure broker's other listeners.
+	saslAddr, mtlsAddr string
+	dir                string
+	cmd                *exec.Cmd
+	log                *os.File
 
 	exited  chan struct{} // closed once the JVM has exited
 	waitErr error         // the JVM's exit status; read only after exited closes
@@ -89,6 +90,11 @@ func Start(t testing.TB) *Broker {
 // on its previous ports (so clients' bootstrap addresses stay valid) with
 // its topics and records.
 func Run(ctx context.Context, dir string, logw io.Writer) (*Broker, error) {
+	return run(ctx, dir, logw, nil)
+}
+
+// run starts a broker, with sec's listeners if a new one is formatted.
+func run(ctx context.Context, dir string, logw io.Writer, sec *Security) (*Broker, error) {
 	java, err := javaPath()
 	if err != nil {
 		return nil, err
@@ -108,20 +114,20 @@ func Run(ctx context.Context, dir string, logw io.Writer) (*Broker, error) {
 	if err := os.WriteFile(filepath.Join(dir, log4jFile), []byte(log4jConfig), 0o644); err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
-	jvm := &jvm{java: java, libs: libs, dir: dir, logw: logw}
+	jvm := &jvm{java: java, libs: libs, dir: dir, logw: logw, sec: sec}
 
 	conf := filepath.Join(dir, configFile)
-	if addr, err := advertisedAddr(conf); err == nil {
-		return jvm.start(ctx, addr)
+	if addrs, err := advertisedAddrs(conf); err == nil {
+		return jvm.start(ctx, addrs)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		addr, err := jvm.format(ctx)
+		addrs, err := jvm.format(ctx)
 		if err != nil {
 			return nil, err
 		}
-		b, err := jvm.start(ctx, addr)
+		b, err := jvm.start(ctx, addrs)
 		if err == nil || attempt == startAttempts || !errors.Is(err, errPortTaken) {
 			return b, err
 		}
@@ -164,6 +170,7 @@ func (b *Broker) stop() error {
 type jvm struct {
 	java, libs, dir string
 	logw            io.Writer
+	sec             *Security // nil: the plaintext listener only
 }
 
 // command returns a java command running class with the broker's jars and
@@ -197,28 +204,43 @@ func (j *jvm) openLog() (*os.File, error) {
 }
 
 // format writes a configuration on free ports and formats a fresh KRaft log
-// directory for it, returning the broker's address.
-func (j *jvm) format(ctx context.Context) (string, error) {
-	ports, err := freePorts(2)
-	if err != nil {
-		return "", err
+// directory for it, returning the broker's listeners' addresses.
+func (j *jvm) format(ctx context.Context) (map[string]string, error) {
+	n := 2
+	if j.sec != nil {
+		n = 4
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	var extra *extraListeners
+	args := []string{"format", "--config", filepath.Join(j.dir, configFile), "--cluster-id", newClusterID()}
+	if j.sec != nil {
+		if extra, err = secureConfig(j.dir, j.sec, ports[2], ports[3]); err != nil {
+			return nil, err
+		}
+		args = append(args, scramArgs(j.sec)...)
+	}
 	conf := filepath.Join(j.dir, configFile)
-	if err := os.WriteFile(conf, []byte(serverConfig(j.dir, ports[0], ports[1])), 0o644); err != nil {
-		return "", fmt.Errorf("kafkatest: %w", err)
+	text := serverConfig(j.dir, ports[0], ports[1], extra)
+	addrs, err := listenerAddrs(text)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
 	logf, err := j.openLog()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer logf.Close()
-	cmd := j.command(logf, "-Xmx256m", "kafka.tools.StorageTool",
-		"format", "--config", conf, "--cluster-id", newClusterID())
+	cmd := j.command(logf, "-Xmx256m", "kafka.tools.StorageTool", args...)
 	// The tool is short-lived; ctx bounds it like the rest of the start.
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("kafkatest: formatting the broker's storage: %w", err)
+		return nil, fmt.Errorf("kafkatest: formatting the broker's storage: %w", err)
 	}
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -230,9 +252,9 @@ func (j *jvm) format(ctx context.Context) (string, error) {
 	}
 	if err != nil {
 		os.Remove(conf) // a configuration marks a formatted directory
-		return "", fmt.Errorf("kafkatest: formatting the broker's storage in %s: %w\n%s", j.dir, err, logTail(j.dir))
+		return nil, fmt.Errorf("kafkatest: formatting the broker's storage in %s: %w\n%s", j.dir, err, logTail(j.dir))
 	}
-	return addr, nil
+	return addrs, nil
 }
 
 // errPortTaken marks a start that failed because a port picked as free was
@@ -240,7 +262,7 @@ func (j *jvm) format(ctx context.Context) (string, error) {
 var errPortTaken = errors.New("port taken")
 
 // start runs the broker and waits until it serves.
-func (j *jvm) start(ctx context.Context, addr string) (*Broker, error) {
+func (j *jvm) start(ctx context.Context, addrs map[string]string) (*Broker, error) {
 	logf, err := j.openLog()
 	if err != nil {
 		return nil, err
@@ -250,7 +272,8 @@ func (j *jvm) start(ctx context.Context, addr string) (*Broker, error) {
 		logf.Close()
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
-	b := &Broker{addr: addr, dir: j.dir, log: logf, exited: make(chan struct{})}
+	b := &Broker{addr: addrs["PLAINTEXT"], saslAddr: addrs[listenerSASL], mtlsAddr: addrs[listenerMTLS],
+		dir: j.dir, log: logf, exited: make(chan struct{})}
 	b.cmd = j.command(logf, heap, "kafka.Kafka", filepath.Join(j.dir, configFile))
 	if err := b.cmd.Start(); err != nil {
 		logf.Close()
@@ -320,15 +343,19 @@ func (b *Broker) logSince(offset int64) string {
 	return string(data[offset:])
 }
 
-// serverConfig is a single node's broker and controller configuration.
-// Internal topics get one replica, the only one there can be.
-func serverConfig(dir string, brokerPort, controllerPort int) string {
+// serverConfig is a single node's broker and controller configuration,
+// with extra's listeners if not nil. Internal topics get one replica, the
+// only one there can be.
+func serverConfig(dir string, brokerPort, controllerPort int, extra *extraListeners) string {
+	if extra == nil {
+		extra = &extraListeners{}
+	}
 	return fmt.Sprintf(`process.roles=broker,controller
 node.id=%[1]d
 controller.quorum.voters=%[1]d@127.0.0.1:%[3]d
-listeners=PLAINTEXT://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d
-advertised.listeners=PLAINTEXT://127.0.0.1:%[2]d
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d%[5]s
+advertised.listeners=PLAINTEXT://127.0.0.1:%[2]d%[5]s
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT%[6]s
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 log.dirs=%[4]s
@@ -346,7 +373,7 @@ group.initial.rebalance.delay.ms=0
 num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
-`, nodeID, brokerPort, controllerPort, filepath.Join(dir, dataSubdir))
+%[7]s`, nodeID, brokerPort, controllerPort, filepath.Join(dir, dataSubdir), extra.listeners, extra.protocols, extra.config)
 }
 
 // log4jConfig keeps the broker quiet: warnings, errors, and the line saying
@@ -362,21 +389,45 @@ logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = INFO
 `
 
-// advertisedAddr reads the broker's address from an existing configuration.
-func advertisedAddr(conf string) (string, error) {
-	f, err := os.Open(conf)
+// advertisedAddrs reads the broker's listeners' addresses from an existing
+// configuration.
+func advertisedAddrs(conf string) (map[string]string, error) {
+	b, err := os.ReadFile(conf)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer f.Close()
-	const key = "advertised.listeners=PLAINTEXT://"
-	sc := bufio.NewScanner(f)
+	addrs, err := listenerAddrs(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", conf, err)
+	}
+	return addrs, nil
+}
+
+// listenerAddrs maps the advertised listeners' names to their addresses
+// in a configuration's text.
+func listenerAddrs(conf string) (map[string]string, error) {
+	const key = "advertised.listeners="
+	sc := bufio.NewScanner(strings.NewReader(conf))
+	sc.Buffer(nil, 1<<20) // inline PEM makes long lines
 	for sc.Scan() {
-		if addr, ok := strings.CutPrefix(sc.Text(), key); ok {
-			return addr, nil
+		list, ok := strings.CutPrefix(sc.Text(), key)
+		if !ok {
+			continue
 		}
+		out := map[string]string{}
+		for _, l := range strings.Split(list, ",") {
+			name, addr, ok := strings.Cut(l, "://")
+			if !ok {
+				return nil, fmt.Errorf("kafkatest: advertised listener %q is not NAME://host:port", l)
+			}
+			out[name] = addr
+		}
+		if out["PLAINTEXT"] == "" {
+			return nil, fmt.Errorf("kafkatest: no PLAINTEXT listener in %q", list)
+		}
+		return out, nil
 	}
-	return "", fmt.Errorf("kafkatest: %s has no %q line", conf, key)
+	return nil, fmt.Errorf("kafkatest: no %q line", key)
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.

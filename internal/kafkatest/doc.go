@@ -14,6 +14,17 @@
 // replica and one partition each, and consumer groups rebalance without the
 // initial delay.
 //
+// StartSecure (RunSecure in a command) adds two listeners to the plaintext
+// one: SASL_SSL, whose users (SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN) are
+// given in Security, and SSL requiring a client certificate. Both present a
+// certificate for 127.0.0.1 and localhost signed by a CA that
+// internal/certs makes in CertsDir, where a test makes client certificates:
+//
+//	b := kafkatest.StartSecure(t, kafkatest.Security{Users: map[string]string{"app": "secret"}})
+//	tlsCfg := &tls.Config{RootCAs: pool(b.CACert(t))}
+//	cl, err := kgo.NewClient(kgo.SeedBrokers(b.SASLAddr()), kgo.DialTLSConfig(tlsCfg),
+//		kgo.SASL(scram.Auth{User: "app", Pass: "secret"}.AsSha256Mechanism()))
+//
 // The broker creates a topic, with one partition, on a metadata request that
 // asks for it; a franz-go client asks only with kgo.AllowAutoTopicCreation().
 // A topic's max.message.bytes bounds a whole compressed record batch: to

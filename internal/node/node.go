@@ -35,6 +35,7 @@ import (
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/operator"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/storage"
@@ -113,6 +114,9 @@ type Config struct {
 	Users auth.StoreOptions
 	// AuditLog is the audit log's file (default DataDir/audit.log).
 	AuditLog string
+	// QuotaBurst is the unused capacity a quota's bucket keeps (default
+	// quota.DefaultBurst).
+	QuotaBurst time.Duration
 }
 
 // Node is a running Doppio process.
@@ -132,6 +136,7 @@ type Node struct {
 	router  *replicas.Registry
 	api     *api.Server
 	streams *datastream.Manager
+	quotas  *quota.Store
 	self    uint64 // Raft id
 
 	// parts maps a partition prefix to its (database, partition), for
@@ -218,7 +223,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Opened(n)
 	}
 	n.api.SetReady(true)
-	n.wg.Add(6)
+	n.wg.Add(7)
+	go n.quotaLoop()
 	go n.checkLoop()
 	go n.trimLoop()
 	go n.followCatalog()
@@ -352,7 +358,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		return fmt.Errorf("datastreams: %w", err)
 	}
 	n.api.AttachDatastreams(n.streams)
-	return nil
+	return n.openQuotas(ctx, cli, registry)
 }
 
 // etcdPrefix is where the catalog and the cluster state live in etcd.
@@ -443,6 +449,9 @@ func (n *Node) Close() error {
 	if n.streams != nil {
 		// Tasks write their checkpoints and give their ownerships up.
 		n.streams.Close()
+	}
+	if n.quotas != nil {
+		n.quotas.Close()
 	}
 	if n.reg != nil {
 		// Leave at once: routers stop sending here, peers elect.

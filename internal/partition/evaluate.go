@@ -84,6 +84,9 @@ type Result struct {
 	Mtime   int64
 	Ops     []OpResult
 	Changed bool // false when nothing was written (no SCN consumed)
+	// WriteSetBytes is the size of the write set replicated (see
+	// WriteSet.Size), 0 when nothing was written: what quotas charge.
+	WriteSetBytes int
 }
 
 // confirmLocal makes an answer computed from this replica's state alone (a
@@ -195,7 +198,7 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		}
 		return Result{}, err
 	}
-	res.SCN, res.Changed = scn, true
+	res.SCN, res.Changed, res.WriteSetBytes = scn, true, ws.Size()
 	for table, n := range ev.pendingPuts {
 		r.notePending(table, group, n)
 	}

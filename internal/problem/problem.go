@@ -43,6 +43,9 @@ const (
 	// TooManyRequests (429): too many attempts; RetryAfter says when to
 	// try again.
 	TooManyRequests
+	// OverQuota (429): a database's or user's capacity units are spent;
+	// nothing was done. RetryAfter says when credit is back.
+	OverQuota
 )
 
 var kinds = [...]struct {
@@ -68,6 +71,7 @@ var kinds = [...]struct {
 	Unauthenticated:     {http.StatusUnauthorized, "unauthenticated", "Unauthenticated"},
 	Forbidden:           {http.StatusForbidden, "forbidden", "Forbidden"},
 	TooManyRequests:     {http.StatusTooManyRequests, "too-many-requests", "Too many requests"},
+	OverQuota:           {http.StatusTooManyRequests, "over-quota", "Over quota"},
 }
 
 // Status is the HTTP status of k.
@@ -89,7 +93,8 @@ type Error struct {
 	// Operation is the index of the failing operation of a transaction or
 	// batch, or -1.
 	Operation int
-	// RetryAfter, in seconds, accompanies Unavailable and TooManyRequests.
+	// RetryAfter, in seconds, accompanies Unavailable, TooManyRequests
+	// and OverQuota.
 	RetryAfter int
 }
 

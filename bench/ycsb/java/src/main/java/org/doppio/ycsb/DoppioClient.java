@@ -60,6 +60,7 @@ public class DoppioClient extends DB {
   private boolean socket; // doppio.http=socket
   private final Map<String, Http1> conns = new HashMap<>(); // origin -> this thread's connection
   private Routes myRoutes;
+  private String authorization; // Security.authorization(), read once
 
   @Override
   public void init() throws DBException {
@@ -85,6 +86,12 @@ public class DoppioClient extends DB {
       throw new DBException("doppio.http must be jdk or socket, not " + mode);
     }
     socket = mode.equals("socket");
+    try {
+      Security.configure(p);
+      authorization = Security.authorization();
+    } catch (IOException | java.security.GeneralSecurityException e) {
+      throw new DBException("doppio.cafile: " + e.getMessage(), e);
+    }
     synchronized (LOCK) {
       if (routing.equals("smart") && !routesFetched) {
         String first = urls[0].trim();
@@ -120,10 +127,13 @@ public class DoppioClient extends DB {
       }
       myRoutes = routes;
       if (http == null) {
-        http = HttpClient.newBuilder()
+        HttpClient.Builder hb = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(Duration.ofSeconds(10))
-            .build();
+            .connectTimeout(Duration.ofSeconds(10));
+        if (Security.tls() != null) {
+          hb.sslContext(Security.tls());
+        }
+        http = hb.build();
       }
     }
   }
@@ -159,6 +169,9 @@ public class DoppioClient extends DB {
       return c.send(method, target, body);
     }
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(to + target));
+    if (authorization != null) {
+      b.header("Authorization", authorization);
+    }
     if (body != null) {
       b.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofByteArray(body));
     } else {

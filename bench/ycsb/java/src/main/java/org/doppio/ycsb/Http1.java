@@ -9,6 +9,9 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
+import javax.net.ssl.SSLSocket;
 
 /**
  * A blocking HTTP/1.1 client on one keep-alive connection, for one YCSB thread: the same shape
@@ -23,6 +26,8 @@ final class Http1 {
   private final String host;
   private final int port;
   private final String hostHeader;
+  private final SSLContext tls; // https: Security.tls(); http: null
+  private final String authorization; // the Authorization header's value, or null
   private Socket socket;
   private InputStream in; // the socket's, unbuffered: buf is the buffer
   private OutputStream out;
@@ -35,8 +40,13 @@ final class Http1 {
 
   Http1(URI base) {
     host = base.getHost();
-    port = base.getPort() > 0 ? base.getPort() : 80;
+    tls = base.getScheme().equals("https") ? Security.tls() : null;
+    if (base.getScheme().equals("https") && tls == null) {
+      throw new IllegalArgumentException(base + ": https needs doppio.cafile");
+    }
+    port = base.getPort() > 0 ? base.getPort() : tls != null ? 443 : 80;
     hostHeader = host + ":" + port;
+    authorization = Security.authorization();
   }
 
   private void connect() throws IOException {
@@ -44,6 +54,15 @@ final class Http1 {
     s.setTcpNoDelay(true);
     s.connect(new InetSocketAddress(host, port), 10_000);
     s.setSoTimeout(120_000);
+    if (tls != null) {
+      SSLSocket ss = (SSLSocket) tls.getSocketFactory().createSocket(s, host, port, true);
+      SSLParameters params = ss.getSSLParameters();
+      params.setEndpointIdentificationAlgorithm("HTTPS"); // verify the node's host name or IP
+      params.setApplicationProtocols(new String[] {"http/1.1"});
+      ss.setSSLParameters(params);
+      ss.startHandshake();
+      s = ss;
+    }
     socket = s;
     in = s.getInputStream();
     pos = 0;
@@ -92,6 +111,9 @@ final class Http1 {
   private Response exchange(String method, String target, byte[] body) throws IOException {
     StringBuilder h = new StringBuilder(128).append(method).append(' ').append(target)
         .append(" HTTP/1.1\r\nHost: ").append(hostHeader).append("\r\n");
+    if (authorization != null) {
+      h.append("Authorization: ").append(authorization).append("\r\n");
+    }
     if (body != null) {
       h.append("Content-Type: application/json\r\nContent-Length: ").append(body.length).append("\r\n");
     }

@@ -60,7 +60,7 @@ final class Routes {
             }
             if (name.equals("nodes")) {
               if ("alive".equals(o.get("state")) && o.get("http") != null) {
-                nodes.put(o.get("id"), "http://" + o.get("http"));
+                nodes.put(o.get("id"), Security.scheme() + "://" + o.get("http"));
               }
             } else if (db.equals(o.get("database"))) {
               parts.add(new String[] {o.get("partition"), o.get("leader")});

@@ -232,14 +232,23 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p params) error
 	if err != nil {
 		return err
 	}
-	u, err := users.Get(p.name)
+	return writeUser(w, users, p.name, created, "/_users/"+p.name)
+}
+
+// writeUser answers with the user name as it is now: 201 (with
+// location, when given) when the request created what it asked for, else
+// 200.
+func writeUser(w http.ResponseWriter, users *auth.Store, name string, created bool, location string) error {
+	u, err := users.Get(name)
 	if err != nil {
 		return err
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		w.Header().Set("Location", "/_users/"+p.name)
+		if location != "" {
+			w.Header().Set("Location", location)
+		}
 	}
 	return writeJSON(w, status, u)
 }
@@ -275,15 +284,7 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	u, err := users.Get(p.name)
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK
-	if added {
-		status = http.StatusCreated
-	}
-	return writeJSON(w, status, u)
+	return writeUser(w, users, p.name, added, "")
 }
 
 func (s *Server) removeGrant(w http.ResponseWriter, r *http.Request, p params) error {

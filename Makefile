@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/query
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCheckpoint$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/changes
 	$(GO) test -run='^$$' -fuzz='^FuzzParseDifferential$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/http1
+	$(GO) test -run='^$$' -fuzz='^FuzzCredentials$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=3s ./internal/auth
 
 # HTTP benchmarks of the document API next to a no-op handler (the ceiling).
 bench:

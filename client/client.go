@@ -26,6 +26,9 @@ type Client struct {
 	hc     *http.Client
 	retry  time.Duration
 	routes *routing // nil unless WithSmartRouting
+	// authorization is the Authorization header every request carries
+	// (WithToken, WithBasicAuth); "" for none.
+	authorization string
 }
 
 // Option configures a Client.
@@ -209,6 +212,7 @@ func (c *Client) once(ctx context.Context, r *request) (*response, error) {
 		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
+	c.authorize(req)
 	res, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err

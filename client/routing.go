@@ -109,6 +109,7 @@ func fetchRoutes(ctx context.Context, c *Client) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.authorize(req)
 	res, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err

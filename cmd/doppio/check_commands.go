@@ -30,10 +30,11 @@ checked.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db := args[0]
 			base := strings.TrimSuffix(f.server, "/")
+			hc := f.httpClient()
 			out := cmd.OutOrStdout()
 			partitions := []int{only}
 			if only < 0 {
-				n, err := partitionCount(f.httpClient(), base, db)
+				n, err := partitionCount(hc, base, db)
 				if err != nil {
 					return err
 				}
@@ -45,7 +46,7 @@ checked.`,
 			bad := 0
 			counts := map[string]int{}
 			for i, p := range partitions {
-				pc, err := checkPartition(f.httpClient(), base, db, p, !noRepair)
+				pc, err := checkPartition(hc, base, db, p, !noRepair)
 				if err != nil {
 					pc = wire.PartitionCheck{Database: db, Partition: p, Result: "failed", Error: err.Error()}
 				}

@@ -24,26 +24,33 @@ type clientFlags struct {
 	server   string
 	retry    time.Duration
 	certsDir string
-	user     string
+	auth     authFlags // see user_commands.go
 	// tls is the client's TLS, set by setupTLS when certsDir is.
 	tls *tls.Config
 }
 
 func (f *clientFlags) client() *client.Client {
+	opts := []client.Option{client.WithRetry(f.retry)}
 	if f.tls != nil {
-		return client.New(f.server, client.WithTLS(f.tls), client.WithRetry(f.retry))
+		opts = append(opts, client.WithTLS(f.tls))
 	}
-	return client.New(f.server, client.WithRetry(f.retry))
+	return client.New(f.server, append(opts, f.auth.options()...)...)
 }
 
-// httpClient is a client without timeout speaking TLS as the flags say.
+// httpClient is a client without timeout speaking TLS and sending the
+// credentials as the flags say, for the commands that make their own
+// requests (a change stream, a consistency check, a backup).
 func (f *clientFlags) httpClient() *http.Client {
-	if f.tls == nil {
-		return &http.Client{}
+	var rt http.RoundTripper = http.DefaultTransport
+	if f.tls != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = f.tls.Clone()
+		rt = tr
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = f.tls.Clone()
-	return &http.Client{Transport: tr}
+	if h := client.New("", f.auth.options()...).Authorization(); h != "" {
+		rt = withHeader{base: rt, name: "Authorization", value: h}
+	}
+	return &http.Client{Transport: rt}
 }
 
 // serverCommand marks the commands that read --certs-dir as a node's
@@ -63,7 +70,11 @@ func (f *clientFlags) setupTLS(cmd *cobra.Command) error {
 	if f.certsDir == "" {
 		return nil
 	}
-	cfg, err := certs.ClientTLS(f.certsDir, f.user)
+	user := f.auth.user
+	if user == "" {
+		user = "root"
+	}
+	cfg, err := certs.ClientTLS(f.certsDir, user)
 	if err != nil {
 		return err
 	}
@@ -88,10 +99,11 @@ func addClientCommands(root *cobra.Command) *clientFlags {
 	pf.StringVar(&f.server, "server", def, "Doppio server URL ($DOPPIO_SERVER sets the default; http:// becomes https:// with --certs-dir)")
 	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable, over quota or refuses connections")
 	pf.StringVar(&f.certsDir, "certs-dir", os.Getenv("DOPPIO_CERTS_DIR"), "certificates directory ($DOPPIO_CERTS_DIR): a client speaks TLS trusting its ca.crt and presents client.USER.crt; a node runs in secure mode with its ca.crt, node.crt, node.key")
-	pf.StringVar(&f.user, "user", "root", "user whose client certificate (client.USER.crt in --certs-dir) the client presents")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return f.setupTLS(cmd) }
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
 	root.AddCommand(checkCommand(f), quotaCommand(f))
+	f.auth.register(pf)
+	root.AddCommand(userCommand(f), loginCommand(f))
 	return f
 }
 

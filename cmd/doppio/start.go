@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
@@ -43,6 +44,8 @@ type nodeFlags struct {
 	insecure                              bool
 	// common holds the persistent --certs-dir.
 	common *clientFlags
+	auditLog                              string
+	tokenLifetime                         time.Duration
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -65,6 +68,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.Int64Var(&f.rowCache, "row-cache-bytes", node.DefaultRowCacheBytes, "memory for recently read documents, answered without reading Pebble (0 = no row cache)")
 	fl.StringVar(&f.httpServer, "http-server", "fast-path", "how HTTP/1.1 is served: fast-path (plain requests by internal/http1, the rest by net/http) or net-http (net/http alone)")
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS and authentication although listening off loopback (refused without --certs-dir otherwise)")
+	fl.StringVar(&f.auditLog, "audit-log", "", "file the audit log (logins, user, grant and schema changes, restores) is appended to (default DATA/audit.log)")
+	fl.DurationVar(&f.tokenLifetime, "token-lifetime", time.Hour, "how long a session token from POST /_auth/login is valid")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -91,6 +96,7 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		Logger:       logger,
 
 		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate, RowCacheBytes: f.rowCacheBytes(),
+		AuditLog: f.auditLog, Auth: auth.Config{TokenLifetime: f.tokenLifetime},
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {

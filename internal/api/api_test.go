@@ -83,6 +83,31 @@ func send(t testing.TB, method, path string, body any, hdr ...string) answer {
 }
 
 func trySend(method, path string, body any, hdr ...string) (answer, error) {
+	return probe(addr, method, path, false, body, hdr...)
+}
+
+// probe sends one request to host; of a streaming answer that succeeded
+// it reads only the status and headers.
+func probe(host, method, path string, stream bool, body any, hdr ...string) (answer, error) {
+	req, err := newRequest(host, method, path, body, hdr...)
+	if err != nil {
+		return answer{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	if stream && resp.StatusCode < 300 {
+		return a, nil
+	}
+	a.body, err = io.ReadAll(resp.Body)
+	return a, err
+}
+
+// newRequest builds the request trySend sends, to host.
+func newRequest(host, method, path string, body any, hdr ...string) (*http.Request, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -93,16 +118,16 @@ func trySend(method, path string, body any, hdr ...string) (answer, error) {
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
-			return answer{}, err
+			return nil, err
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, "http://"+addr, rd)
+	req, err := http.NewRequest(method, "http://"+host, rd)
 	if err != nil {
-		return answer{}, err
+		return nil, err
 	}
 	// Opaque keeps the path byte for byte: no cleaning, no re-escaping.
-	req.URL = &url.URL{Scheme: "http", Host: addr, Opaque: path}
+	req.URL = &url.URL{Scheme: "http", Host: host, Opaque: path}
 	if strings.Contains(path, "?") {
 		p, q, _ := strings.Cut(path, "?")
 		req.URL.Opaque, req.URL.RawQuery = p, q
@@ -113,16 +138,7 @@ func trySend(method, path string, body any, hdr ...string) (answer, error) {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{}, err
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return req, nil
 }
 
 // expect fails the test unless the answer has status want.

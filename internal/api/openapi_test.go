@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/doppio-db/doppio/internal/auth"
 )
 
 // openAPIMethods are the operation keys of an OpenAPI path item.
@@ -187,4 +189,42 @@ func lookup(doc map[string]any, ref string) (any, error) {
 		}
 	}
 	return cur, nil
+}
+
+// TestPrivilegesMatchOpenAPI guards the privilege table: every operation
+// of the OpenAPI document states x-doppio-privilege, and it is the
+// privilege its route needs, so no route escapes authorization unnoticed.
+func TestPrivilegesMatchOpenAPI(t *testing.T) {
+	paths, _ := parseOpenAPI(t)["paths"].(map[string]any)
+	served := map[string]*route{}
+	for _, r := range routes() {
+		served[r.method+" "+r.pattern] = r
+		if r.priv == auth.Closed {
+			t.Errorf("%s %s names no privilege: it is closed to every user", r.method, r.pattern)
+		}
+	}
+	for path, item := range paths {
+		for m, op := range item.(map[string]any) {
+			if !slices.Contains(openAPIMethods, m) {
+				continue
+			}
+			where := strings.ToUpper(m) + " " + path
+			name, _ := op.(map[string]any)["x-doppio-privilege"].(string)
+			p, ok := auth.ParsePrivilege(name)
+			if !ok {
+				t.Errorf("%s: x-doppio-privilege %q is not a privilege", where, name)
+				continue
+			}
+			rt := served[where]
+			if rt == nil {
+				continue // TestOpenAPIMatchesRoutes reports it
+			}
+			if rt.priv != p {
+				t.Errorf("%s: the route needs %s, the document says %s", where, rt.priv, p)
+			}
+			if p.PerDatabase() && !strings.Contains(path, "{db}") {
+				t.Errorf("%s: privilege %s needs a {db} in the path", where, p)
+			}
+		}
+	}
 }

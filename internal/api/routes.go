@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -17,7 +18,13 @@ type route struct {
 	method  string
 	pattern string
 	handle  func(s *Server, w http.ResponseWriter, r *http.Request, p params) error
-	segs    []string
+	// priv is what the caller must hold; on a per-database privilege, on
+	// the route's {db}. Unset (auth.Closed), no user may call the route.
+	priv auth.Privilege
+	// audit, when set, names the action the audit log records for each
+	// request of this route, refused ones included.
+	audit string
+	segs  []string
 	// stream routes answer for as long as the client reads: no request
 	// deadline.
 	stream bool
@@ -29,60 +36,85 @@ type route struct {
 type params struct {
 	db, table, version string
 	partition          string
-	name               string   // a datastream
+	name               string   // a datastream, a node or a user
+	role               string   // a role to revoke
 	key                []string // percent-decoded key segments
 	lastRaw            string   // the last key segment, still escaped
 }
 
 func routes() []*route {
+	// Every route needs exactly one privilege (see internal/auth); the
+	// OpenAPI document states the same as x-doppio-privilege
+	// (TestPrivilegesMatchOpenAPI). audit names the action recorded in the
+	// audit log, for the routes that change security-relevant state.
+	const (
+		public        = auth.Public
+		authenticated = auth.Authenticated
+		read          = auth.Read
+		readWrite     = auth.ReadWrite
+		dbAdmin       = auth.DBAdmin
+		clusterAdmin  = auth.ClusterAdmin
+		userAdmin     = auth.UserAdmin
+		node          = auth.NodeOnly
+	)
 	rs := []*route{
-		{method: "GET", pattern: "/healthz", handle: (*Server).healthz},
-		{method: "GET", pattern: "/readyz", handle: (*Server).readyz},
-		{method: "GET", pattern: "/metrics", handle: (*Server).metrics},
-		{method: "GET", pattern: "/_openapi", handle: (*Server).openapi},
-		{method: "GET", pattern: "/_cluster", handle: (*Server).cluster},
-		{method: "POST", pattern: "/_cluster/nodes/{name}/add", handle: (*Server).nodeIntent},
-		{method: "POST", pattern: "/_cluster/nodes/{name}/drain", handle: (*Server).nodeIntent},
-		{method: "POST", pattern: "/_cluster/nodes/{name}/remove", handle: (*Server).nodeIntent},
-		{method: "GET", pattern: "/_internal/replicas", handle: (*Server).internalReplicas},
+		{method: "GET", pattern: "/healthz", priv: public, handle: (*Server).healthz},
+		{method: "GET", pattern: "/readyz", priv: public, handle: (*Server).readyz},
+		{method: "GET", pattern: "/metrics", priv: authenticated, handle: (*Server).metrics},
+		{method: "GET", pattern: "/_openapi", priv: public, handle: (*Server).openapi},
+		{method: "GET", pattern: "/_cluster", priv: authenticated, handle: (*Server).cluster},
+		{method: "POST", pattern: "/_cluster/nodes/{name}/add", priv: clusterAdmin, audit: "node.add", handle: (*Server).nodeIntent},
+		{method: "POST", pattern: "/_cluster/nodes/{name}/drain", priv: clusterAdmin, audit: "node.drain", handle: (*Server).nodeIntent},
+		{method: "POST", pattern: "/_cluster/nodes/{name}/remove", priv: clusterAdmin, audit: "node.remove", handle: (*Server).nodeIntent},
+		{method: "GET", pattern: "/_internal/replicas", priv: node, handle: (*Server).internalReplicas},
 		// Consistency checks read whole partitions, throttled: no request
 		// deadline (stream), the client's disconnect ends them.
-		{method: "POST", pattern: "/_cluster/check/{db}", handle: (*Server).checkDatabase, stream: true},
-		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", handle: (*Server).checkOnePartition, stream: true},
-		{method: "POST", pattern: "/_internal/check/{db}/{partition}", handle: (*Server).checkLocalPartition, stream: true},
-		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", handle: (*Server).queryPartition},
-		{method: "GET", pattern: "/_internal/backup/{db}/{partition}", handle: (*Server).backupPartition, stream: true},
-		{method: "GET", pattern: "/_internal/restore/{db}/{partition}", handle: (*Server).restoreState},
-		{method: "POST", pattern: "/_internal/restore/{db}/{partition}", handle: (*Server).restorePartition, stream: true},
-		{method: "GET", pattern: "/_changes/{db}", handle: (*Server).changes, stream: true},
-		{method: "GET", pattern: "/_datastreams", handle: (*Server).listDatastreams},
-		{method: "GET", pattern: "/_datastreams/{name}", handle: (*Server).getDatastream},
-		{method: "PUT", pattern: "/_datastreams/{name}", handle: (*Server).putDatastream},
-		{method: "DELETE", pattern: "/_datastreams/{name}", handle: (*Server).deleteDatastream},
-		{method: "POST", pattern: "/_datastreams/{name}/pause", handle: (*Server).pauseDatastream},
-		{method: "POST", pattern: "/_datastreams/{name}/resume", handle: (*Server).resumeDatastream},
-		{method: "GET", pattern: "/_datastreams/{name}/status", handle: (*Server).datastreamStatus},
-		{method: "GET", pattern: "/_quotas", handle: (*Server).listQuotas},
-		{method: "GET", pattern: "/_quotas/databases/{db}", handle: (*Server).getQuota},
-		{method: "PUT", pattern: "/_quotas/databases/{db}", handle: (*Server).putQuota},
-		{method: "DELETE", pattern: "/_quotas/databases/{db}", handle: (*Server).deleteQuota},
-		{method: "GET", pattern: "/_quotas/users/{name}", handle: (*Server).getQuota},
-		{method: "PUT", pattern: "/_quotas/users/{name}", handle: (*Server).putQuota},
-		{method: "DELETE", pattern: "/_quotas/users/{name}", handle: (*Server).deleteQuota},
-		{method: "GET", pattern: "/_schemas", handle: (*Server).listDatabases},
-		{method: "GET", pattern: "/_schemas/{db}", handle: (*Server).getDatabase},
-		{method: "PUT", pattern: "/_schemas/{db}", handle: (*Server).putDatabase},
-		{method: "GET", pattern: "/_schemas/{db}/{table}", handle: (*Server).getTable},
-		{method: "PUT", pattern: "/_schemas/{db}/{table}", handle: (*Server).putTable},
-		{method: "GET", pattern: "/_schemas/{db}/{table}/versions/{version}", handle: (*Server).getVersion},
-		{method: "POST", pattern: "/{db}/_txn", handle: (*Server).txn},
-		{method: "POST", pattern: "/{db}/_batch", handle: (*Server).batch},
-		{method: "GET", pattern: "/{db}/{table}", handle: (*Server).queryAll},
-		{method: "GET", pattern: "/{db}/{table}/{key}", handle: (*Server).read},
-		{method: "PUT", pattern: "/{db}/{table}/{key}", handle: (*Server).put},
-		{method: "PATCH", pattern: "/{db}/{table}/{key}", handle: (*Server).patch},
-		{method: "POST", pattern: "/{db}/{table}/{key}", handle: (*Server).insert},
-		{method: "DELETE", pattern: "/{db}/{table}/{key}", handle: (*Server).delete},
+		{method: "POST", pattern: "/_cluster/check/{db}", priv: clusterAdmin, handle: (*Server).checkDatabase, stream: true},
+		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", priv: clusterAdmin, handle: (*Server).checkOnePartition, stream: true},
+		{method: "POST", pattern: "/_internal/check/{db}/{partition}", priv: node, handle: (*Server).checkLocalPartition, stream: true},
+		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: node, handle: (*Server).queryPartition},
+		// The CLI drives backups and restores through these.
+		{method: "GET", pattern: "/_internal/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
+		{method: "GET", pattern: "/_internal/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},
+		{method: "POST", pattern: "/_internal/restore/{db}/{partition}", priv: clusterAdmin, audit: "restore", handle: (*Server).restorePartition, stream: true},
+		{method: "GET", pattern: "/_changes/{db}", priv: read, handle: (*Server).changes, stream: true},
+		{method: "GET", pattern: "/_datastreams", priv: clusterAdmin, handle: (*Server).listDatastreams},
+		{method: "GET", pattern: "/_datastreams/{name}", priv: clusterAdmin, handle: (*Server).getDatastream},
+		{method: "PUT", pattern: "/_datastreams/{name}", priv: clusterAdmin, audit: "datastream.put", handle: (*Server).putDatastream},
+		{method: "DELETE", pattern: "/_datastreams/{name}", priv: clusterAdmin, audit: "datastream.delete", handle: (*Server).deleteDatastream},
+		{method: "POST", pattern: "/_datastreams/{name}/pause", priv: clusterAdmin, audit: "datastream.pause", handle: (*Server).pauseDatastream},
+		{method: "POST", pattern: "/_datastreams/{name}/resume", priv: clusterAdmin, audit: "datastream.resume", handle: (*Server).resumeDatastream},
+		{method: "GET", pattern: "/_datastreams/{name}/status", priv: clusterAdmin, handle: (*Server).datastreamStatus},
+		{method: "GET", pattern: "/_quotas", priv: clusterAdmin, handle: (*Server).listQuotas},
+		{method: "GET", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, handle: (*Server).getQuota},
+		{method: "PUT", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, audit: "quota.put", handle: (*Server).putQuota},
+		{method: "DELETE", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, audit: "quota.delete", handle: (*Server).deleteQuota},
+		{method: "GET", pattern: "/_quotas/users/{name}", priv: clusterAdmin, handle: (*Server).getQuota},
+		{method: "PUT", pattern: "/_quotas/users/{name}", priv: clusterAdmin, audit: "quota.put", handle: (*Server).putQuota},
+		{method: "DELETE", pattern: "/_quotas/users/{name}", priv: clusterAdmin, audit: "quota.delete", handle: (*Server).deleteQuota},
+		{method: "POST", pattern: "/_auth/login", priv: public, handle: (*Server).login},
+		{method: "GET", pattern: "/_users", priv: userAdmin, handle: (*Server).listUsers},
+		{method: "GET", pattern: "/_users/{name}", priv: userAdmin, handle: (*Server).getUser},
+		{method: "PUT", pattern: "/_users/{name}", priv: userAdmin, audit: "user.put", handle: (*Server).putUser},
+		{method: "DELETE", pattern: "/_users/{name}", priv: userAdmin, audit: "user.delete", handle: (*Server).deleteUser},
+		{method: "POST", pattern: "/_users/{name}/grants", priv: userAdmin, audit: "grant.add", handle: (*Server).addGrant},
+		{method: "DELETE", pattern: "/_users/{name}/grants/{role}", priv: userAdmin, audit: "grant.remove", handle: (*Server).removeGrant},
+		{method: "DELETE", pattern: "/_users/{name}/grants/{role}/{db}", priv: userAdmin, audit: "grant.remove", handle: (*Server).removeGrant},
+		// Listing databases shows only those the caller may read.
+		{method: "GET", pattern: "/_schemas", priv: authenticated, handle: (*Server).listDatabases},
+		{method: "GET", pattern: "/_schemas/{db}", priv: read, handle: (*Server).getDatabase},
+		{method: "PUT", pattern: "/_schemas/{db}", priv: dbAdmin, audit: "schema.put", handle: (*Server).putDatabase},
+		{method: "GET", pattern: "/_schemas/{db}/{table}", priv: read, handle: (*Server).getTable},
+		{method: "PUT", pattern: "/_schemas/{db}/{table}", priv: dbAdmin, audit: "schema.put", handle: (*Server).putTable},
+		{method: "GET", pattern: "/_schemas/{db}/{table}/versions/{version}", priv: read, handle: (*Server).getVersion},
+		{method: "POST", pattern: "/{db}/_txn", priv: readWrite, handle: (*Server).txn},
+		{method: "POST", pattern: "/{db}/_batch", priv: readWrite, handle: (*Server).batch},
+		{method: "GET", pattern: "/{db}/{table}", priv: read, handle: (*Server).queryAll},
+		{method: "GET", pattern: "/{db}/{table}/{key}", priv: read, handle: (*Server).read},
+		{method: "PUT", pattern: "/{db}/{table}/{key}", priv: readWrite, handle: (*Server).put},
+		{method: "PATCH", pattern: "/{db}/{table}/{key}", priv: readWrite, handle: (*Server).patch},
+		{method: "POST", pattern: "/{db}/{table}/{key}", priv: readWrite, handle: (*Server).insert},
+		{method: "DELETE", pattern: "/{db}/{table}/{key}", priv: readWrite, handle: (*Server).delete},
 	}
 	for _, r := range rs {
 		r.segs = strings.Split(strings.TrimPrefix(r.pattern, "/"), "/")
@@ -252,6 +284,8 @@ func (rt *route) bind(segs, raw []string) (params, bool) {
 			p.partition = segs[i]
 		case "{name}":
 			p.name = segs[i]
+		case "{role}":
+			p.role = segs[i]
 		default:
 			if segs[i] != pat {
 				return p, false

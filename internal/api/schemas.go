@@ -61,7 +61,9 @@ func (s *Server) databaseView(d schema.Database) databaseView {
 func (s *Server) listDatabases(w http.ResponseWriter, r *http.Request, _ params) error {
 	out := []databaseView{}
 	for _, d := range s.catalog.Databases() {
-		out = append(out, s.databaseView(d))
+		if s.mayRead(r, d.Name) {
+			out = append(out, s.databaseView(d))
+		}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"databases": out})
 }

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
@@ -58,6 +59,11 @@ type Config struct {
 	// https over the connections it dials: secure mode, where it presents
 	// the node certificate (certs.Loader.DialTLS).
 	DialPeerTLS func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Authenticate makes every route but the public ones require an
+	// authenticated caller holding the route's privilege (see
+	// AttachAuth; until it is attached they answer 503). Off, every
+	// request may do everything (insecure mode).
+	Authenticate bool
 	// Knobs change the server's behaviour for tests.
 	Knobs Knobs
 }
@@ -114,6 +120,9 @@ type Server struct {
 	transfers   *transfers   // partition backups and restores running here
 	peers       *http.Client // forwarding to other nodes
 	relay       func() []Peer
+
+	auth     atomic.Pointer[auth.Authenticator]
+	auditLog atomic.Pointer[audit.Log]
 }
 
 // New returns a server over catalog and router; registry receives the
@@ -193,7 +202,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = rt.pattern
 		if rt.pattern != "/healthz" && rt.pattern != "/readyz" && rt.pattern != "/metrics" && !s.ready.Load() {
 			err = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "node is starting"}
-		} else {
+		} else if r, err = s.authorize(rt, r, p); err == nil {
 			var cancel context.CancelFunc
 			if rt.stream {
 				ctx, c := context.WithCancel(r.Context())
@@ -211,6 +220,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.fail(sw, r, err)
+	}
+	if rt != nil && rt.audit != "" {
+		s.auditRequest(rt, r, sw.status(), err)
 	}
 	s.record(rt, pattern, r.Method, sw.status(), start)
 }
@@ -399,6 +411,9 @@ func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, allow
 	}
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	if body.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", auth.Challenge)
 	}
 	w.WriteHeader(body.Status)
 	_ = json.NewEncoder(w).Encode(body)

@@ -1,6 +1,3 @@
-// Package auth authenticates the callers of Doppio's REST API and decides
-// what each may do: users and their per-database roles, password and
-// token verification, and the caller a request carries.
 package auth
 
 import "context"

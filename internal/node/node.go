@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/audit"
+	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/clusterinfo"
 	"github.com/doppio-db/doppio/internal/consistency"
@@ -112,6 +114,18 @@ type Config struct {
 	CheckInterval       time.Duration
 	CheckBytesPerSecond int64
 
+	// Authenticate requires every request but the public ones to
+	// authenticate and to hold its route's privilege (secure mode turns
+	// it on); off, anyone may do anything (insecure mode). The users API
+	// and logins are served either way.
+	Authenticate bool
+	// Auth tunes authentication (token lifetime, login rate limits) and
+	// Users the node's copy of the users (resync, password hashing); the
+	// metrics registry is the node's.
+	Auth  auth.Config
+	Users auth.StoreOptions
+	// AuditLog is the audit log's file (default DataDir/audit.log).
+	AuditLog string
 	// QuotaBurst is the unused capacity a quota's bucket keeps (default
 	// quota.DefaultBurst).
 	QuotaBurst time.Duration
@@ -164,6 +178,9 @@ type Node struct {
 	ops *operator.Operator
 	// info answers /_cluster; nil until the node has its membership view.
 	info *clusterinfo.Reporter
+	// users and audit: see Config.Authenticate and Config.AuditLog.
+	users *auth.Store
+	audit *audit.Log
 }
 
 // Start opens the node. The HTTP listener comes up first, so /healthz,
@@ -176,6 +193,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.GRPCAddr = "127.0.0.1:0"
 	}
 	cfg.API.NodeID = cfg.ID
+	cfg.API.Authenticate = cfg.Authenticate
+	if cfg.AuditLog == "" {
+		cfg.AuditLog = filepath.Join(cfg.DataDir, "audit.log")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -278,6 +299,18 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if n.catalog, err = catalog.Open(ctx, cli, etcdPrefix); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
+	if n.audit, err = audit.Open(n.cfg.AuditLog); err != nil {
+		return err
+	}
+	n.api.AttachAudit(n.audit)
+	uo := n.cfg.Users
+	uo.Logger = n.log
+	if n.users, err = auth.OpenStore(ctx, cli, etcdPrefix, uo); err != nil {
+		return err
+	}
+	ac := n.cfg.Auth
+	ac.Registerer = registry
+	n.api.AttachAuth(auth.New(n.users, ac))
 	if n.engine, err = storage.Open(filepath.Join(n.cfg.DataDir, "pebble"), storage.Options{
 		RowCacheBytes: n.cfg.rowCacheBytes(), RowCacheKeys: keys.IsDocument, RowCacheSpans: keys.MayHoldDocuments, Logger: n.log,
 	}); err != nil {
@@ -429,6 +462,10 @@ func (n *Node) watchCertificates() {
 	n.sec.certs.Watch(ctx, n.cfg.CertsPollInterval)
 }
 
+// Users is the node's store of users: what bootstraps root's first
+// password (`doppio dev --secure`) and tests write through.
+func (n *Node) Users() *auth.Store { return n.users }
+
 func (n *Node) etcdEndpoints() []string {
 	if n.etcd != nil {
 		return n.etcd.Endpoints()
@@ -484,6 +521,10 @@ func (n *Node) Close() error {
 	if n.catalog != nil {
 		n.catalog.Close()
 	}
+	if n.users != nil {
+		n.users.Close()
+	}
+	errs = append(errs, n.audit.Close())
 	if n.client != nil {
 		errs = append(errs, n.client.Close())
 	}

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/internal/api"
+	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/membership"
@@ -28,8 +29,12 @@ type RouterConfig struct {
 	HTTPAddr string
 	// EtcdEndpoints of the cluster's etcd, where the routing table lives.
 	EtcdEndpoints []string
-	// API limits and request deadline, as on a node.
+	// API limits and request deadline, as on a node; API.Authenticate
+	// makes the router authenticate and authorize requests itself, with
+	// the cluster's users (Auth and Users as on a node).
 	API    api.Config
+	Auth   auth.Config
+	Users  auth.StoreOptions
 	Logger *slog.Logger
 	// CertsDir and Insecure are as on a node (Config): in secure mode
 	// the router serves TLS, reaches etcd over TLS and forwards to the
@@ -55,6 +60,7 @@ type Router struct {
 	view     *membership.View
 	router   *replicas.Registry
 	api      *api.Server
+	users    *auth.Store
 	wg       sync.WaitGroup
 }
 
@@ -81,6 +87,7 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sec.register(registry)
 	rt.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, rt.log, nil)
+	cfg.Auth.Registerer = registry
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -121,6 +128,12 @@ func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 	if rt.view, err = membership.Open(ctx, cli, etcdPrefix, rt.log); err != nil {
 		return err
 	}
+	uo := cfg.Users
+	uo.Logger = rt.log
+	if rt.users, err = auth.OpenStore(ctx, cli, etcdPrefix, uo); err != nil {
+		return err
+	}
+	rt.api.AttachAuth(auth.New(rt.users, cfg.Auth))
 	// No replica is ever opened here, so every request is routed
 	// elsewhere: to the leader the routing table names.
 	rt.router = replicas.New(replicas.Config{
@@ -161,6 +174,9 @@ func (rt *Router) Close() error {
 	rt.wg.Wait()
 	if rt.router != nil {
 		rt.router.Close()
+	}
+	if rt.users != nil {
+		rt.users.Close()
 	}
 	if rt.view != nil {
 		rt.view.Close()

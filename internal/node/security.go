@@ -104,11 +104,13 @@ func (s *transportSecurity) serverTLS() *tls.Config {
 	return s.certs.ServerConfig(tls.VerifyClientCertIfGiven, "h2", "http/1.1")
 }
 
-// apiConfig makes the API's requests to other nodes speak https with the
-// node certificate.
+// apiConfig makes a secure node's API authenticate and authorize every
+// request, and its requests to other nodes speak https with the node
+// certificate: secure mode is TLS and authentication together.
 func (s *transportSecurity) apiConfig(c api.Config) api.Config {
 	if s.secure() {
 		c.DialPeerTLS = s.certs.DialTLS
+		c.Authenticate = true
 	}
 	return c
 }

@@ -35,6 +35,14 @@ const (
 	HeaderTooLarge
 	NotImplemented
 	VersionNotSupported
+	// Unauthenticated (401): no credentials, or credentials that prove
+	// nobody (wrong, expired, forged); the answer carries WWW-Authenticate.
+	Unauthenticated
+	// Forbidden (403): a known caller lacks the privilege the route needs.
+	Forbidden
+	// TooManyRequests (429): too many attempts; RetryAfter says when to
+	// try again.
+	TooManyRequests
 	// OverQuota (429): a database's or user's capacity units are spent;
 	// nothing was done. RetryAfter says when credit is back.
 	OverQuota
@@ -60,6 +68,9 @@ var kinds = [...]struct {
 	HeaderTooLarge:      {http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "Request header too large"},
 	NotImplemented:      {http.StatusNotImplemented, "not-implemented", "Not implemented"},
 	VersionNotSupported: {http.StatusHTTPVersionNotSupported, "version-not-supported", "HTTP version not supported"},
+	Unauthenticated:     {http.StatusUnauthorized, "unauthenticated", "Unauthenticated"},
+	Forbidden:           {http.StatusForbidden, "forbidden", "Forbidden"},
+	TooManyRequests:     {http.StatusTooManyRequests, "too-many-requests", "Too many requests"},
 	OverQuota:           {http.StatusTooManyRequests, "over-quota", "Over quota"},
 }
 
@@ -82,7 +93,8 @@ type Error struct {
 	// Operation is the index of the failing operation of a transaction or
 	// batch, or -1.
 	Operation int
-	// RetryAfter, in seconds, accompanies Unavailable and OverQuota.
+	// RetryAfter, in seconds, accompanies Unavailable, TooManyRequests
+	// and OverQuota.
 	RetryAfter int
 }
 

@@ -43,9 +43,9 @@ type nodeFlags struct {
 	httpServer                            string
 	insecure                              bool
 	// common holds the persistent --certs-dir.
-	common *clientFlags
-	auditLog                              string
-	tokenLifetime                         time.Duration
+	common        *clientFlags
+	auditLog      string
+	tokenLifetime time.Duration
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {

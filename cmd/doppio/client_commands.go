@@ -30,11 +30,17 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) client() *client.Client {
+	return client.New(f.server, append(f.transport(), f.auth.options()...)...)
+}
+
+// transport are the client options of the flags but the credentials:
+// retry and TLS.
+func (f *clientFlags) transport() []client.Option {
 	opts := []client.Option{client.WithRetry(f.retry)}
 	if f.tls != nil {
 		opts = append(opts, client.WithTLS(f.tls))
 	}
-	return client.New(f.server, append(opts, f.auth.options()...)...)
+	return opts
 }
 
 // httpClient is a client without timeout speaking TLS and sending the

@@ -58,7 +58,15 @@ prints how to connect (or give your own --certs-dir).`,
 					return err
 				}
 				if cfg.CertsDir != "" {
-					cfg.Opened = func(n *node.Node) { printConnect(cmd.OutOrStdout(), cfg.CertsDir, n.Addr()) }
+					cfg.Opened = func(n *node.Node) {
+						go func() {
+							if err := setDevRootPassword(cmd.Context(), "https://"+n.Addr(), cfg.CertsDir, f.dataDir); err != nil {
+								logger.Error("doppio dev --secure", "err", err)
+								return
+							}
+							printConnect(cmd.OutOrStdout(), cfg.CertsDir, n.Addr(), f.dataDir)
+						}()
+					}
 				}
 				return runNode(cmd, cfg)
 			}
@@ -71,12 +79,17 @@ prints how to connect (or give your own --certs-dir).`,
 	return cmd
 }
 
-// printConnect tells how to reach a secure dev cluster at addr.
-func printConnect(w io.Writer, dir, addr string) {
+// printConnect tells how to reach a secure dev cluster at addr, once
+// root's password is set.
+func printConnect(w io.Writer, dir, addr, data string) {
 	abs, err := filepath.Abs(dir)
 	if err == nil {
 		dir = abs
 	}
+	if abs, err := filepath.Abs(data); err == nil {
+		data = abs
+	}
+	pwFile := filepath.Join(data, rootPasswordFile)
 	url := "https://" + addr
 	crt, key := filepath.Join(dir, certs.ClientCertFile(certs.DevUser)), filepath.Join(dir, certs.ClientKeyFile(certs.DevUser))
 	fmt.Fprintf(w, `
@@ -87,8 +100,11 @@ or with environment variables:
   export DOPPIO_CERTS_DIR=%[1]s DOPPIO_SERVER=%[2]s
 or with curl:
   curl --cacert %[6]s --cert %[3]s --key %[4]s %[2]s/_cluster
+%[5]s's password is in %[7]s (HTTP Basic, or a session token):
+  doppio --certs-dir %[1]s --server %[2]s --user %[5]s --password "$(cat %[7]s)" login
+  curl --cacert %[6]s -u %[5]s:"$(cat %[7]s)" %[2]s/_cluster
 
-`, dir, url, crt, key, certs.DevUser, filepath.Join(dir, certs.CAFile))
+`, dir, url, crt, key, certs.DevUser, filepath.Join(dir, certs.CAFile), pwFile)
 }
 
 // runDevCluster runs an embedded etcd here and n `doppio start` children on
@@ -163,7 +179,13 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
 		}
 		fmt.Fprintf(out, "node %s: %s://%s  (pid %d)\n  restart: %s %s\n", id, scheme, args[6], c.Process.Pid, self, strings.Join(args, " "))
 		if i == 1 && certsDir != "" {
-			printConnect(out, certsDir, args[6])
+			go func(addr string) {
+				if err := setDevRootPassword(ctx, "https://"+addr, certsDir, f.dataDir); err != nil {
+					logger.Error("doppio dev --secure", "err", err)
+					return
+				}
+				printConnect(out, certsDir, addr, f.dataDir)
+			}(args[6])
 		}
 	}
 	done := make(chan struct{})

@@ -252,7 +252,7 @@ func loginCommand(f *clientFlags) *cobra.Command {
 			if f.auth.user == "" || f.auth.password == "" {
 				return errors.New("login: give --user and --password (or DOPPIO_USER and DOPPIO_PASSWORD)")
 			}
-			s, err := client.New(f.server, client.WithRetry(f.retry)).Login(cmd.Context(), f.auth.user, f.auth.password)
+			s, err := client.New(f.server, f.transport()...).Login(cmd.Context(), f.auth.user, f.auth.password)
 			if err != nil {
 				return err
 			}

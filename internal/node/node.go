@@ -332,11 +332,15 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
 	registry.MustRegister(commits)
+	lis, err := net.Listen("tcp", n.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", n.cfg.GRPCAddr, err)
+	}
 	n.host, err = replication.NewHost(replication.Config{
 		NodeID:       n.self,
 		Engine:       n.engine,
 		Resolve:      n.resolve,
-		Listen:       n.cfg.GRPCAddr,
+		Listener:     lis,
 		TLS:          n.sec.replicationTLS(),
 		TickInterval: n.cfg.TickInterval,
 		OnLeadership: n.onLeadership,

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -14,22 +15,21 @@ type Client struct {
 	scheme string
 }
 
-// NewClient returns a client that dials peers in plaintext, or with
-// tlsCfg (its certificate proves this process is a node of the cluster)
-// over TLS, asking ALPN for ProtoHTTP so the peer's Mux hands the
-// connection to its HTTP server.
-func NewClient(tlsCfg *tls.Config) *Client {
+// NewClient returns a client that dials peers in plaintext, or, with
+// dialTLS (which presents this process's node certificate, as
+// certs.Loader.DialTLS does), over TLS. dialTLS must not offer ALPN "h2":
+// that is the Raft transport's protocol on a peer port, and the Mux
+// hands a connection without ALPN, or with "http/1.1", to HTTP.
+func NewClient(dialTLS func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
 	tr := &http.Transport{
 		MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
-		// Never HTTP/2: "h2" is the Raft transport's protocol on this port.
+		DialContext:    (&net.Dialer{Timeout: time.Second}).DialContext,
+		DialTLSContext: dialTLS,
+		// Never HTTP/2 on a peer port.
 		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
 	c := &Client{http: &http.Client{Transport: tr}, scheme: "http"}
-	if tlsCfg != nil {
-		tr.TLSClientConfig = tlsCfg.Clone()
-		tr.TLSClientConfig.NextProtos = []string{ProtoHTTP}
-		tr.TLSHandshakeTimeout = 5 * time.Second
+	if dialTLS != nil {
 		c.scheme = "https"
 	}
 	return c

@@ -200,6 +200,11 @@ func tlsConfigs(t *testing.T, dir, certFile, keyFile string) (server, client *tl
 	return server, client
 }
 
+// dialer dials with cfg and no ALPN, as certs.Loader.DialTLS does.
+func dialer(cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return (&tls.Dialer{Config: cfg}).DialContext
+}
+
 func TestTLSDispatchesByALPN(t *testing.T) {
 	dir := t.TempDir()
 	serverTLS, clientTLS := clusterTLS(t, dir)
@@ -215,7 +220,7 @@ func TestTLSDispatchesByALPN(t *testing.T) {
 	if err := checkGRPC(t, p.addr(), credentials.NewTLS(clientTLS)); err != nil {
 		t.Fatalf("gRPC over TLS (ALPN h2): %v", err)
 	}
-	got, err := getHTTP(t, NewClient(clientTLS), p.addr(), "/_internal/check")
+	got, err := getHTTP(t, NewClient(dialer(clientTLS)), p.addr(), "/_internal/check")
 	if err != nil || got != "peer http /_internal/check" {
 		t.Fatalf("HTTP over TLS (ALPN http/1.1): %q, %v", got, err)
 	}
@@ -246,7 +251,7 @@ func TestTLSDispatchesByALPN(t *testing.T) {
 	other := t.TempDir()
 	_, otherTLS := clusterTLS(t, other)
 	otherTLS.RootCAs = clientTLS.RootCAs // it trusts our CA, we do not trust its
-	if _, err := getHTTP(t, NewClient(otherTLS), p.addr(), "/x"); err == nil {
+	if _, err := getHTTP(t, NewClient(dialer(otherTLS)), p.addr(), "/x"); err == nil {
 		t.Error("a certificate of another CA was accepted")
 	}
 }

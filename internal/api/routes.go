@@ -78,9 +78,9 @@ func routes() []*route {
 		{method: "POST", pattern: "/_internal/check/{db}/{partition}", priv: node, handle: (*Server).checkLocalPartition, stream: true, nodeOnly: true},
 		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: node, handle: (*Server).queryPartition, nodeOnly: true},
 		// The CLI drives backups and restores through these.
-		{method: "GET", pattern: "/_internal/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
-		{method: "GET", pattern: "/_internal/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},
-		{method: "POST", pattern: "/_internal/restore/{db}/{partition}", priv: clusterAdmin, audit: "restore", handle: (*Server).restorePartition, stream: true},
+		{method: "GET", pattern: "/_cluster/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
+		{method: "GET", pattern: "/_cluster/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},
+		{method: "POST", pattern: "/_cluster/restore/{db}/{partition}", priv: clusterAdmin, audit: "restore", handle: (*Server).restorePartition, stream: true},
 		{method: "GET", pattern: "/_changes/{db}", priv: read, handle: (*Server).changes, stream: true},
 		{method: "GET", pattern: "/_datastreams", priv: clusterAdmin, handle: (*Server).listDatastreams},
 		{method: "GET", pattern: "/_datastreams/{name}", priv: clusterAdmin, handle: (*Server).getDatastream},

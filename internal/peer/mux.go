@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -174,23 +175,25 @@ func (m *Mux) classify(c net.Conn) (*sub, net.Conn, error) {
 	if string(buf) == preface {
 		to = m.grpc
 	}
-	return to, &prefixConn{Conn: c, prefix: buf}, nil
+	return to, &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(buf), c)}, nil
 }
 
-// prefixConn replays the bytes read to classify a connection before the
-// rest of it.
-type prefixConn struct {
+// replayConn is a connection whose reads return the bytes classify read
+// before the rest of it.
+type replayConn struct {
 	net.Conn
-	prefix []byte
+	r io.Reader
 }
 
-func (p *prefixConn) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
+func (c *replayConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// CloseWrite half-closes the connection, as the HTTP servers do before a
+// lingering close so a refused client still reads its answer.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
 	}
-	return p.Conn.Read(b)
+	return c.Conn.Close()
 }
 
 // sub is one side's listener: Accept returns the connections dispatched

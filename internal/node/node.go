@@ -145,9 +145,11 @@ type Node struct {
 	listener net.Listener
 	http     *http1.Server
 	// peerMux splits the gRPC port between the Raft transport and
-	// peerHTTP, which serves other nodes' requests.
+	// peerHTTP, which serves other nodes' requests; peerDone is closed
+	// when peerHTTP stops serving.
 	peerMux  *peer.Mux
 	peerHTTP *http1.Server
+	peerDone chan struct{}
 	peers    *peer.Client
 
 	etcd    *embedetcd.Server
@@ -344,10 +346,9 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		return fmt.Errorf("listen on %s: %w", n.cfg.GRPCAddr, err)
 	}
 	n.peerMux = peer.NewMux(pl, peer.Config{TLS: n.sec.peerServerTLS(), Logger: n.log})
-	n.peerHTTP = n.api.PeerHTTPServer()
-	n.wg.Add(1)
+	n.peerHTTP, n.peerDone = n.api.PeerHTTPServer(), make(chan struct{})
 	go func() {
-		defer n.wg.Done()
+		defer close(n.peerDone)
 		if err := n.peerHTTP.Serve(n.peerMux.HTTP()); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			n.log.Error("peer http server stopped", "err", err)
 		}
@@ -520,9 +521,6 @@ func (n *Node) Close() error {
 	if n.http != nil {
 		errs = append(errs, n.http.Shutdown(ctx))
 	}
-	if n.peerHTTP != nil {
-		errs = append(errs, n.peerHTTP.Shutdown(ctx))
-	}
 	n.wg.Wait()
 	if n.streams != nil {
 		// Tasks write their checkpoints and give their ownerships up.
@@ -537,6 +535,13 @@ func (n *Node) Close() error {
 	}
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
+	}
+	if n.peerHTTP != nil {
+		// Last of the listeners: a straggler's forward meets an answer
+		// (not applied, routed again) rather than a dropped connection,
+		// which would leave its write's outcome unknown.
+		errs = append(errs, n.peerHTTP.Shutdown(ctx))
+		<-n.peerDone
 	}
 	if n.peerMux != nil {
 		errs = append(errs, n.peerMux.Close())

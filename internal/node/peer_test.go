@@ -21,9 +21,10 @@ import (
 // TestClusterTalksOverTLSPeerListeners runs three nodes in secure mode,
 // whose peer listeners require mutual TLS with node certificates: Raft (gRPC, ALPN h2) replicates, writes
 // and reads through every node are forwarded to their leaders (HTTP,
-// ALPN http/1.1), /_cluster gathers every node's replicas; a plaintext
-// client gets no answer from a peer port, and the REST ports do not know
-// the node-only routes.
+// ALPN http/1.1), /_cluster gathers every node's replicas, a router
+// (with a node certificate) forwards and relays; a plaintext client gets
+// no answer from a peer port, and the REST ports do not know the
+// node-only routes.
 func TestClusterTalksOverTLSPeerListeners(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -54,7 +55,7 @@ func TestClusterTalksOverTLSPeerListeners(t *testing.T) {
 		defer n.Close()
 		nodes = append(nodes, n)
 	}
-	do := func(n *Node, method, path, body string) (int, string) {
+	do := func(n interface{ Addr() string }, method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, method, "https://"+n.Addr()+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -128,5 +129,24 @@ func TestClusterTalksOverTLSPeerListeners(t *testing.T) {
 			resp.Body.Close()
 			t.Errorf("%s: plaintext to the TLS peer port answered %d", n.cfg.ID, resp.StatusCode)
 		}
+	}
+
+	// A router has no peer listener; it dials the nodes' over TLS.
+	rt, err := StartRouter(ctx, RouterConfig{HTTPAddr: "127.0.0.1:0", EtcdEndpoints: etcd.Endpoints(), CertsDir: certsDir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if st, b := do(rt, "PUT", "/db/T/via-router", `{"v":99}`); st != 201 {
+		t.Fatalf("PUT through the router: %d %s", st, b)
+	}
+	if st, b := do(rt, "GET", "/db/T/via-router", ""); st != 200 || !strings.Contains(b, `"v":99`) {
+		t.Errorf("GET through the router: %d %s", st, b)
+	}
+	if st, b := do(rt, "GET", "/_schemas/db", ""); st != 200 || !strings.Contains(b, `"partitions":3`) {
+		t.Errorf("GET /_schemas/db relayed by the router: %d %s", st, b)
+	}
+	if st, _ := do(rt, "GET", "/_internal/replicas", ""); st != 404 {
+		t.Errorf("router REST /_internal/replicas: %d, want 404", st)
 	}
 }

@@ -183,7 +183,8 @@ type partitionPage struct {
 }
 
 // fetchPage asks the leader's node for one partition's page of a query,
-// at its peer listener, as this node (the query was authorized here).
+// at its peer listener, as r's caller: the leader charges the page's read
+// units to that user's quota, as it would a forwarded read.
 func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table string) (partitionPage, error) {
 	var page partitionPage
 	u := s.peers.URL(to.Peer, fmt.Sprintf("/_internal/query/%s/%s/%d?%s", url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery))
@@ -197,6 +198,7 @@ func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table
 		}
 	}
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	peer.SetCaller(r.Context(), req)
 	resp, err := s.peers.Do(req)
 	if err != nil {
 		return page, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/peer"
 )
 
@@ -125,13 +126,17 @@ func TestCallerHeaderCountsOnlyOnThePeerListener(t *testing.T) {
 	}
 }
 
-func TestForwardCarriesTheCallerAndNothingElse(t *testing.T) {
+func TestForwardsAndPagesCarryTheCallerAndNothingElse(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got = r.Header.Values(peer.HeaderCaller)
 		mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/_internal/query/") {
+			_, _ = io.WriteString(w, `{"keys":[],"count":0,"documents":[]}`)
+			return
+		}
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer leader.Close()
@@ -160,6 +165,19 @@ func TestForwardCarriesTheCallerAndNothingElse(t *testing.T) {
 		mu.Lock()
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 			t.Errorf("%s: forwarded with %s %q, want %q", tc.name, peer.HeaderCaller, got, tc.want)
+		}
+		got = nil
+		mu.Unlock()
+
+		// A query's page from another partition's leader is charged to the
+		// same caller there.
+		to := &partition.NotAppliedError{Reason: partition.Elsewhere, DB: "db", Partition: 1, Node: "n2", Peer: addr}
+		if _, err := s.fetchPage(r, to, "T"); err != nil {
+			t.Fatalf("%s: fetchPage: %v", tc.name, err)
+		}
+		mu.Lock()
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: page asked with %s %q, want %q", tc.name, peer.HeaderCaller, got, tc.want)
 		}
 		mu.Unlock()
 	}

@@ -76,7 +76,7 @@ func routes() []*route {
 		{method: "POST", pattern: "/_cluster/check/{db}", priv: clusterAdmin, handle: (*Server).checkDatabase, stream: true},
 		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", priv: clusterAdmin, handle: (*Server).checkOnePartition, stream: true},
 		{method: "POST", pattern: "/_internal/check/{db}/{partition}", priv: node, handle: (*Server).checkLocalPartition, stream: true, nodeOnly: true},
-		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: node, handle: (*Server).queryPartition, nodeOnly: true},
+		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: read, handle: (*Server).queryPartition, nodeOnly: true},
 		// The CLI drives backups and restores through these.
 		{method: "GET", pattern: "/_cluster/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
 		{method: "GET", pattern: "/_cluster/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},

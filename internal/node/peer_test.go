@@ -19,12 +19,12 @@ import (
 )
 
 // TestClusterTalksOverTLSPeerListeners runs three nodes in secure mode,
-// whose peer listeners require mutual TLS with node certificates: Raft (gRPC, ALPN h2) replicates, writes
-// and reads through every node are forwarded to their leaders (HTTP,
-// ALPN http/1.1), /_cluster gathers every node's replicas, a router
-// (with a node certificate) forwards and relays; a plaintext client gets
-// no answer from a peer port, and the REST ports do not know the
-// node-only routes.
+// whose peer listeners require mutual TLS with node certificates: Raft
+// (gRPC, ALPN h2) replicates, writes and reads through every node are
+// forwarded to their leaders (HTTP), /_cluster gathers every node's
+// replicas, a router forwards and relays; a plaintext client gets no
+// answer from a peer port, and the REST ports do not know the node-only
+// routes.
 func TestClusterTalksOverTLSPeerListeners(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

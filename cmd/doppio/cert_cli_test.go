@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -71,6 +72,32 @@ func TestCertCommandsAndSecureDev(t *testing.T) {
 	}
 	if out := d.ok("", "cluster", "status"); !strings.Contains(out, "alive") {
 		t.Errorf("cluster status over TLS:\n%s", out)
+	}
+	// root's generated password: saved owner-only, and a login with it
+	// (over TLS) prints a session token that the next command uses.
+	pwFile := filepath.Join(data, rootPasswordFile)
+	if fi, err := os.Stat(pwFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("root password file: %v %v", fi, err)
+	}
+	if !strings.Contains(printed, "password is in "+pwFile) {
+		t.Errorf("dev --secure does not say where root's password is:\n%s", printed)
+	}
+	pw, _ := os.ReadFile(pwFile)
+	token := strings.TrimSpace(d.ok("", "login", "--user", "root", "--password", strings.TrimSpace(string(pw))))
+	if !strings.HasPrefix(token, "dpt1.") {
+		t.Fatalf("login printed %q", token)
+	}
+	if _, errs, code := d.run("", "login", "--user", "root", "--password", "not-the-password", "--retry", "0"); code != 1 || !strings.Contains(errs, "wrong user name or password") {
+		t.Errorf("login with a wrong password: exit %d, %s", code, errs)
+	}
+	// Neither a certificate nor a credential: 401.
+	d.env = []string{"DOPPIO_CERTS_DIR=" + certsDir, "DOPPIO_USER=nobody"}
+	if _, errs, code := d.run("", "cluster", "status", "--retry", "0"); code != 1 || !strings.Contains(errs, "this node requires authentication") {
+		t.Errorf("no credential: exit %d, %s", code, errs)
+	}
+	d.env = []string{"DOPPIO_CERTS_DIR=" + certsDir, "DOPPIO_USER=nobody", "DOPPIO_TOKEN=" + token}
+	if out := d.ok("", "cluster", "status"); !strings.Contains(out, "alive") {
+		t.Errorf("cluster status with root's token:\n%s", out)
 	}
 	// Without the certs directory the CLI speaks plain HTTP: refused
 	// with the server's clear answer.

@@ -32,6 +32,18 @@ func quotaDB(t *testing.T) string {
 	return db
 }
 
+// settleShares waits until each of dbs has its leader here (a read
+// answered needs one) and then out one recomputation of the node's quota
+// shares (every second), so that they count them as led here: a user's
+// share is the part of all partitions the node leads.
+func settleShares(t *testing.T, dbs ...string) {
+	t.Helper()
+	for _, db := range dbs {
+		expect(t, send(t, "GET", "/"+db+"/T/probe/p", nil), 404, "probe read")
+	}
+	time.Sleep(1100 * time.Millisecond)
+}
+
 // doc is a document of T whose field s holds n bytes.
 func doc(n int) string { return `{"s":"` + strings.Repeat("x", n) + `"}` }
 
@@ -180,6 +192,7 @@ func TestWritesOverQuotaAreRefusedAndChangeNothing(t *testing.T) {
 
 func TestUserQuotaAppliesAcrossDatabases(t *testing.T) {
 	db1, db2 := quotaDB(t), quotaDB(t)
+	settleShares(t, db1, db2)
 	user := fmt.Sprintf("alice%d", dbSeq.Add(1))
 	expect(t, send(t, "PUT", "/_quotas/users/"+user, `{"writeUnitsPerSecond":1}`), 201, "set user quota")
 	expect(t, send(t, "PUT", "/"+db1+"/T/g/a", doc(4500), "X-Test-User", user), 201, "the user's first write")

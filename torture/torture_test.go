@@ -95,23 +95,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 	requireNamespaces(t)
 	bin := doppioBinary(t)
-	seed := uint64(defaultSeed)
-	if s := os.Getenv("DOPPIO_TORTURE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("DOPPIO_TORTURE_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	d := 10 * time.Second
-	if s := os.Getenv("DOPPIO_TORTURE_DURATION"); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("DOPPIO_TORTURE_DURATION=%q: %v", s, err)
-		}
-		d = v
-	}
-	only := os.Getenv("DOPPIO_TORTURE_NEMESIS")
+	seed, d, only := suiteSettings(t)
 	t.Logf("seed %d, %v per nemesis", seed, d)
 	for _, nm := range Nemeses() {
 		if nm.Name == "none" && only == "" {
@@ -127,56 +111,117 @@ func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 			if nm.Name == "mixed" || nm.Name == "drain" {
 				nodes = 5
 			}
-			// Kept when the test fails: node logs, data, histories.
-			dir, err := os.MkdirTemp("", "doppio-torture-"+nm.Name+"-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			c, err := StartCluster(ctx, bin, dir, nodes)
-			if err != nil {
-				os.RemoveAll(dir)
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := c.Close(); err != nil {
-					t.Errorf("tear down: %v", err)
-				}
-				if !t.Failed() {
-					os.RemoveAll(dir)
-					return
-				}
-				for _, n := range c.Nodes {
-					t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
-				}
-				t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
-			})
-			ws, err := NewWorkloads("all")
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := Run(ctx, c, Options{Nemesis: nm, Workloads: ws, Duration: d, Seed: seed, Dir: filepath.Join(dir, "artifacts"), Log: &lineLogger{t: t}})
-			if len(r.Plan) == 0 && nm.Name != "none" {
-				t.Errorf("%s planned no fault in %v", nm.Name, d)
-			}
-			for _, e := range r.Events {
-				if e.Err != "" {
-					t.Errorf("nemesis step failed: %v", e)
-				}
-			}
-			if len(r.Results) != len(ws) {
-				t.Errorf("%d of %d workloads checked: %v", len(r.Results), len(ws), r.Errors)
-			}
-			for _, w := range r.Results {
-				if w.Acknowledged == 0 {
-					t.Errorf("%s: no operation acknowledged in %v: not a real run", w.Workload, d)
-				}
-			}
-			if !r.OK() {
-				t.Errorf("nemesis %s failed; replay with DOPPIO_TORTURE_SEED=%d DOPPIO_TORTURE_NEMESIS=%s (or make torture TORTURE_FLAGS='-nemesis %s -nodes %d -duration %v -seed %d')",
-					nm.Name, seed, nm.Name, nm.Name, nodes, d, seed)
-			}
+			runNemesis(t, bin, nm, nodes, false, seed, d)
 		})
+	}
+}
+
+// TestSecureClusterUnderPartitions is the partition configuration of
+// TestEveryNemesisAgainstEveryWorkload on a cluster in secure mode (TLS on
+// every link, authentication on, the workloads acting as root by its
+// client certificate), with the same checks: what TLS reconnections and
+// authentication on every request and forward change must not cost
+// consistency. DOPPIO_TORTURE_NEMESIS without "partition" leaves it out.
+func TestSecureClusterUnderPartitions(t *testing.T) {
+	requireNamespaces(t)
+	seed, d, only := suiteSettings(t)
+	if only != "" && !slices.Contains(strings.Split(only, ","), "partition") {
+		return
+	}
+	nm, err := NemesisNamed("partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := doppioBinary(t)
+	t.Logf("seed %d, %v, secure", seed, d)
+	runNemesis(t, bin, nm, 3, true, seed, d)
+}
+
+// suiteSettings reads the seed, the duration of each nemesis and the
+// nemeses to run from the environment (see defaultSeed).
+func suiteSettings(t *testing.T) (seed uint64, d time.Duration, only string) {
+	t.Helper()
+	seed = uint64(defaultSeed)
+	if s := os.Getenv("DOPPIO_TORTURE_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("DOPPIO_TORTURE_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	d = 10 * time.Second
+	if s := os.Getenv("DOPPIO_TORTURE_DURATION"); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("DOPPIO_TORTURE_DURATION=%q: %v", s, err)
+		}
+		d = v
+	}
+	return seed, d, os.Getenv("DOPPIO_TORTURE_NEMESIS")
+}
+
+// runNemesis runs every workload against a fresh cluster of nodes (in
+// secure mode if secure) for d while nm injects faults, and fails t
+// unless the run was real (faults planned and injected, operations
+// acknowledged) and every check passed.
+func runNemesis(t *testing.T, bin string, nm Nemesis, nodes int, secure bool, seed uint64, d time.Duration) {
+	t.Helper()
+	// Kept when the test fails: node logs, data, histories.
+	dir, err := os.MkdirTemp("", "doppio-torture-"+nm.Name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := StartCluster
+	if secure {
+		start = StartSecureCluster
+	}
+	c, err := start(ctx, bin, dir, nodes)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("tear down: %v", err)
+		}
+		if !t.Failed() {
+			os.RemoveAll(dir)
+			return
+		}
+		for _, n := range c.Nodes {
+			t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
+		}
+		t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
+	})
+	ws, err := NewWorkloads("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Run(ctx, c, Options{Nemesis: nm, Workloads: ws, Duration: d, Seed: seed, Dir: filepath.Join(dir, "artifacts"), Log: &lineLogger{t: t}})
+	if len(r.Plan) == 0 && nm.Name != "none" {
+		t.Errorf("%s planned no fault in %v", nm.Name, d)
+	}
+	for _, e := range r.Events {
+		if e.Err != "" {
+			t.Errorf("nemesis step failed: %v", e)
+		}
+	}
+	if len(r.Results) != len(ws) {
+		t.Errorf("%d of %d workloads checked: %v", len(r.Results), len(ws), r.Errors)
+	}
+	for _, w := range r.Results {
+		if w.Acknowledged == 0 {
+			t.Errorf("%s: no operation acknowledged in %v: not a real run", w.Workload, d)
+		}
+	}
+	if !r.OK() {
+		test, flag := "TestEveryNemesisAgainstEveryWorkload", ""
+		if secure {
+			test, flag = "TestSecureClusterUnderPartitions", " -secure"
+		}
+		t.Errorf("nemesis %s failed; replay with DOPPIO_TORTURE_SEED=%d DOPPIO_TORTURE_NEMESIS=%s go test -run %s (or make torture TORTURE_FLAGS='-nemesis %s -nodes %d -duration %v -seed %d%s')",
+			nm.Name, seed, nm.Name, test, nm.Name, nodes, d, seed, flag)
 	}
 }
 

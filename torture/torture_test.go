@@ -2,6 +2,8 @@ package torture
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/certs"
 )
 
 // The CI version of the suite: every nemesis, every workload, a short but
@@ -20,7 +24,8 @@ import (
 //	DOPPIO_TORTURE=off            skip it (reported as skipped)
 //	DOPPIO_TORTURE_SEED=n         replay a seed (default: fixed)
 //	DOPPIO_TORTURE_DURATION=30s   run each nemesis longer
-//	DOPPIO_TORTURE_NEMESIS=a,b    only these nemeses
+//	DOPPIO_TORTURE_NEMESIS=a,b    only these nemeses (the secure run is
+//	                              partition's: TestSecureClusterUnderPartitions)
 const defaultSeed = 20261122
 
 // requireNamespaces fails the test, saying why, when it cannot build
@@ -194,6 +199,9 @@ func runNemesis(t *testing.T, bin string, nm Nemesis, nodes int, secure bool, se
 		}
 		t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
 	})
+	if secure {
+		requireAuthentication(t, c)
+	}
 	ws, err := NewWorkloads("all")
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +230,35 @@ func runNemesis(t *testing.T, bin string, nm Nemesis, nodes int, secure bool, se
 		}
 		t.Errorf("nemesis %s failed; replay with DOPPIO_TORTURE_SEED=%d DOPPIO_TORTURE_NEMESIS=%s go test -run %s (or make torture TORTURE_FLAGS='-nemesis %s -nodes %d -duration %v -seed %d%s')",
 			nm.Name, seed, nm.Name, test, nm.Name, nodes, d, seed, flag)
+	}
+}
+
+// requireAuthentication fails t unless c's nodes refuse a TLS client that
+// presents no certificate (401) and accept root's: what proves that the
+// run is authenticated on every request, not only encrypted.
+func requireAuthentication(t *testing.T, c *Cluster) {
+	t.Helper()
+	anonymous, err := certs.ClientTLS(c.certs.dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+		want int
+	}{{"no client certificate", anonymous, http.StatusUnauthorized}, {"root's certificate", c.TLS(), http.StatusOK}} {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: newTransport(tc.cfg)}
+		for _, n := range c.Nodes {
+			resp, err := hc.Get(n.URL() + "/_cluster")
+			if err != nil {
+				t.Fatalf("%s: GET /_cluster with %s: %v", n.ID, tc.name, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s: GET /_cluster with %s answered %d, want %d", n.ID, tc.name, resp.StatusCode, tc.want)
+			}
+		}
+		hc.CloseIdleConnections()
 	}
 }
 

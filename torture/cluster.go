@@ -156,6 +156,10 @@ func (c *Cluster) scheme() string {
 // URL is the node's REST base URL.
 func (n *Node) URL() string { return fmt.Sprintf("%s://%s:%d", n.c.scheme(), n.IP, httpPort) }
 
+// PeerURL is the base URL of the node's peer listener (its --grpc port),
+// the only place it serves the node-only /_internal routes.
+func (n *Node) PeerURL() string { return fmt.Sprintf("%s://%s:%d", n.c.scheme(), n.IP, grpcPort) }
+
 // LogPath is the file the node's output goes to, across restarts.
 func (n *Node) LogPath() string { return filepath.Join(n.c.Dir, "logs", n.ID+".log") }
 
@@ -402,9 +406,11 @@ func (c *Cluster) send(ctx context.Context, method string, n *Node, path string)
 	return c.sendWith(ctx, c.client, method, n.URL()+path)
 }
 
-// getInternal sends a GET for a route for nodes only to node n, as a node.
+// getInternal sends a GET for a route for nodes only to node n's peer
+// listener, as a node (in secure mode its mutual TLS admits only a node
+// certificate).
 func (c *Cluster) getInternal(ctx context.Context, n *Node, path string) (int, []byte, error) {
-	return c.sendWith(ctx, c.nodeClient, http.MethodGet, n.URL()+path)
+	return c.sendWith(ctx, c.nodeClient, http.MethodGet, n.PeerURL()+path)
 }
 
 func (c *Cluster) sendWith(ctx context.Context, hc *http.Client, method, u string) (int, []byte, error) {

@@ -281,38 +281,37 @@ func (s *doppioStore) scheme() string {
 // instructions would.
 func (s *doppioStore) login(ctx context.Context, data string) error {
 	s.ca = filepath.Join(data, "certs", certs.CAFile)
-	pem, err := os.ReadFile(s.ca)
-	if err != nil {
-		return err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("doppio: no certificate in %s", s.ca)
-	}
-	s.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	pw, err := os.ReadFile(filepath.Join(data, "root.password"))
-	if err != nil {
-		return err
-	}
-	body, _ := json.Marshal(map[string]string{"user": "root", "password": strings.TrimSpace(string(pw))})
-	var tok struct {
-		Token string `json:"token"`
-	}
-	err = retry(ctx, "POST /_auth/login", func() error {
+	// The files appear once the cluster has started and set the password.
+	return retry(ctx, "POST /_auth/login", func() error {
+		pem, err := os.ReadFile(s.ca)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("doppio: no certificate in %s", s.ca)
+		}
+		s.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		pw, err := os.ReadFile(filepath.Join(data, "root.password"))
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(map[string]string{"user": "root", "password": strings.TrimSpace(string(pw))})
 		code, b, err := s.do(ctx, "POST", s.urls[0]+"/_auth/login", body)
 		if err == nil && code != 200 {
 			err = fmt.Errorf("%d %s", code, b)
 		}
+		var tok struct {
+			Token string `json:"token"`
+		}
 		if err == nil {
 			err = json.Unmarshal(b, &tok)
 		}
+		if err == nil {
+			s.authz = "Bearer " + tok.Token
+		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	s.authz = "Bearer " + tok.Token
-	return nil
 }
 
 // do sends a request with the store's client and credentials.

@@ -72,7 +72,8 @@ bench-expand:
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
 # docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'
-# or '-nemesis partition -workload register -nodes 5 -seed 42' to replay.
+# or '-nemesis partition -workload register -nodes 5 -seed 42' to replay;
+# -secure runs the nodes in secure mode (TLS on every link, authentication).
 .PHONY: torture
 torture:
 	$(GO) run ./torture/cmd/torture $(TORTURE_FLAGS)

@@ -3,6 +3,7 @@ package torture
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,13 +41,26 @@ type Client struct {
 const DefaultTimeout = 4 * time.Second
 
 // newHTTPClient is shared by a workload's clients: no client-side retries
-// beyond what net/http does for requests that wrote nothing, and enough
-// idle connections per node for every client.
-func newHTTPClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+// beyond what net/http does for requests that wrote nothing, enough idle
+// connections per node for every client, and t's TLS configuration.
+func newHTTPClient(t Target) *http.Client {
+	tr := newTransport(t.TLS())
 	tr.MaxIdleConnsPerHost = 64
 	tr.ResponseHeaderTimeout = 0
 	return &http.Client{Transport: tr}
+}
+
+// newTransport is net/http's default transport speaking TLS with cfg
+// (plaintext when cfg is nil). It speaks HTTP/1.1 either way, so that a
+// secure run differs from a plaintext one by TLS and authentication only,
+// not by the protocol's connection handling.
+func newTransport(cfg *tls.Config) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg != nil {
+		tr.TLSClientConfig = cfg.Clone()
+		tr.ForceAttemptHTTP2 = false
+	}
+	return tr
 }
 
 // NewClient returns client id over endpoints, picking nodes with rng.
@@ -204,7 +218,7 @@ func (c *Client) Retry(ctx context.Context, method, path string, body any, want 
 // setup requests, seeded with seed so that setups replay, and db with its
 // tables created and served (see createDatabase), in 4 partitions.
 func setupDatabase(ctx context.Context, t Target, seed uint64, db string, tables map[string]string) (*Client, error) {
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(seed, seed+1)))
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(t), rand.New(rand.NewPCG(seed, seed+1)))
 	return c, createDatabase(ctx, c, db, 4, tables)
 }
 
@@ -240,7 +254,7 @@ func clientRNGs(rng *rand.Rand, n int) []*rand.Rand {
 func runClients(ctx context.Context, t Target, rng *rand.Rand, n int, hist **History, op func(c *Client, seq int64)) error {
 	*hist = NewHistory()
 	defer (*hist).Close()
-	hc := newHTTPClient()
+	hc := newHTTPClient(t)
 	rngs := clientRNGs(rng, n)
 	var wg sync.WaitGroup
 	for id := range n {

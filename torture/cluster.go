@@ -2,6 +2,7 @@ package torture
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,15 +32,24 @@ const (
 // Cluster is 3 or 5 `doppio start` processes, one per namespace of a
 // Network, each with its own data directory and log file. Nodes 1–3 embed
 // the etcd members; nodes 4 and 5 use them.
+//
+// An insecure cluster (StartCluster) speaks plaintext everywhere and
+// authenticates no one. A secure one (StartSecureCluster) runs in secure
+// mode: TLS on every link (REST, node to node, etcd) and authentication,
+// with certificates made for it under Dir/certs; the harness and the
+// workloads act as root, by root's client certificate.
 type Cluster struct {
 	Net    *Network
 	Binary string
-	Dir    string // data/ and logs/ of every node
+	Dir    string // data/, logs/ (and certs/ when secure) of every node
 	Nodes  []*Node
 	// Extra flags for every node, e.g. --raft-tick.
 	Extra []string
 
-	client *http.Client
+	certs *clusterCerts // nil when insecure
+	// client acts as root in secure mode; nodeClient presents the node
+	// certificate (routes for nodes only, etcd). Both are one in plaintext.
+	client, nodeClient *http.Client
 }
 
 // Node is one node process; it keeps its id, addresses and data across
@@ -63,10 +73,21 @@ const (
 	Down    = "down"
 )
 
-// StartCluster starts n nodes in fresh namespaces with data under dir and
-// waits until every node is ready. On error everything started is torn
-// down again.
+// StartCluster starts n insecure nodes in fresh namespaces with data
+// under dir and waits until every node is ready. On error everything
+// started is torn down again.
 func StartCluster(ctx context.Context, binary, dir string, n int, extra ...string) (*Cluster, error) {
+	return startCluster(ctx, binary, dir, n, false, extra)
+}
+
+// StartSecureCluster is StartCluster in secure mode: it first makes a CA,
+// a node certificate naming every node's address and root's client
+// certificate under dir/certs, and starts the nodes with --certs-dir.
+func StartSecureCluster(ctx context.Context, binary, dir string, n int, extra ...string) (*Cluster, error) {
+	return startCluster(ctx, binary, dir, n, true, extra)
+}
+
+func startCluster(ctx context.Context, binary, dir string, n int, secure bool, extra []string) (*Cluster, error) {
 	if n != 3 && n != 5 {
 		return nil, fmt.Errorf("a cluster has 3 or 5 nodes, not %d", n)
 	}
@@ -76,12 +97,25 @@ func StartCluster(ctx context.Context, binary, dir string, n int, extra ...strin
 	}
 	c := &Cluster{Net: nw, Binary: binary, Dir: dir, Extra: extra,
 		client: &http.Client{Timeout: 3 * time.Second}}
+	c.nodeClient = c.client
 	for i := range n {
 		c.Nodes = append(c.Nodes, &Node{Index: i, ID: fmt.Sprintf("n%d", i+1), IP: nw.IP(i), c: c})
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if secure {
+		ips := make([]string, n)
+		for i, nd := range c.Nodes {
+			ips[i] = nd.IP
+		}
+		if c.certs, err = makeCerts(filepath.Join(dir, "certs"), ips); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.client = &http.Client{Timeout: 3 * time.Second, Transport: newTransport(c.certs.user)}
+		c.nodeClient = &http.Client{Timeout: 3 * time.Second, Transport: newTransport(c.certs.node)}
 	}
 	if err := c.StartAll(ctx); err != nil {
 		c.Close()
@@ -99,12 +133,32 @@ func (c *Cluster) Endpoints() []string {
 	return out
 }
 
+// TLS implements Target: nil when insecure, else root's client
+// configuration.
+func (c *Cluster) TLS() *tls.Config {
+	if c.certs == nil {
+		return nil
+	}
+	return c.certs.user
+}
+
+// Secure reports whether the cluster runs in secure mode.
+func (c *Cluster) Secure() bool { return c.certs != nil }
+
+// scheme is the scheme of every URL the cluster serves.
+func (c *Cluster) scheme() string {
+	if c.certs != nil {
+		return "https"
+	}
+	return "http"
+}
+
 // URL is the node's REST base URL.
-func (n *Node) URL() string { return fmt.Sprintf("http://%s:%d", n.IP, httpPort) }
+func (n *Node) URL() string { return fmt.Sprintf("%s://%s:%d", n.c.scheme(), n.IP, httpPort) }
 
 // PeerURL is the base URL of the node's peer listener (its --grpc port),
 // the only place it serves the node-only /_internal routes.
-func (n *Node) PeerURL() string { return fmt.Sprintf("http://%s:%d", n.IP, grpcPort) }
+func (n *Node) PeerURL() string { return fmt.Sprintf("%s://%s:%d", n.c.scheme(), n.IP, grpcPort) }
 
 // LogPath is the file the node's output goes to, across restarts.
 func (n *Node) LogPath() string { return filepath.Join(n.c.Dir, "logs", n.ID+".log") }
@@ -114,19 +168,24 @@ func (n *Node) args() []string {
 	args := []string{"start", "--id", n.ID, "--zone", "z" + n.ID[1:],
 		"--data", filepath.Join(c.Dir, "data", n.ID),
 		"--http", fmt.Sprintf("%s:%d", n.IP, httpPort),
-		"--grpc", fmt.Sprintf("%s:%d", n.IP, grpcPort),
+		"--grpc", fmt.Sprintf("%s:%d", n.IP, grpcPort)}
+	if c.certs != nil {
+		args = append(args, "--certs-dir", c.certs.dir)
+	} else {
 		// The nodes listen on their namespace's address, which is not
 		// loopback: plaintext there must be asked for.
-		"--insecure"}
+		args = append(args, "--insecure")
+	}
+	scheme := c.scheme()
 	var members, clients []string
 	for _, m := range c.Nodes[:etcdMembers] {
-		members = append(members, fmt.Sprintf("%s=http://%s:%d", m.ID, m.IP, etcdPeerPort))
-		clients = append(clients, fmt.Sprintf("http://%s:%d", m.IP, etcdClientPort))
+		members = append(members, fmt.Sprintf("%s=%s://%s:%d", m.ID, scheme, m.IP, etcdPeerPort))
+		clients = append(clients, fmt.Sprintf("%s://%s:%d", scheme, m.IP, etcdClientPort))
 	}
 	if n.Index < etcdMembers {
 		args = append(args, "--embed-etcd",
-			"--etcd-peer", fmt.Sprintf("http://%s:%d", n.IP, etcdPeerPort),
-			"--etcd-client", fmt.Sprintf("http://%s:%d", n.IP, etcdClientPort),
+			"--etcd-peer", fmt.Sprintf("%s://%s:%d", scheme, n.IP, etcdPeerPort),
+			"--etcd-client", fmt.Sprintf("%s://%s:%d", scheme, n.IP, etcdClientPort),
 			"--initial-cluster", strings.Join(members, ","))
 	} else {
 		args = append(args, "--etcd", strings.Join(clients, ","))
@@ -344,20 +403,22 @@ func (c *Cluster) post(ctx context.Context, n *Node, path string) (int, []byte, 
 }
 
 func (c *Cluster) send(ctx context.Context, method string, n *Node, path string) (int, []byte, error) {
-	return c.sendURL(ctx, method, n.URL()+path)
+	return c.sendWith(ctx, c.client, method, n.URL()+path)
 }
 
-// getURL sends a GET to a full URL (a node's peer listener).
-func (c *Cluster) getURL(ctx context.Context, u string) (int, []byte, error) {
-	return c.sendURL(ctx, http.MethodGet, u)
+// getInternal sends a GET for a route for nodes only to node n's peer
+// listener, as a node (in secure mode its mutual TLS admits only a node
+// certificate).
+func (c *Cluster) getInternal(ctx context.Context, n *Node, path string) (int, []byte, error) {
+	return c.sendWith(ctx, c.nodeClient, http.MethodGet, n.PeerURL()+path)
 }
 
-func (c *Cluster) sendURL(ctx context.Context, method, u string) (int, []byte, error) {
+func (c *Cluster) sendWith(ctx context.Context, hc *http.Client, method, u string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := c.client.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -471,11 +532,11 @@ func (c *Cluster) EtcdLeader(ctx context.Context) (*Node, error) {
 		if n.State() != Running {
 			continue
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://%s:%d/v3/maintenance/status", n.IP, etcdClientPort), strings.NewReader("{}"))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s://%s:%d/v3/maintenance/status", c.scheme(), n.IP, etcdClientPort), strings.NewReader("{}"))
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.client.Do(req)
+		resp, err := c.nodeClient.Do(req)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -550,7 +611,7 @@ func (c *Cluster) unsettled(ctx context.Context) string {
 		if code, _, err := c.get(ctx, n, "/readyz"); err != nil || code != http.StatusOK {
 			return fmt.Sprintf("%s not ready (%d %v)", n.ID, code, err)
 		}
-		code, b, err := c.getURL(ctx, n.PeerURL()+"/_internal/replicas")
+		code, b, err := c.getInternal(ctx, n, "/_internal/replicas")
 		if err != nil || code != http.StatusOK {
 			return fmt.Sprintf("%s: GET /_internal/replicas: %d %v", n.ID, code, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -45,6 +46,9 @@ func (c *localCluster) Endpoints() []string {
 	}
 	return out
 }
+
+// TLS implements Target: the local cluster speaks plaintext.
+func (c *localCluster) TLS() *tls.Config { return nil }
 
 var localReady = regexp.MustCompile(`doppio node ready.* http=(\S+)`)
 

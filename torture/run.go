@@ -74,9 +74,13 @@ func Run(ctx context.Context, c *Cluster, opt Options) RunReport {
 	for _, w := range opt.Workloads {
 		names = append(names, w.Name())
 	}
-	logf("=== torture: nemesis %s, workloads %s, %d nodes, %v, seed %d", out.Nemesis, strings.Join(names, ","), out.Nodes, opt.Duration, opt.Seed)
-	logf("    replay: go run ./torture/cmd/torture -nemesis %s -workload %s -nodes %d -duration %v -seed %d",
-		out.Nemesis, strings.Join(names, ","), out.Nodes, opt.Duration, opt.Seed)
+	mode, flag := "", ""
+	if c.Secure() {
+		mode, flag = ", secure", " -secure"
+	}
+	logf("=== torture: nemesis %s, workloads %s, %d nodes%s, %v, seed %d", out.Nemesis, strings.Join(names, ","), out.Nodes, mode, opt.Duration, opt.Seed)
+	logf("    replay: go run ./torture/cmd/torture -nemesis %s -workload %s -nodes %d -duration %v -seed %d%s",
+		out.Nemesis, strings.Join(names, ","), out.Nodes, opt.Duration, opt.Seed, flag)
 	logf("schedule:")
 	for _, f := range out.Plan {
 		logf("  %v", f)

@@ -57,7 +57,7 @@ func TestResumedStaleLeaderDoesNotRefuseFromStaleState(t *testing.T) {
 	}
 	c := startLocalCluster(t, 3)
 	ctx := context.Background()
-	hc := NewClient(-1, c.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(1, 1)))
+	hc := NewClient(-1, c.Endpoints(), newHTTPClient(c), rand.New(rand.NewPCG(1, 1)))
 	hc.Timeout = 20 * time.Second
 	if err := createDatabase(ctx, hc, "stale", 1, map[string]string{"Register": registerTable}); err != nil {
 		t.Fatal(err)

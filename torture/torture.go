@@ -11,6 +11,7 @@ package torture
 
 import (
 	"context"
+	"crypto/tls"
 	"math/rand/v2"
 	"time"
 )
@@ -18,8 +19,13 @@ import (
 // Target is what a workload drives: the REST endpoints of the cluster's nodes.
 type Target interface {
 	// Endpoints are the base URLs of every node's REST API, e.g.
-	// "http://10.77.0.2:8080". A workload spreads its clients over them.
+	// "http://10.77.0.2:8080", or "https://…" in secure mode. A workload
+	// spreads its clients over them.
 	Endpoints() []string
+	// TLS is the client configuration the endpoints require: nil for
+	// plaintext; in secure mode it trusts the cluster's CA and presents a
+	// client certificate that authenticates a user holding root.
+	TLS() *tls.Config
 }
 
 // Workload is one kind of concurrent client activity with its own checker.

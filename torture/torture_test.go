@@ -2,6 +2,8 @@ package torture
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/internal/certs"
 )
 
 // The CI version of the suite: every nemesis, every workload, a short but
@@ -20,7 +24,8 @@ import (
 //	DOPPIO_TORTURE=off            skip it (reported as skipped)
 //	DOPPIO_TORTURE_SEED=n         replay a seed (default: fixed)
 //	DOPPIO_TORTURE_DURATION=30s   run each nemesis longer
-//	DOPPIO_TORTURE_NEMESIS=a,b    only these nemeses
+//	DOPPIO_TORTURE_NEMESIS=a,b    only these nemeses (the secure run is
+//	                              partition's: TestSecureClusterUnderPartitions)
 const defaultSeed = 20261122
 
 // requireNamespaces fails the test, saying why, when it cannot build
@@ -95,23 +100,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 	requireNamespaces(t)
 	bin := doppioBinary(t)
-	seed := uint64(defaultSeed)
-	if s := os.Getenv("DOPPIO_TORTURE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("DOPPIO_TORTURE_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	d := 10 * time.Second
-	if s := os.Getenv("DOPPIO_TORTURE_DURATION"); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("DOPPIO_TORTURE_DURATION=%q: %v", s, err)
-		}
-		d = v
-	}
-	only := os.Getenv("DOPPIO_TORTURE_NEMESIS")
+	seed, d, only := suiteSettings(t)
 	t.Logf("seed %d, %v per nemesis", seed, d)
 	for _, nm := range Nemeses() {
 		if nm.Name == "none" && only == "" {
@@ -127,56 +116,149 @@ func TestEveryNemesisAgainstEveryWorkload(t *testing.T) {
 			if nm.Name == "mixed" || nm.Name == "drain" {
 				nodes = 5
 			}
-			// Kept when the test fails: node logs, data, histories.
-			dir, err := os.MkdirTemp("", "doppio-torture-"+nm.Name+"-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			c, err := StartCluster(ctx, bin, dir, nodes)
-			if err != nil {
-				os.RemoveAll(dir)
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := c.Close(); err != nil {
-					t.Errorf("tear down: %v", err)
-				}
-				if !t.Failed() {
-					os.RemoveAll(dir)
-					return
-				}
-				for _, n := range c.Nodes {
-					t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
-				}
-				t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
-			})
-			ws, err := NewWorkloads("all")
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := Run(ctx, c, Options{Nemesis: nm, Workloads: ws, Duration: d, Seed: seed, Dir: filepath.Join(dir, "artifacts"), Log: &lineLogger{t: t}})
-			if len(r.Plan) == 0 && nm.Name != "none" {
-				t.Errorf("%s planned no fault in %v", nm.Name, d)
-			}
-			for _, e := range r.Events {
-				if e.Err != "" {
-					t.Errorf("nemesis step failed: %v", e)
-				}
-			}
-			if len(r.Results) != len(ws) {
-				t.Errorf("%d of %d workloads checked: %v", len(r.Results), len(ws), r.Errors)
-			}
-			for _, w := range r.Results {
-				if w.Acknowledged == 0 {
-					t.Errorf("%s: no operation acknowledged in %v: not a real run", w.Workload, d)
-				}
-			}
-			if !r.OK() {
-				t.Errorf("nemesis %s failed; replay with DOPPIO_TORTURE_SEED=%d DOPPIO_TORTURE_NEMESIS=%s (or make torture TORTURE_FLAGS='-nemesis %s -nodes %d -duration %v -seed %d')",
-					nm.Name, seed, nm.Name, nm.Name, nodes, d, seed)
-			}
+			runNemesis(t, bin, nm, nodes, false, seed, d)
 		})
+	}
+}
+
+// TestSecureClusterUnderPartitions is the partition configuration of
+// TestEveryNemesisAgainstEveryWorkload on a cluster in secure mode (TLS on
+// every link, authentication on, the workloads acting as root by its
+// client certificate), with the same checks: what TLS reconnections and
+// authentication on every request and forward change must not cost
+// consistency. DOPPIO_TORTURE_NEMESIS without "partition" leaves it out.
+func TestSecureClusterUnderPartitions(t *testing.T) {
+	requireNamespaces(t)
+	seed, d, only := suiteSettings(t)
+	if only != "" && !slices.Contains(strings.Split(only, ","), "partition") {
+		return
+	}
+	nm, err := NemesisNamed("partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := doppioBinary(t)
+	t.Logf("seed %d, %v, secure", seed, d)
+	runNemesis(t, bin, nm, 3, true, seed, d)
+}
+
+// suiteSettings reads the seed, the duration of each nemesis and the
+// nemeses to run from the environment (see defaultSeed).
+func suiteSettings(t *testing.T) (seed uint64, d time.Duration, only string) {
+	t.Helper()
+	seed = uint64(defaultSeed)
+	if s := os.Getenv("DOPPIO_TORTURE_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("DOPPIO_TORTURE_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	d = 10 * time.Second
+	if s := os.Getenv("DOPPIO_TORTURE_DURATION"); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("DOPPIO_TORTURE_DURATION=%q: %v", s, err)
+		}
+		d = v
+	}
+	return seed, d, os.Getenv("DOPPIO_TORTURE_NEMESIS")
+}
+
+// runNemesis runs every workload against a fresh cluster of nodes (in
+// secure mode if secure) for d while nm injects faults, and fails t
+// unless the run was real (faults planned and injected, operations
+// acknowledged) and every check passed.
+func runNemesis(t *testing.T, bin string, nm Nemesis, nodes int, secure bool, seed uint64, d time.Duration) {
+	t.Helper()
+	// Kept when the test fails: node logs, data, histories.
+	dir, err := os.MkdirTemp("", "doppio-torture-"+nm.Name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := StartCluster
+	if secure {
+		start = StartSecureCluster
+	}
+	c, err := start(ctx, bin, dir, nodes)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("tear down: %v", err)
+		}
+		if !t.Failed() {
+			os.RemoveAll(dir)
+			return
+		}
+		for _, n := range c.Nodes {
+			t.Logf("%s log (tail):\n%s", n.ID, tailFile(n.LogPath(), 40))
+		}
+		t.Logf("node logs, data and the workloads' histories are kept under %s", dir)
+	})
+	if secure {
+		requireAuthentication(t, c)
+	}
+	ws, err := NewWorkloads("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Run(ctx, c, Options{Nemesis: nm, Workloads: ws, Duration: d, Seed: seed, Dir: filepath.Join(dir, "artifacts"), Log: &lineLogger{t: t}})
+	if len(r.Plan) == 0 && nm.Name != "none" {
+		t.Errorf("%s planned no fault in %v", nm.Name, d)
+	}
+	for _, e := range r.Events {
+		if e.Err != "" {
+			t.Errorf("nemesis step failed: %v", e)
+		}
+	}
+	if len(r.Results) != len(ws) {
+		t.Errorf("%d of %d workloads checked: %v", len(r.Results), len(ws), r.Errors)
+	}
+	for _, w := range r.Results {
+		if w.Acknowledged == 0 {
+			t.Errorf("%s: no operation acknowledged in %v: not a real run", w.Workload, d)
+		}
+	}
+	if !r.OK() {
+		test, flag := "TestEveryNemesisAgainstEveryWorkload", ""
+		if secure {
+			test, flag = "TestSecureClusterUnderPartitions", " -secure"
+		}
+		t.Errorf("nemesis %s failed; replay with DOPPIO_TORTURE_SEED=%d DOPPIO_TORTURE_NEMESIS=%s go test -run %s (or make torture TORTURE_FLAGS='-nemesis %s -nodes %d -duration %v -seed %d%s')",
+			nm.Name, seed, nm.Name, test, nm.Name, nodes, d, seed, flag)
+	}
+}
+
+// requireAuthentication fails t unless c's nodes refuse a TLS client that
+// presents no certificate (401) and accept root's: what proves that the
+// run is authenticated on every request, not only encrypted.
+func requireAuthentication(t *testing.T, c *Cluster) {
+	t.Helper()
+	anonymous, err := certs.ClientTLS(c.certs.dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+		want int
+	}{{"no client certificate", anonymous, http.StatusUnauthorized}, {"root's certificate", c.TLS(), http.StatusOK}} {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: newTransport(tc.cfg)}
+		for _, n := range c.Nodes {
+			resp, err := hc.Get(n.URL() + "/_cluster")
+			if err != nil {
+				t.Fatalf("%s: GET /_cluster with %s: %v", n.ID, tc.name, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s: GET /_cluster with %s answered %d, want %d", n.ID, tc.name, resp.StatusCode, tc.want)
+			}
+		}
+		hc.CloseIdleConnections()
 	}
 }
 

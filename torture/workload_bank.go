@@ -232,7 +232,7 @@ func (w *Bank) Check(ctx context.Context, t Target, dir string) Result {
 	if w.hist == nil {
 		return Result{Workload: w.Name(), Failures: []string{"bank: Check before Run"}}
 	}
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(15, 16)))
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(t), rand.New(rand.NewPCG(15, 16)))
 	res := w.hist.result(w.Name())
 	var final snapshot
 	for ctx.Err() == nil {

@@ -74,8 +74,9 @@ func (w *Changelog) Setup(ctx context.Context, t Target) error {
 	}
 	var last error
 	notFound := 0
+	hc := newHTTPClient(t)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		cp, err := firstCheckpoint(ctx, t.Endpoints()[attempt%len(t.Endpoints())])
+		cp, err := firstCheckpoint(ctx, hc, t.Endpoints()[attempt%len(t.Endpoints())])
 		if err == nil {
 			w.start = cp
 			return nil
@@ -95,11 +96,11 @@ func (w *Changelog) Setup(ctx context.Context, t Target) error {
 
 // firstCheckpoint opens the stream from now and returns the first
 // checkpoint it carries.
-func firstCheckpoint(ctx context.Context, endpoint string) (string, error) {
+func firstCheckpoint(ctx context.Context, hc *http.Client, endpoint string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var cp string
-	err := streamChanges(ctx, endpoint, changelogDB, "", func(line changeLine) bool {
+	err := streamChanges(ctx, hc, endpoint, changelogDB, "", func(line changeLine) bool {
 		cp = line.Checkpoint
 		return cp == ""
 	})
@@ -122,9 +123,10 @@ type changeLine struct {
 // errNoStream: the change stream answered 404.
 var errNoStream = errors.New("no change stream")
 
-// streamChanges reads GET /_changes/{db}?from=from on endpoint, calling f
-// for each line until f returns false, the stream ends or ctx does.
-func streamChanges(ctx context.Context, endpoint, db, from string, f func(changeLine) bool) error {
+// streamChanges reads GET /_changes/{db}?from=from on endpoint with hc,
+// calling f for each line until f returns false, the stream ends or ctx
+// does.
+func streamChanges(ctx context.Context, hc *http.Client, endpoint, db, from string, f func(changeLine) bool) error {
 	u := endpoint + "/_changes/" + db
 	if from != "" {
 		u += "?from=" + url.QueryEscape(from)
@@ -134,7 +136,7 @@ func streamChanges(ctx context.Context, endpoint, db, from string, f func(change
 		return err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -231,6 +233,7 @@ func (w *Changelog) Check(ctx context.Context, t Target, dir string) Result {
 	var events []changeLine
 	from := w.start
 	var lastErr error
+	hc := newHTTPClient(t)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		idle := time.NewTimer(w.Idle)
 		sctx, cancel := context.WithCancel(ctx)
@@ -241,7 +244,7 @@ func (w *Changelog) Check(ctx context.Context, t Target, dir string) Result {
 			case <-sctx.Done():
 			}
 		}()
-		err := streamChanges(sctx, t.Endpoints()[attempt%len(t.Endpoints())], changelogDB, from, func(l changeLine) bool {
+		err := streamChanges(sctx, hc, t.Endpoints()[attempt%len(t.Endpoints())], changelogDB, from, func(l changeLine) bool {
 			if l.Checkpoint != "" {
 				from = l.Checkpoint
 			}

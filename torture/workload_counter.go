@@ -99,7 +99,7 @@ func (w *Counter) Check(ctx context.Context, t Target, dir string) Result {
 	if w.hist == nil {
 		return Result{Workload: w.Name(), Failures: []string{"counter: Check before Run"}}
 	}
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(7, 8)))
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(t), rand.New(rand.NewPCG(7, 8)))
 	res := w.hist.result(w.Name())
 	for i := range w.Counters {
 		k := counterKey(i)

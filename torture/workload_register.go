@@ -158,7 +158,7 @@ func (w *Register) Check(ctx context.Context, t Target, dir string) Result {
 	}
 	// A final read of every register once the cluster healed joins the
 	// history: a write lost at the end shows there.
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(3, 4)))
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(t), rand.New(rand.NewPCG(3, 4)))
 	var unread []string
 	keys := map[string]bool{}
 	for _, op := range w.hist.Ops() {

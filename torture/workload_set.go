@@ -72,7 +72,7 @@ func (w *Set) Check(ctx context.Context, t Target, dir string) Result {
 	if w.hist == nil {
 		return Result{Workload: w.Name(), Failures: []string{"set: Check before Run"}}
 	}
-	c := NewClient(-1, t.Endpoints(), newHTTPClient(), rand.New(rand.NewPCG(11, 12)))
+	c := NewClient(-1, t.Endpoints(), newHTTPClient(t), rand.New(rand.NewPCG(11, 12)))
 	res := w.hist.result(w.Name())
 	present := map[string]map[int64]int64{}
 	for g := range w.Groups {

@@ -34,14 +34,15 @@ func main() {
 	report := flag.String("report", "", "write the results section of this markdown file (e.g. docs/reliability.md)")
 	dir := flag.String("dir", "", "directory for node logs, checker artifacts and the data of failed runs (default: a new temporary one, kept)")
 	binary := flag.String("binary", "", "doppio binary to run (default: go build ./cmd/doppio)")
+	secure := flag.Bool("secure", false, "run the nodes in secure mode (TLS on every link, authentication), with certificates made for each cluster")
 	flag.Parse()
-	if err := run(*nemesis, *workload, *duration, *nodes, *seed, *report, *dir, *binary); err != nil {
+	if err := run(*nemesis, *workload, *duration, *nodes, *seed, *report, *dir, *binary, *secure); err != nil {
 		fmt.Fprintln(os.Stderr, "torture:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nemesisList, workloadList string, d time.Duration, nodes int, seed uint64, report, dir, binary string) error {
+func run(nemesisList, workloadList string, d time.Duration, nodes int, seed uint64, report, dir, binary string, secure bool) error {
 	if nodes != 3 && nodes != 5 {
 		return fmt.Errorf("-nodes must be 3 or 5, not %d", nodes)
 	}
@@ -82,7 +83,11 @@ func run(nemesisList, workloadList string, d time.Duration, nodes int, seed uint
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("torture: seed %d, %d nodes, %v per nemesis, data and logs under %s\n", seed, nodes, d, dir)
+	mode := "insecure"
+	if secure {
+		mode = "secure"
+	}
+	fmt.Printf("torture: seed %d, %d nodes (%s), %v per nemesis, data and logs under %s\n", seed, nodes, mode, d, dir)
 
 	var runs []torture.RunReport
 	failed := 0
@@ -93,7 +98,11 @@ func run(nemesisList, workloadList string, d time.Duration, nodes int, seed uint
 		}
 		ws, _ := torture.NewWorkloads(workloadList)
 		cdir := filepath.Join(dir, fmt.Sprintf("%02d-%s", i, nm.Name))
-		c, err := torture.StartCluster(ctx, binary, cdir, nodes)
+		start := torture.StartCluster
+		if secure {
+			start = torture.StartSecureCluster
+		}
+		c, err := start(ctx, binary, cdir, nodes)
 		if err != nil {
 			return fmt.Errorf("nemesis %s: start the cluster: %w", nm.Name, err)
 		}
@@ -114,6 +123,9 @@ func run(nemesisList, workloadList string, d time.Duration, nodes int, seed uint
 	if report != "" {
 		cmd := fmt.Sprintf("go run ./torture/cmd/torture -nemesis %s -workload %s -duration %v -nodes %d -seed %d -report %s",
 			nemesisList, workloadList, d, nodes, seed, report)
+		if secure {
+			cmd += " -secure"
+		}
 		if err := torture.WriteReport(report, torture.Markdown(cmd, seed, torture.Machine(netem), runs)); err != nil {
 			return err
 		}

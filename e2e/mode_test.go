@@ -36,12 +36,18 @@ type harnessMode struct {
 	tls *tls.Config
 	// http is the client of every request the tests make themselves.
 	http *http.Client
+	// peer is the client of the nodes' peer listeners (the gRPC port),
+	// as a node is: in secure mode it presents the node certificate, and
+	// it never offers HTTP/2, which on a peer port is the Raft transport.
+	peer *http.Client
 }
 
 // mode is the run's mode, set once by TestMain before any test runs.
 var mode = insecureMode()
 
-func insecureMode() harnessMode { return harnessMode{http: http.DefaultClient} }
+func insecureMode() harnessMode {
+	return harnessMode{http: http.DefaultClient, peer: &http.Client{Timeout: 30 * time.Second}}
+}
 
 // secureMode makes a certs directory under dir: a CA, one node
 // certificate naming every address a process of the harness listens on
@@ -67,7 +73,17 @@ func secureMode(dir string) (harnessMode, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg.Clone()
-	return harnessMode{certsDir: dir, tls: cfg, http: &http.Client{Transport: tr}}, nil
+	node, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.NodeCertFile), filepath.Join(dir, certs.NodeKeyFile))
+	if err != nil {
+		return harnessMode{}, err
+	}
+	ptr := http.DefaultTransport.(*http.Transport).Clone()
+	ptr.ForceAttemptHTTP2 = false
+	ptr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	ptr.TLSClientConfig = &tls.Config{MinVersion: certs.MinVersion, RootCAs: cfg.RootCAs,
+		Certificates: []tls.Certificate{node}, NextProtos: []string{"http/1.1"}}
+	return harnessMode{certsDir: dir, tls: cfg, http: &http.Client{Transport: tr},
+		peer: &http.Client{Transport: ptr, Timeout: 30 * time.Second}}, nil
 }
 
 // modeFromEnv is secure mode (certificates under dir) when secureEnv is

@@ -356,25 +356,25 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	target.must(201, "PUT", "/_schemas/shop2/Profile", backupProfileV1)
 	target.must(200, "PUT", "/_schemas/shop2/Profile", backupProfileV2)
 	target.must(201, "PUT", "/_schemas/shop2/Note", backupNoteSchema)
-	target.must(200, "POST", "/_internal/restore/shop2/0?step=begin&session="+incID, nil)
+	target.must(200, "POST", "/_cluster/restore/shop2/0?step=begin&session="+incID, nil)
 	first := full.Parts[0].Files[0]
 	table, err := os.ReadFile(filepath.Join(dir, fullID, first.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	target.must(200, "POST", "/_internal/restore/shop2/0?step=load&from=shop&session="+incID+"&sha256="+first.SHA256, string(table))
+	target.must(200, "POST", "/_cluster/restore/shop2/0?step=load&from=shop&session="+incID+"&sha256="+first.SHA256, string(table))
 	// Partition 1 finished before the interruption.
-	target.must(200, "POST", "/_internal/restore/shop2/1?step=begin&session="+incID, nil)
+	target.must(200, "POST", "/_cluster/restore/shop2/1?step=begin&session="+incID, nil)
 	for _, b := range []*backupdir.Manifest{full, inc} {
 		for _, f := range b.Parts[1].Files {
 			table, err := os.ReadFile(filepath.Join(dir, b.ID, f.Name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			target.must(200, "POST", "/_internal/restore/shop2/1?step=load&from=shop&session="+incID+"&sha256="+f.SHA256, string(table))
+			target.must(200, "POST", "/_cluster/restore/shop2/1?step=load&from=shop&session="+incID+"&sha256="+f.SHA256, string(table))
 		}
 	}
-	target.must(200, "POST", "/_internal/restore/shop2/1?step=finish&session="+incID+"&scn="+inc.Parts[1].SCN, nil)
+	target.must(200, "POST", "/_cluster/restore/shop2/1?step=finish&session="+incID+"&scn="+inc.Parts[1].SCN, nil)
 	if b := target.must(409, "PUT", "/shop2/Note/"+groupsByPartition(partitions)[0], map[string]any{"text": "x"}); !strings.Contains(string(b), "is being restored from backup "+incID) {
 		t.Fatalf("write into a partition being restored: %s", b)
 	}
@@ -394,7 +394,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	if err == nil || !strings.Contains(out, "database shop is not empty: partition") {
 		t.Fatalf("restore into a non-empty database: %v\n%s", err, out)
 	}
-	if b := target.must(409, "POST", "/_internal/restore/shop/0?step=begin&session=other", nil); !strings.Contains(string(b), "partition 0 of shop is not empty (at SCN") {
+	if b := target.must(409, "POST", "/_cluster/restore/shop/0?step=begin&session=other", nil); !strings.Contains(string(b), "partition 0 of shop is not empty (at SCN") {
 		t.Fatalf("begin on a partition with data: %s", b)
 	}
 	sameState(t, "database after a refused restore", m.read(t, target, "shop"), before)
@@ -418,7 +418,7 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	}
 	target.must(404, "GET", "/_schemas/corrupt", nil)
 	// The node checks a table's checksum too.
-	target.must(422, "POST", "/_internal/restore/shop/0?step=load&session=x&from=shop&sha256="+strings.Repeat("0", 64), "not a table")
+	target.must(422, "POST", "/_cluster/restore/shop/0?step=load&session=x&from=shop&sha256="+strings.Repeat("0", 64), "not a table")
 	// Bad arguments.
 	for _, c := range []struct {
 		args []string
@@ -441,11 +441,15 @@ func TestBackupAndRestoreIntoAnotherCluster(t *testing.T) {
 	if out, err := doppio(t, "restore", "--from", dir, "--as", "two", "--server", target.addr); err == nil || !strings.Contains(out, "database two has 2 partitions, the backup 4") {
 		t.Errorf("restore into another partition count: %v %q", err, out)
 	}
-	target.must(404, "GET", "/_internal/backup/shop/9", nil)
-	target.must(400, "GET", "/_internal/backup/shop/0?since=yesterday", nil)
-	target.must(400, "POST", "/_internal/restore/shop/0?step=begin", nil)
-	target.must(400, "POST", "/_internal/restore/shop/0?step=undo&session=x", nil)
-	target.must(409, "POST", "/_internal/restore/shop/0?step=finish&session=x&scn=1:1", nil)
+	// The streams moved from /_internal to /_cluster: the old paths are
+	// unknown routes.
+	target.must(404, "GET", "/_internal/backup/shop/0", nil)
+	target.must(404, "POST", "/_internal/restore/shop/0?step=begin&session=x", nil)
+	target.must(404, "GET", "/_cluster/backup/shop/9", nil)
+	target.must(400, "GET", "/_cluster/backup/shop/0?since=yesterday", nil)
+	target.must(400, "POST", "/_cluster/restore/shop/0?step=begin", nil)
+	target.must(400, "POST", "/_cluster/restore/shop/0?step=undo&session=x", nil)
+	target.must(409, "POST", "/_cluster/restore/shop/0?step=finish&session=x&scn=1:1", nil)
 }
 
 // metricSum adds up a metric's samples (with the given label text) over
@@ -484,7 +488,7 @@ func TestClusterShowsARunningBackup(t *testing.T) {
 		}
 		n.must(201, "PUT", fmt.Sprintf("/big/Blob/b%d", i), map[string]any{"data": fmt.Sprintf("%x", chunk)})
 	}
-	resp, err := mode.http.Get(n.addr + "/_internal/backup/big/0")
+	resp, err := mode.http.Get(n.addr + "/_cluster/backup/big/0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -250,7 +250,7 @@ func TestDeadNodesAreReplacedAndTheControllerFailsOver(t *testing.T) {
 			return false, state
 		}
 		var local wire.LocalInfo
-		if err := json.Unmarshal(victim.must(200, "GET", "/_internal/replicas", nil), &local); err != nil {
+		if err := json.Unmarshal(peerMust(t, victim.args, 200, "GET", "/_internal/replicas", nil), &local); err != nil {
 			t.Fatal(err)
 		}
 		placedHere := map[int]bool{}

@@ -102,6 +102,10 @@ func (c *Cluster) Endpoints() []string {
 // URL is the node's REST base URL.
 func (n *Node) URL() string { return fmt.Sprintf("http://%s:%d", n.IP, httpPort) }
 
+// PeerURL is the base URL of the node's peer listener (its --grpc port),
+// the only place it serves the node-only /_internal routes.
+func (n *Node) PeerURL() string { return fmt.Sprintf("http://%s:%d", n.IP, grpcPort) }
+
 // LogPath is the file the node's output goes to, across restarts.
 func (n *Node) LogPath() string { return filepath.Join(n.c.Dir, "logs", n.ID+".log") }
 
@@ -340,7 +344,16 @@ func (c *Cluster) post(ctx context.Context, n *Node, path string) (int, []byte, 
 }
 
 func (c *Cluster) send(ctx context.Context, method string, n *Node, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, n.URL()+path, nil)
+	return c.sendURL(ctx, method, n.URL()+path)
+}
+
+// getURL sends a GET to a full URL (a node's peer listener).
+func (c *Cluster) getURL(ctx context.Context, u string) (int, []byte, error) {
+	return c.sendURL(ctx, http.MethodGet, u)
+}
+
+func (c *Cluster) sendURL(ctx context.Context, method, u string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -537,7 +550,7 @@ func (c *Cluster) unsettled(ctx context.Context) string {
 		if code, _, err := c.get(ctx, n, "/readyz"); err != nil || code != http.StatusOK {
 			return fmt.Sprintf("%s not ready (%d %v)", n.ID, code, err)
 		}
-		code, b, err := c.get(ctx, n, "/_internal/replicas")
+		code, b, err := c.getURL(ctx, n.PeerURL()+"/_internal/replicas")
 		if err != nil || code != http.StatusOK {
 			return fmt.Sprintf("%s: GET /_internal/replicas: %d %v", n.ID, code, err)
 		}

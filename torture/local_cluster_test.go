@@ -32,6 +32,7 @@ type localCluster struct {
 type localNode struct {
 	args []string
 	addr string
+	peer string // base URL of its peer listener (the --grpc port)
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	logs bytes.Buffer
@@ -71,9 +72,9 @@ func startLocalCluster(t *testing.T, n int) *localCluster {
 	c := &localCluster{t: t, bin: bin}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
-		http := localPort(t)
-		c.nodes = append(c.nodes, &localNode{addr: "http://" + http, args: []string{"start", "--id", id,
-			"--data", filepath.Join(dir, id), "--http", http, "--grpc", localPort(t), "--etcd", etcd.Endpoints()[0]}})
+		http, peer := localPort(t), localPort(t)
+		c.nodes = append(c.nodes, &localNode{addr: "http://" + http, peer: "http://" + peer, args: []string{"start", "--id", id,
+			"--data", filepath.Join(dir, id), "--http", http, "--grpc", peer, "--etcd", etcd.Endpoints()[0]}})
 	}
 	var wg sync.WaitGroup
 	for i := range c.nodes {

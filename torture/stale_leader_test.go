@@ -3,20 +3,27 @@ package torture
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // leaderNode is the index of the node leading db's only partition with
-// three voters.
-func leaderNode(t *testing.T, c *localCluster, hc *Client, db string) int {
+// three voters, as the nodes' peer listeners report their replicas.
+func leaderNode(t *testing.T, c *localCluster, db string) int {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		for i := range c.nodes {
-			resp, err := hc.DoAt(context.Background(), i, "GET", "/_internal/replicas", nil)
-			if err != nil || resp.Status != 200 {
+		for i, n := range c.nodes {
+			resp, err := http.Get(n.peer + "/_internal/replicas")
+			if err != nil {
+				continue
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
 				continue
 			}
 			var info struct {
@@ -26,7 +33,7 @@ func leaderNode(t *testing.T, c *localCluster, hc *Client, db string) int {
 					Voters   []string `json:"voters"`
 				} `json:"replicas"`
 			}
-			_ = json.Unmarshal(resp.Body, &info)
+			_ = json.Unmarshal(b, &info)
 			for _, r := range info.Replicas {
 				if r.Database == db && r.Role == "leader" && len(r.Voters) == 3 {
 					return i
@@ -59,7 +66,7 @@ func TestResumedStaleLeaderDoesNotRefuseFromStaleState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := range 2 {
-		l := leaderNode(t, c, hc, "stale")
+		l := leaderNode(t, c, "stale")
 		c.nodes[l].mu.Lock()
 		cmd := c.nodes[l].cmd
 		c.nodes[l].mu.Unlock()

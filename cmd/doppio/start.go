@@ -52,7 +52,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data", "./doppio-data", "directory holding the node's data (Pebble store and, when embedded, etcd)")
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "REST listen address (port 0 picks a free port)")
-	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:0", "node-to-node (Raft) listen address (port 0 picks a free port)")
+	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:0", "node-to-node listen address: Raft and the nodes' own HTTP routes (port 0 picks a free port)")
 	fl.IntVar(&f.maxDoc, "max-document-bytes", 1<<20, "largest accepted document")
 	fl.IntVar(&f.backfillRate, "backfill-rate", partition.DefaultBackfillRate, "documents per second an index backfill indexes in one partition at most")
 	fl.Uint64Var(&f.logEntries, "changelog-max-entries", 1_000_000, "change-log entries kept per partition (0 = unbounded)")

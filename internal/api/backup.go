@@ -144,7 +144,7 @@ func (c countingTable) Write(p []byte) error {
 }
 
 // backupPartition streams one partition's backup from its leader, as of a
-// linearizable point (GET /_internal/backup/{db}/{partition}[?since=g:s]).
+// linearizable point (GET /_cluster/backup/{db}/{partition}[?since=g:s]).
 func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p params) (err error) {
 	var since *partition.BackupPoint
 	if v := r.URL.Query().Get("since"); v != "" {
@@ -192,7 +192,7 @@ func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p param
 
 // restoreState answers whether a partition may be restored into: its
 // applied SCN (with the digest of its log entry there) and any unfinished
-// restore (GET /_internal/restore/{db}/{partition}).
+// restore (GET /_cluster/restore/{db}/{partition}).
 func (s *Server) restoreState(w http.ResponseWriter, r *http.Request, p params) error {
 	rep, pi, err := s.routeLeader(r, p, replicas.Access{Read: true})
 	if err != nil {
@@ -210,7 +210,7 @@ func (s *Server) restoreState(w http.ResponseWriter, r *http.Request, p params) 
 }
 
 // restorePartition runs one step of a partition's restore on its leader
-// (POST /_internal/restore/{db}/{partition}?step=begin|load|finish).
+// (POST /_cluster/restore/{db}/{partition}?step=begin|load|finish).
 func (s *Server) restorePartition(w http.ResponseWriter, r *http.Request, p params) (err error) {
 	q := r.URL.Query()
 	session := q.Get("session")

@@ -147,7 +147,7 @@ func statuses(resps []*http.Response) []int {
 // before any of it is read.
 func TestARestoreTableOverTheRequestLimitIsRefusedUnread(t *testing.T) {
 	db := newDB(t)
-	resps := rawExchange(t, fmt.Sprintf("POST /_internal/restore/%s/0?session=s&step=load&from=%s&sha256=%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n",
+	resps := rawExchange(t, fmt.Sprintf("POST /_cluster/restore/%s/0?session=s&step=load&from=%s&sha256=%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n",
 		db, db, strings.Repeat("ab", 32), 16<<20+1), true)
 	if len(resps) != 1 || resps[0].StatusCode != 413 || resps[0].Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("answers %v, want one problem+json 413", statuses(resps))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/changes"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replication"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -32,7 +33,7 @@ type ReplicaLocator interface {
 // ReplicaAddr is a live node holding a replica of a partition.
 type ReplicaAddr struct {
 	Node   string
-	HTTP   string
+	Peer   string // the node's peer address (internal/peer)
 	Leader bool
 }
 
@@ -703,11 +704,12 @@ func (st *partStream) remote(ctx context.Context, addr ReplicaAddr) error {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	u := st.s.peerURL(addr.HTTP, "/_changes/"+url.PathEscape(st.cr.db.Name)+"?"+q.Encode())
+	u := st.s.peers.URL(addr.Peer, "/_changes/"+url.PathEscape(st.cr.db.Name)+"?"+q.Encode())
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
+	peer.SetCaller(ctx, req)
 	req.Header.Set(headerForwardedBy, st.s.cfg.NodeID)
 	silence := time.AfterFunc(st.s.cfg.RequestTimeout, cancel)
 	defer silence.Stop()

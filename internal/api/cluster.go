@@ -17,6 +17,7 @@ import (
 	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/lazyctx"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replicas"
 )
@@ -38,8 +39,8 @@ const (
 type Cluster interface {
 	// Info is the body of GET /_cluster.
 	Info(ctx context.Context) (wire.ClusterInfo, error)
-	// Local is the body of GET /_internal/replicas: this node's replicas
-	// and their Raft status.
+	// Local is the body of GET /_internal/replicas (peer listener only):
+	// this node's replicas and their Raft status.
 	Local() wire.LocalInfo
 }
 
@@ -49,15 +50,15 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-// forward replays r, with body, on the node at addr (the partition's
-// leader, or for a router any node; to says which and why) and copies its
-// answer.
+// forward replays r, with body, on the peer listener at addr (the
+// partition's leader's, or for a router any node's; to says which and
+// why), as r's caller, and copies its answer.
 func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr string, to error) error {
 	if by := r.Header.Get(headerForwardedBy); by != "" {
 		return &partition.NotAppliedError{Reason: partition.RefusedThere,
 			Detail: fmt.Sprintf("node %s forwarded this request here, but %s; routing is settling, retry", by, to.Error())}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.peers.URL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -66,6 +67,7 @@ func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr str
 			req.Header[k] = vs
 		}
 	}
+	peer.SetCaller(r.Context(), req)
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
 	if s.catalog != nil {
 		req.Header.Set(headerCatalogRevision, s.catalog.Revision().String())
@@ -180,10 +182,12 @@ type partitionPage struct {
 	Documents  []json.RawMessage `json:"documents"`
 }
 
-// fetchPage asks the leader's node for one partition's page of a query.
+// fetchPage asks the leader's node for one partition's page of a query,
+// at its peer listener, as r's caller: the leader charges the page's read
+// units to that user's quota, as it would a forwarded read.
 func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table string) (partitionPage, error) {
 	var page partitionPage
-	u := s.peerURL(to.HTTP, fmt.Sprintf("/_internal/query/%s/%s/%d?%s", url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery))
+	u := s.peers.URL(to.Peer, fmt.Sprintf("/_internal/query/%s/%s/%d?%s", url.PathEscape(to.DB), url.PathEscape(table), to.Partition, r.URL.RawQuery))
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)
 	if err != nil {
 		return page, err
@@ -194,6 +198,7 @@ func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table
 		}
 	}
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	peer.SetCaller(r.Context(), req)
 	resp, err := s.peers.Do(req)
 	if err != nil {
 		return page, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,

@@ -228,3 +228,20 @@ func TestPrivilegesMatchOpenAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIMarksNodeOnlyRoutes: exactly the operations of node-only
+// routes carry x-doppio-node-only, so a reader (and the privilege table)
+// can tell what the REST port never serves.
+func TestOpenAPIMarksNodeOnlyRoutes(t *testing.T) {
+	paths, _ := parseOpenAPI(t)["paths"].(map[string]any)
+	for _, r := range routes() {
+		op, _ := paths[r.pattern].(map[string]any)[strings.ToLower(r.method)].(map[string]any)
+		if op == nil {
+			t.Errorf("%s %s is not documented", r.method, r.pattern)
+			continue
+		}
+		if marked, _ := op["x-doppio-node-only"].(bool); marked != r.nodeOnly {
+			t.Errorf("%s %s: x-doppio-node-only is %v, the route is node-only: %v", r.method, r.pattern, marked, r.nodeOnly)
+		}
+	}
+}

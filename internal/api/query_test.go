@@ -213,7 +213,7 @@ func TestAddingAnIndexBackfillsOnline(t *testing.T) {
 	// entries are partial and would restore as a complete index.
 	refused := 0
 	for p := range 4 {
-		b := send(t, "GET", fmt.Sprintf("/_internal/backup/%s/%d", db, p), nil)
+		b := send(t, "GET", fmt.Sprintf("/_cluster/backup/%s/%d", db, p), nil)
 		if b.status == 409 {
 			if pr := decode(t, b.body); pr["field"] != "color" || !strings.Contains(fmt.Sprint(pr["detail"]), "is being built") {
 				t.Fatalf("backup during the build: %s", b.body)
@@ -242,7 +242,7 @@ func TestAddingAnIndexBackfillsOnline(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for p := range 4 {
-		expect(t, send(t, "GET", fmt.Sprintf("/_internal/backup/%s/%d", db, p), nil), 200, "backup once the index is built")
+		expect(t, send(t, "GET", fmt.Sprintf("/_cluster/backup/%s/%d", db, p), nil), 200, "backup once the index is built")
 	}
 	got, _ := queryKeys(t, "/"+db+"/Note/b0?query=color:c1&limit=1000")
 	var want []int64

@@ -14,28 +14,28 @@ import (
 // Peer is a storage node a stateless router may relay to.
 type Peer struct {
 	ID   string
-	HTTP string // host:port
+	Addr string // host:port of its peer listener (internal/peer)
 }
 
 // Relay makes s a stateless router (`doppio router`): it hosts no
 // partition, so document requests go to their partition's leader (the
 // replicas.Registry it was attached with finds none here), and the requests
 // that a node answers from its own state (schemas, whose index progress is
-// per replica, the cluster view, datastreams, quotas, internal routes) go to any live node that
-// peers returns. Call it before SetReady(true).
+// per replica, the cluster view, datastreams, quotas) go to any live node
+// that peers returns, at its peer listener. Call it before SetReady(true).
 func (s *Server) Relay(peers func() []Peer) { s.relay = peers }
 
 // relayed reports whether a route is answered by any storage node rather
 // than by the partition's leader.
 func relayed(pattern string) bool {
-	return strings.HasPrefix(pattern, "/_schemas") || strings.HasPrefix(pattern, "/_cluster") || strings.HasPrefix(pattern, "/_internal/") ||
+	return strings.HasPrefix(pattern, "/_schemas") || strings.HasPrefix(pattern, "/_cluster") ||
 		strings.HasPrefix(pattern, "/_datastreams") || strings.HasPrefix(pattern, "/_quotas")
 }
 
 type relayTarget Peer
 
 func (t relayTarget) Error() string {
-	return fmt.Sprintf("node %s (%s) serves this request", t.ID, t.HTTP)
+	return fmt.Sprintf("node %s (%s) serves this request", t.ID, t.Addr)
 }
 
 // relayAny forwards r to a live node, the first one peers lists while it
@@ -57,7 +57,7 @@ func (s *Server) relayAny(w *statusWriter, r *http.Request) error {
 		peers := s.relay()
 		var err error = &partition.NotAppliedError{Reason: partition.RefusedThere, Detail: "no storage node is registered"}
 		for _, p := range peers {
-			err = s.forward(w, r, body, p.HTTP, relayTarget(p))
+			err = s.forward(w, r, body, p.Addr, relayTarget(p))
 			if w.wrote || !notApplied(r, err) {
 				return err
 			}

@@ -74,9 +74,9 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 			if r.Header.Get(headerForwardedBy) != "" {
 				// Never forwarded twice: the node that sent it here routes
 				// it again.
-				return s.forward(w, r, body, to.HTTP, to)
+				return s.forward(w, r, body, to.Peer, to)
 			}
-			err = s.forward(w, r, body, to.HTTP, to)
+			err = s.forward(w, r, body, to.Peer, to)
 		}
 		if w.wrote || !notApplied(r, err) || r.Context().Err() != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/doppio-db/doppio/internal/auth"
@@ -28,6 +29,9 @@ type route struct {
 	// stream routes answer for as long as the client reads: no request
 	// deadline.
 	stream bool
+	// nodeOnly routes are for other nodes of the cluster: served on the
+	// peer listener alone, never on the REST listener.
+	nodeOnly bool
 	// series are the route's metric series (see Server.record).
 	series routeSeries
 }
@@ -66,17 +70,17 @@ func routes() []*route {
 		{method: "POST", pattern: "/_cluster/nodes/{name}/add", priv: clusterAdmin, audit: "node.add", handle: (*Server).nodeIntent},
 		{method: "POST", pattern: "/_cluster/nodes/{name}/drain", priv: clusterAdmin, audit: "node.drain", handle: (*Server).nodeIntent},
 		{method: "POST", pattern: "/_cluster/nodes/{name}/remove", priv: clusterAdmin, audit: "node.remove", handle: (*Server).nodeIntent},
-		{method: "GET", pattern: "/_internal/replicas", priv: node, handle: (*Server).internalReplicas},
+		{method: "GET", pattern: "/_internal/replicas", priv: node, handle: (*Server).internalReplicas, nodeOnly: true},
 		// Consistency checks read whole partitions, throttled: no request
 		// deadline (stream), the client's disconnect ends them.
 		{method: "POST", pattern: "/_cluster/check/{db}", priv: clusterAdmin, handle: (*Server).checkDatabase, stream: true},
 		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", priv: clusterAdmin, handle: (*Server).checkOnePartition, stream: true},
-		{method: "POST", pattern: "/_internal/check/{db}/{partition}", priv: node, handle: (*Server).checkLocalPartition, stream: true},
-		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: node, handle: (*Server).queryPartition},
+		{method: "POST", pattern: "/_internal/check/{db}/{partition}", priv: node, handle: (*Server).checkLocalPartition, stream: true, nodeOnly: true},
+		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: read, handle: (*Server).queryPartition, nodeOnly: true},
 		// The CLI drives backups and restores through these.
-		{method: "GET", pattern: "/_internal/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
-		{method: "GET", pattern: "/_internal/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},
-		{method: "POST", pattern: "/_internal/restore/{db}/{partition}", priv: clusterAdmin, audit: "restore", handle: (*Server).restorePartition, stream: true},
+		{method: "GET", pattern: "/_cluster/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
+		{method: "GET", pattern: "/_cluster/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},
+		{method: "POST", pattern: "/_cluster/restore/{db}/{partition}", priv: clusterAdmin, audit: "restore", handle: (*Server).restorePartition, stream: true},
 		{method: "GET", pattern: "/_changes/{db}", priv: read, handle: (*Server).changes, stream: true},
 		{method: "GET", pattern: "/_datastreams", priv: clusterAdmin, handle: (*Server).listDatastreams},
 		{method: "GET", pattern: "/_datastreams/{name}", priv: clusterAdmin, handle: (*Server).getDatastream},
@@ -154,10 +158,32 @@ func splitPathRaw(escaped string) (segs, raw []string, err error) {
 	return segs, raw, nil
 }
 
-// match finds the route for method and the escaped path; a known path with
-// another method is NotAllowed, an unknown one NotFound.
+// match finds the route the REST listener serves for method and the
+// escaped path; a known path with another method is NotAllowed, an
+// unknown one NotFound.
 func (s *Server) match(method, escaped string) (*route, params, error) {
-	return matchAmong(s.routes.candidates, method, escaped)
+	return s.rest.match(method, escaped)
+}
+
+// listener is what one of a server's listeners serves: the REST listener
+// the public routes, the peer listener (other nodes, routers) every route.
+type listener struct {
+	routes routeTable
+	// streamPrefixes: see streaming.
+	streamPrefixes [][]byte
+	// peer: requests come from nodes, their caller in peer.HeaderCaller.
+	peer bool
+}
+
+func newListener(rs []*route, peer bool) *listener {
+	if !peer {
+		rs = slices.DeleteFunc(slices.Clone(rs), func(r *route) bool { return r.nodeOnly })
+	}
+	return &listener{routes: newRouteTable(rs), streamPrefixes: streamPrefixes(rs), peer: peer}
+}
+
+func (l *listener) match(method, escaped string) (*route, params, error) {
+	return matchAmong(l.routes.candidates, method, escaped)
 }
 
 // matchAmong is match over the routes candidates gives for the path's
@@ -224,8 +250,8 @@ func newRouteTable(rs []*route) routeTable {
 // literal part of a streaming route's pattern (as written: an escaped
 // spelling of it is not recognized, and is then served like any other
 // request, its disconnect noticed at the next write).
-func (s *Server) streaming(target []byte) bool {
-	for _, p := range s.streamPrefixes {
+func (l *listener) streaming(target []byte) bool {
+	for _, p := range l.streamPrefixes {
 		if bytes.HasPrefix(target, p) {
 			return true
 		}

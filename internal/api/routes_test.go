@@ -8,6 +8,40 @@ import (
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
+// TestRESTListenerServesNoNodeOnlyRoute: the REST listener's table holds
+// every public route and no node-only one; the peer listener's holds all.
+func TestRESTListenerServesNoNodeOnlyRoute(t *testing.T) {
+	rs := routes()
+	rest, peer := newListener(rs, false), newListener(rs, true)
+	if len(peer.routes.all) != len(rs) {
+		t.Fatalf("the peer listener serves %d routes of %d", len(peer.routes.all), len(rs))
+	}
+	fill := strings.NewReplacer("{db}", "mail", "{table}", "Message", "{key}", "box1/7", "{version}", "2",
+		"{partition}", "3", "{name}", "ds1")
+	nodeOnly := 0
+	for _, r := range rs {
+		path := fill.Replace(r.pattern)
+		got, _, err := rest.match(r.method, path)
+		if r.nodeOnly {
+			nodeOnly++
+			if !strings.HasPrefix(r.pattern, "/_internal/") {
+				t.Errorf("node-only route %s is not under /_internal/", r.pattern)
+			}
+			if pe, ok := problem.As(err); !ok || pe.Kind != problem.NotFound {
+				t.Errorf("REST %s %s: %v, %v; want NotFound", r.method, path, pattern(got), err)
+			}
+		} else if got != r || err != nil {
+			t.Errorf("REST %s %s: %v, %v; want %s", r.method, path, pattern(got), err, r.pattern)
+		}
+		if got, _, err := peer.match(r.method, path); got != r || err != nil {
+			t.Errorf("peer %s %s: %v, %v; want %s", r.method, path, pattern(got), err, r.pattern)
+		}
+	}
+	if nodeOnly != 3 {
+		t.Errorf("%d node-only routes, want 3 (/_internal/replicas, check, query)", nodeOnly)
+	}
+}
+
 // TestRouteTableMatchesAsTheFullScanDid: for every route's pattern filled
 // with sample values, and for paths where a literal route and a database
 // named like it meet, every method resolves to the same route (or the same
@@ -15,7 +49,7 @@ import (
 // in order.
 func TestRouteTableMatchesAsTheFullScanDid(t *testing.T) {
 	rs := routes()
-	s := &Server{routes: newRouteTable(rs)}
+	s := newListener(rs, true) // every route
 	fill := strings.NewReplacer("{db}", "mail", "{table}", "Message", "{key}", "box1/7", "{version}", "2",
 		"{partition}", "3", "{name}", "ds1")
 	paths := []string{"/healthz", "/healthz/Message/k", "/metrics/t", "/readyz/t/k/2", "/_cluster/x",

@@ -27,6 +27,7 @@ import (
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
@@ -55,9 +56,9 @@ type Config struct {
 	// shortens it per request).
 	RequestTimeout time.Duration
 	// DialPeerTLS, when set, makes the requests this server sends to
-	// other nodes (forwards, relays, query pages, change streams) speak
-	// https over the connections it dials: secure mode, where it presents
-	// the node certificate (certs.Loader.DialTLS).
+	// other nodes' peer listeners (forwards, relays, query pages, change
+	// streams) speak https over the connections it dials: secure mode,
+	// where it presents the node certificate (certs.Loader.DialTLS).
 	DialPeerTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Authenticate makes every route but the public ones require an
 	// authenticated caller holding the route's privilege (see
@@ -100,10 +101,9 @@ type Server struct {
 	streams  *datastream.Manager
 	quotas   *quota.Store // nil: nothing is limited
 	log      *slog.Logger
-	routes   routeTable
-	// streamPrefixes: see streaming.
-	streamPrefixes [][]byte
-	ready          atomic.Bool
+	// rest and peer are what the REST and the peer listener serve.
+	rest, peer *listener
+	ready      atomic.Bool
 	// draining: the node is stopping; every answer closes its connection.
 	draining atomic.Bool
 	// streamsEnd ends every streaming answer (change streams) when the
@@ -118,7 +118,7 @@ type Server struct {
 
 	clusterInfo Cluster
 	transfers   *transfers   // partition backups and restores running here
-	peers       *http.Client // forwarding to other nodes
+	peers       *peer.Client // forwarding to other nodes
 	relay       func() []Peer
 
 	auth     atomic.Pointer[auth.Authenticator]
@@ -130,13 +130,8 @@ type Server struct {
 // answers /_cluster.
 func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prometheus.Registry, log *slog.Logger, cluster Cluster) *Server {
 	s := &Server{
-		cfg: cfg.withDefaults(), catalog: cat, registry: rt, log: log, routes: newRouteTable(routes()),
-		clusterInfo: cluster,
-		peers: &http.Client{Transport: &http.Transport{
-			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			DialContext:    (&net.Dialer{Timeout: time.Second}).DialContext,
-			DialTLSContext: cfg.DialPeerTLS,
-		}},
+		cfg: cfg.withDefaults(), catalog: cat, registry: rt, log: log,
+		clusterInfo: cluster, peers: peer.NewClient(cfg.DialPeerTLS),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "doppio_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "code"}),
@@ -145,20 +140,13 @@ func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prom
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"route", "method"}),
 	}
-	s.streamPrefixes = streamPrefixes(s.routes.all)
+	rs := routes()
+	s.rest, s.peer = newListener(rs, false), newListener(rs, true)
 	registry.MustRegister(s.requests, s.latency)
 	s.transfers = newTransfers(registry)
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	s.streamsEnd, s.endStreams = context.WithCancel(context.Background())
 	return s
-}
-
-// peerURL is the URL of path on the node at addr (host:port).
-func (s *Server) peerURL(addr, path string) string {
-	if s.cfg.DialPeerTLS != nil {
-		return "https://" + addr + path
-	}
-	return "http://" + addr + path
 }
 
 // Attach gives the server the catalog and router once they are open; call
@@ -180,8 +168,32 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // later.
 func (s *Server) EndStreams() { s.endStreams() }
 
-// ServeHTTP routes a request and renders its outcome.
+// ServeHTTP serves a request of the REST listener: the public routes
+// only, and peer.HeaderCaller is dropped unread, so no client can claim a
+// caller by header.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(peer.HeaderCaller)
+	s.serveOn(s.rest, w, r)
+}
+
+// PeerHandler serves the requests of the peer listener: every route, the
+// node-only ones included, each run as the caller peer.CallerOf finds
+// (the user a forwarding node names, or else the sending node itself).
+func (s *Server) PeerHandler() http.Handler { return peerHandler{s} }
+
+type peerHandler struct{ s *Server }
+
+func (h peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, err := peer.CallerOf(r.Header)
+	if err != nil {
+		h.s.failUnrouted(w, r, problem.Field(problem.Malformed, peer.HeaderCaller, "%v", err))
+		return
+	}
+	h.s.serveOn(h.s.peer, w, r.WithContext(auth.WithCaller(r.Context(), c)))
+}
+
+// serveOn routes a request among what l serves and renders its outcome.
+func (s *Server) serveOn(l *listener, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	if s.cfg.Knobs.Caller != nil {
@@ -196,7 +208,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if method == http.MethodHead {
 		method = http.MethodGet // net/http drops the body of a HEAD answer
 	}
-	rt, p, err := s.match(method, r.URL.EscapedPath())
+	rt, p, err := l.match(method, r.URL.EscapedPath())
 	pattern := "unmatched"
 	if err == nil {
 		pattern = rt.pattern
@@ -219,12 +231,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		s.fail(sw, r, err)
+		s.fail(l, sw, r, err)
 	}
 	if rt != nil && rt.audit != "" {
 		s.auditRequest(rt, r, sw.status(), err)
 	}
 	s.record(rt, pattern, r.Method, sw.status(), start)
+}
+
+// failUnrouted answers a request refused before routing.
+func (s *Server) failUnrouted(w http.ResponseWriter, r *http.Request, err error) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.fail(s.peer, sw, r, err)
+	s.record(nil, "unmatched", r.Method, sw.status(), start)
 }
 
 // routeSeries caches a route's metric series for requests of its own
@@ -255,12 +275,21 @@ func (s *Server) record(rt *route, pattern, method string, status int, start tim
 	c.(prometheus.Counter).Inc()
 }
 
-// HTTPServer returns the server for this handler: plain requests are
-// served by internal/http1; the streaming routes, and anything http1
+// HTTPServer returns the server for the REST listener: plain requests
+// are served by internal/http1; the streaming routes, and anything http1
 // leaves to it, by net/http.
 func (s *Server) HTTPServer() *http1.Server {
 	hs := http1.New(s, s.log)
-	hs.BadRequest, hs.FallbackFor = s.badRequest, s.streaming
+	hs.BadRequest, hs.FallbackFor = s.badRequest, s.rest.streaming
+	return hs
+}
+
+// PeerHTTPServer returns the server for the peer listener (see
+// peer.Mux.HTTP), on the same internal/http1 path as HTTPServer, so a
+// forwarded request costs the node it reaches what a client's would.
+func (s *Server) PeerHTTPServer() *http1.Server {
+	hs := http1.New(s.PeerHandler(), s.log)
+	hs.BadRequest, hs.FallbackFor = s.badRequest, s.peer.streaming
 	return hs
 }
 
@@ -343,7 +372,7 @@ type problemBody struct {
 	RetryAfter int    `json:"retryAfter,omitempty"`
 }
 
-func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
+func (s *Server) fail(l *listener, w *statusWriter, r *http.Request, err error) {
 	if w.wrote {
 		return // the answer has begun; nothing more can be said
 	}
@@ -362,7 +391,7 @@ func (s *Server) fail(w *statusWriter, r *http.Request, err error) {
 	var allow string
 	if pe.Kind == problem.NotAllowed {
 		// RFC 9110 15.5.6: a 405 lists the methods the resource supports.
-		allow = s.allowed(r)
+		allow = l.allowed(r)
 	}
 	writeProblem(w, body, pe.RetryAfter, allow, notApplied(r, err))
 }
@@ -381,7 +410,7 @@ func problemFor(pe *problem.Error, instance string) problemBody {
 }
 
 // allowed lists the methods other than r's that routes serve at r's path.
-func (s *Server) allowed(r *http.Request) string {
+func (l *listener) allowed(r *http.Request) string {
 	escaped := r.URL.EscapedPath()
 	segs, err := splitPath(escaped)
 	if err != nil {
@@ -389,7 +418,7 @@ func (s *Server) allowed(r *http.Request) string {
 	}
 	raw := strings.Split(escaped[1:], "/")
 	var out []string
-	for _, rt := range s.routes.all {
+	for _, rt := range l.routes.all {
 		if _, ok := rt.bind(segs, raw); ok && rt.method != r.Method && !slices.Contains(out, rt.method) {
 			out = append(out, rt.method)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -343,10 +344,11 @@ func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, 
 	if err != nil {
 		return batchResult{}, err
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, s.peerURL(to.HTTP, "/"+url.PathEscape(to.DB)+"/_batch"), bytes.NewReader(js))
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, s.peers.URL(to.Peer, "/"+url.PathEscape(to.DB)+"/_batch"), bytes.NewReader(js))
 	if err != nil {
 		return batchResult{}, err
 	}
+	peer.SetCaller(r.Context(), req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
 	if deadline, ok := r.Context().Deadline(); ok {

@@ -1,5 +1,5 @@
 // Package backup is the stream a node sends one partition's backup in
-// (GET /_internal/backup/{db}/{p}): its frames, the PartitionInfo that
+// (GET /_cluster/backup/{db}/{p}): its frames, the PartitionInfo that
 // opens it, and the writer and reader of both ends. The node writes it
 // (internal/api); the backup driver (internal/backupdir) reads it and
 // turns it into a backup directory. This package links neither side.
@@ -14,7 +14,7 @@ import (
 	"io"
 )
 
-// Frames of a partition's backup stream (GET /_internal/backup/{db}/{p}):
+// Frames of a partition's backup stream (GET /_cluster/backup/{db}/{p}):
 // one 'i' (the PartitionInfo JSON), per table its bytes in 'c' frames
 // then 'e', and 'z' once the stream is complete. A stream that ends
 // without 'z' failed.

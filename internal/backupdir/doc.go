@@ -1,7 +1,7 @@
 // Package backupdir is the backup directory and the drivers behind
 // `doppio backup` and `doppio restore`: it takes a backup of a running
 // cluster into a directory and restores one into a new or empty database,
-// through the public client and the nodes' /_internal/{backup,restore}
+// through the public client and the nodes' /_cluster/{backup,restore}
 // endpoints. The node side of the stream is internal/backup.
 //
 // A backup is DIR/{id}/manifest.json and DIR/{id}/p{N}/{nnnnnn}.sst. The

@@ -177,7 +177,7 @@ func (o *Options) call(ctx context.Context, method, path string, body []byte) (*
 }
 
 func partitionPath(kind, db string, p int) string {
-	return fmt.Sprintf("/_internal/%s/%s/%d", kind, url.PathEscape(db), p)
+	return fmt.Sprintf("/_cluster/%s/%s/%d", kind, url.PathEscape(db), p)
 }
 
 // NewID names a backup taken now.

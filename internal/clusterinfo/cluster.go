@@ -13,6 +13,7 @@ import (
 
 	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/replication"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -37,10 +38,9 @@ type Config struct {
 	Controller func(ctx context.Context) (string, error)
 	// Local is this node's own report (Local).
 	Local func() wire.LocalInfo
-	// Peers asks the other nodes for their reports (default
-	// http.DefaultClient), over https when PeerTLS (secure mode).
-	Peers   *http.Client
-	PeerTLS bool
+	// Peers asks other nodes for theirs, at their peer listeners (default
+	// plaintext).
+	Peers *peer.Client
 }
 
 // Reporter answers GET /_cluster.
@@ -49,7 +49,12 @@ type Reporter struct {
 }
 
 // New returns a Reporter reading cfg.
-func New(cfg Config) *Reporter { return &Reporter{cfg: cfg} }
+func New(cfg Config) *Reporter {
+	if cfg.Peers == nil {
+		cfg.Peers = peer.NewClient(nil)
+	}
+	return &Reporter{cfg: cfg}
+}
 
 // Starting is what /_cluster answers while node, listening on addr, has
 // no view of the cluster yet.
@@ -85,7 +90,7 @@ func (r *Reporter) Info(ctx context.Context) wire.ClusterInfo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reports[i], _ = r.fetchLocal(ctx, nd)
+			reports[i], _ = fetchLocal(ctx, r.cfg.Peers, nd)
 		}()
 	}
 	wg.Wait()
@@ -198,22 +203,15 @@ func Assemble(nodes []membership.Node, intent func(id string) membership.Intent,
 	return info
 }
 
-// fetchLocal asks another node for its replicas.
-func (r *Reporter) fetchLocal(ctx context.Context, nd membership.Node) (wire.LocalInfo, error) {
+// fetchLocal asks another node for its replicas, at its peer listener.
+func fetchLocal(ctx context.Context, peers *peer.Client, nd membership.Node) (wire.LocalInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	scheme, hc := "http://", r.cfg.Peers
-	if r.cfg.PeerTLS {
-		scheme = "https://"
-	}
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+nd.HTTP+"/_internal/replicas", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peers.URL(nd.GRPC, "/_internal/replicas"), nil)
 	if err != nil {
 		return wire.LocalInfo{}, err
 	}
-	resp, err := hc.Do(req)
+	resp, err := peers.Do(req)
 	if err != nil {
 		return wire.LocalInfo{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/peer"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -42,8 +43,8 @@ type Cluster interface {
 	Hosted(db string, p int) (Group, bool)
 	// All yields every partition hosted here.
 	All() iter.Seq2[Ref, Group]
-	// LeaderAddr returns the node id and HTTP address of the partition's
-	// published leader.
+	// LeaderAddr returns the node id and peer address (internal/peer) of
+	// the partition's published leader.
 	LeaderAddr(db string, p int) (id, addr string, ok bool)
 	// NodeName returns the node id of a Raft member.
 	NodeName(raft uint64) string
@@ -62,11 +63,9 @@ type Config struct {
 	Prefix string
 	// Cluster is the node's view of its replicas and their leaders.
 	Cluster Cluster
-	Logger  *slog.Logger
-	// Peers asks a partition's leader on another node to check it
-	// (default http.DefaultClient), over https when PeerTLS (secure mode).
-	Peers   *http.Client
-	PeerTLS bool
+	// Peers calls the leaders' peer listeners (default plaintext).
+	Peers  *peer.Client
+	Logger *slog.Logger
 }
 
 // Checker runs this node's consistency checks and records their outcomes.
@@ -85,6 +84,9 @@ type Checker struct {
 func New(cfg Config) *Checker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Peers == nil {
+		cfg.Peers = peer.NewClient(nil)
 	}
 	return &Checker{cfg: cfg, log: cfg.Logger, status: map[Ref]*wire.CheckStatus{}, one: make(chan struct{}, 1)}
 }
@@ -258,20 +260,13 @@ func (c *Checker) Partition(ctx context.Context, db string, p int, repair, local
 
 // remote asks the node at addr, the partition's leader, to check it.
 func (c *Checker) remote(ctx context.Context, addr, db string, p int, repair bool) (wire.PartitionCheck, error) {
-	scheme, hc := "http", c.cfg.Peers
-	if c.cfg.PeerTLS {
-		scheme = "https"
-	}
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	u := fmt.Sprintf("%s://%s/_internal/check/%s/%d?repair=%t", scheme, addr, url.PathEscape(db), p, repair)
+	u := c.cfg.Peers.URL(addr, fmt.Sprintf("/_internal/check/%s/%d?repair=%t", url.PathEscape(db), p, repair))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return wire.PartitionCheck{}, err
 	}
 	req.Header.Set("X-Doppio-Forwarded-By", c.cfg.NodeID)
-	resp, err := hc.Do(req)
+	resp, err := c.cfg.Peers.Do(req)
 	if err != nil {
 		return wire.PartitionCheck{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1, Detail: fmt.Sprintf("asking the leader of %s/%d at %s to check it: %v", db, p, addr, err)}
 	}

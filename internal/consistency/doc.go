@@ -2,8 +2,8 @@
 // of the partitions a node leads: the background loop that checks each
 // one every Config.Interval, the on-demand checks of POST /_cluster/check
 // (run at each partition's leader, through POST /_internal/check on its
-// node), the last outcome per partition for /_cluster, and the check
-// metrics. The check itself is replication.Member.Check.
+// node's peer listener), the last outcome per partition for /_cluster,
+// and the check metrics. The check itself is replication.Member.Check.
 //
 // A partition's last outcome is kept in this node's memory and in etcd
 // (Config.Prefix + "/checks/{db}/{partition}"), so that its next leader,

@@ -33,7 +33,7 @@ func (c checkCluster) All() iter.Seq2[consistency.Ref, consistency.Group] {
 func (c checkCluster) LeaderAddr(db string, p int) (string, string, bool) {
 	id, _, ok := c.n.view.Leader(db, p)
 	nd, known := c.n.view.Node(id)
-	return id, nd.HTTP, ok && known
+	return id, nd.GRPC, ok && known
 }
 
 func (c checkCluster) NodeName(raft uint64) string { return c.n.nodeName(raft) }

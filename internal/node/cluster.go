@@ -30,7 +30,8 @@ func (c clusterView) Info(ctx context.Context) (wire.ClusterInfo, error) {
 	return info, nil
 }
 
-// directory is the router's view of other nodes.
+// directory is the registry's view of other nodes: their peer addresses
+// (membership.Node.GRPC, where internal/peer listens).
 type directory struct{ v *membership.View }
 
 func (d directory) RoutedLeader(db string, p int) (string, string, bool) {
@@ -39,12 +40,12 @@ func (d directory) RoutedLeader(db string, p int) (string, string, bool) {
 		return "", "", false
 	}
 	nd, ok := d.v.Node(id)
-	return id, nd.HTTP, ok
+	return id, nd.GRPC, ok
 }
 
 func (d directory) NodeByRaft(raft uint64) (string, string, bool) {
 	nd, ok := d.v.NodeByRaft(raft)
-	return nd.ID, nd.HTTP, ok
+	return nd.ID, nd.GRPC, ok
 }
 
 // local reports every replica hosted here with its Raft status.
@@ -96,7 +97,7 @@ func (c clusterView) Replicas(db string, p int) []api.ReplicaAddr {
 	var out []api.ReplicaAddr
 	for _, id := range ids {
 		if nd, ok := v.Node(id); ok && !slices.ContainsFunc(out, func(a api.ReplicaAddr) bool { return a.Node == id }) {
-			out = append(out, api.ReplicaAddr{Node: id, HTTP: nd.HTTP, Leader: id == leader})
+			out = append(out, api.ReplicaAddr{Node: id, Peer: nd.GRPC, Leader: id == leader})
 		}
 	}
 	return out

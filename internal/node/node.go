@@ -1,5 +1,5 @@
 // Package node wires one Doppio process together and holds no decisions:
-// it opens the HTTP listener, etcd (embedded or external), the schema
+// it opens the REST listener, the peer listener, etcd (embedded or external), the schema
 // catalog, the storage engine and the router with its partition replicas,
 // and runs the node's background loops. Each decision belongs to another
 // package: a replica's lifecycle to lifecycle.Next, consistency checks to
@@ -35,6 +35,7 @@ import (
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/operator"
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/replication"
@@ -60,8 +61,9 @@ type Config struct {
 	// NetHTTPOnly serves the REST API with net/http alone, without the
 	// fast path of internal/http1 (http1.Server.FallbackOnly).
 	NetHTTPOnly bool
-	// GRPCAddr is the node-to-node (Raft) listen address (default
-	// 127.0.0.1:0).
+	// GRPCAddr is the node-to-node listen address (default 127.0.0.1:0):
+	// the peer listener, which carries the Raft transport (gRPC) and the
+	// peer HTTP API (internal/peer).
 	GRPCAddr string
 	// CertsDir, when set, runs the node in secure mode with the
 	// certificates of this directory (ca.crt, node.crt, node.key; see
@@ -142,6 +144,13 @@ type Node struct {
 	sec      *transportSecurity // nil: insecure
 	listener net.Listener
 	http     *http1.Server
+	// peerMux splits the gRPC port between the Raft transport and
+	// peerHTTP, which serves other nodes' requests; peerDone is closed
+	// when peerHTTP stops serving.
+	peerMux  *peer.Mux
+	peerHTTP *http1.Server
+	peerDone chan struct{}
+	peers    *peer.Client
 
 	etcd    *embedetcd.Server
 	client  *clientv3.Client
@@ -213,6 +222,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.sec = sec
+	n.peers = sec.peerClient()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -263,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	go n.reconcileLoop()
 	go n.reportLoop()
 	go n.runController()
-	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "grpc", n.host.Addr(), "zone", cfg.Zone, "data", cfg.DataDir, "etcd", n.etcdEndpoints(), "secure", sec.secure())
+	n.log.Info("doppio node ready", "id", cfg.ID, "http", n.Addr(), "peer", n.PeerAddr(), "zone", cfg.Zone, "data", cfg.DataDir, "etcd", n.etcdEndpoints(), "secure", sec.secure())
 	return n, nil
 }
 
@@ -323,8 +333,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		return err
 	}
 	n.info = clusterinfo.New(clusterinfo.Config{
-		Node: n.cfg.ID, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Controller: n.ActiveController, Local: n.local,
-		Peers: n.sec.peerHTTP(), PeerTLS: n.sec.secure(),
+		Node: n.cfg.ID, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Controller: n.ActiveController, Local: n.local, Peers: n.peers,
 	})
 	commits := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "doppio_replication_commit_seconds",
@@ -332,11 +341,23 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
 	registry.MustRegister(commits)
+	pl, err := net.Listen("tcp", n.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", n.cfg.GRPCAddr, err)
+	}
+	n.peerMux = peer.NewMux(pl, peer.Config{TLS: n.sec.peerServerTLS(), Logger: n.log})
+	n.peerHTTP, n.peerDone = n.api.PeerHTTPServer(), make(chan struct{})
+	go func() {
+		defer close(n.peerDone)
+		if err := n.peerHTTP.Serve(n.peerMux.HTTP()); err != nil && !errors.Is(err, http1.ErrServerClosed) {
+			n.log.Error("peer http server stopped", "err", err)
+		}
+	}()
 	n.host, err = replication.NewHost(replication.Config{
 		NodeID:       n.self,
 		Engine:       n.engine,
 		Resolve:      n.resolve,
-		Listen:       n.cfg.GRPCAddr,
+		Listener:     n.peerMux.GRPC(),
 		TLS:          n.sec.replicationTLS(),
 		TickInterval: n.cfg.TickInterval,
 		OnLeadership: n.onLeadership,
@@ -357,7 +378,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		}
 	}
 	n.reg, err = membership.Register(ctx, cli, etcdPrefix, membership.Node{
-		ID: n.cfg.ID, HTTP: advertised(n.Addr()), GRPC: advertised(n.host.Addr()), Zone: n.cfg.Zone, Started: time.Now().UTC(),
+		ID: n.cfg.ID, HTTP: advertised(n.Addr()), GRPC: advertised(n.PeerAddr()), Zone: n.cfg.Zone, Started: time.Now().UTC(),
 	}, membership.DefaultTTL, n.log)
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
@@ -377,8 +398,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	})
 	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host))
 	n.checks = consistency.New(consistency.Config{
-		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Logger: n.log,
-		Peers: n.sec.peerHTTP(), PeerTLS: n.sec.secure(),
+		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Peers: n.peers, Logger: n.log,
 	})
 	registry.MustRegister(consistency.NewCollector(func() (replication.CheckCounters, bool) {
 		if n.host == nil {
@@ -466,6 +486,10 @@ func (n *Node) watchCertificates() {
 // password (`doppio dev --secure`) and tests write through.
 func (n *Node) Users() *auth.Store { return n.users }
 
+// PeerAddr is the address of the node's peer listener: the Raft transport
+// and the peer HTTP API, published as membership.Node.GRPC.
+func (n *Node) PeerAddr() string { return n.peerMux.Addr().String() }
+
 func (n *Node) etcdEndpoints() []string {
 	if n.etcd != nil {
 		return n.etcd.Endpoints()
@@ -511,6 +535,16 @@ func (n *Node) Close() error {
 	}
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
+	}
+	if n.peerHTTP != nil {
+		// Last of the listeners: a straggler's forward meets an answer
+		// (not applied, routed again) rather than a dropped connection,
+		// which would leave its write's outcome unknown.
+		errs = append(errs, n.peerHTTP.Shutdown(ctx))
+		<-n.peerDone
+	}
+	if n.peerMux != nil {
+		errs = append(errs, n.peerMux.Close())
 	}
 	if n.router != nil {
 		n.router.Close()

@@ -146,7 +146,7 @@ func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 		nodes := rt.view.Nodes()
 		out := make([]api.Peer, len(nodes))
 		for i, n := range nodes {
-			out[i] = api.Peer{ID: n.ID, HTTP: n.HTTP}
+			out[i] = api.Peer{ID: n.ID, Addr: n.GRPC}
 		}
 		return out
 	})

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/certs"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/replication"
 )
 
@@ -115,12 +114,23 @@ func (s *transportSecurity) apiConfig(c api.Config) api.Config {
 	return c
 }
 
-// peerHTTP is the client of other nodes' REST ports.
-func (s *transportSecurity) peerHTTP() *http.Client {
+// peerClient is the client of other nodes' peer listeners: https with
+// the node certificate in secure mode.
+func (s *transportSecurity) peerClient() *peer.Client {
+	if !s.secure() {
+		return peer.NewClient(nil)
+	}
+	return peer.NewClient(s.certs.DialTLS)
+}
+
+// peerServerTLS is the peer listener's TLS: a node certificate of the
+// cluster required, gRPC (h2) or HTTP/1.1 chosen by ALPN; nil when
+// insecure.
+func (s *transportSecurity) peerServerTLS() *tls.Config {
 	if !s.secure() {
 		return nil
 	}
-	return &http.Client{Transport: &http.Transport{DialTLSContext: s.certs.DialTLS, IdleConnTimeout: 90 * time.Second}}
+	return s.certs.PeerServerConfig(peer.ProtoGRPC, peer.ProtoHTTP)
 }
 
 // etcdTLS is the etcd client's TLS; nil when insecure.
@@ -131,12 +141,14 @@ func (s *transportSecurity) etcdTLS() *tls.Config {
 	return s.certs.ClientConfig()
 }
 
-// replicationTLS is the node-to-node gRPC links' mutual TLS.
+// replicationTLS is the node-to-node gRPC links' mutual TLS: the client
+// side only, as the peer listener (peer.Mux) terminates TLS for the gRPC
+// server.
 func (s *transportSecurity) replicationTLS() *replication.TLS {
 	if !s.secure() {
 		return nil
 	}
-	return &replication.TLS{Server: s.certs.PeerServerConfig("h2"), Client: s.certs.ClientConfig}
+	return &replication.TLS{Client: s.certs.ClientConfig}
 }
 
 // certsDir is the certs directory, "" when insecure.

@@ -24,9 +24,10 @@ type NotAppliedError struct {
 	// Term (NotLeader).
 	Leader uint64
 	Term   uint64
-	// Node and HTTP are the leading node's id and REST address (Elsewhere).
+	// Node and Peer are the leading node's id and peer address, where
+	// another node forwards the request (Elsewhere).
 	Node string
-	HTTP string
+	Peer string
 	// Detail says what happened, in the words of the layer that failed;
 	// Cause is an earlier failure it summarises (NoLeader).
 	Detail string
@@ -76,7 +77,7 @@ func (e *NotAppliedError) Error() string {
 		}
 		return d
 	case Elsewhere:
-		return fmt.Sprintf("partition %s/%d is led by node %s (%s)", e.DB, e.Partition, e.Node, e.HTTP)
+		return fmt.Sprintf("partition %s/%d is led by node %s (%s)", e.DB, e.Partition, e.Node, e.Peer)
 	}
 	return e.Detail
 }

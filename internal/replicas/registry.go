@@ -25,10 +25,10 @@ import (
 // routing table it watches in etcd.
 type Directory interface {
 	// RoutedLeader returns the live node that publishes itself as leader of
-	// partition p of db, and its HTTP address.
-	RoutedLeader(db string, p int) (node, http string, ok bool)
-	// NodeByRaft returns the node id and HTTP address of a Raft member.
-	NodeByRaft(raft uint64) (node, http string, ok bool)
+	// partition p of db, and its peer address (internal/peer).
+	RoutedLeader(db string, p int) (node, peer string, ok bool)
+	// NodeByRaft returns the node id and peer address of a Raft member.
+	NodeByRaft(raft uint64) (node, peer string, ok bool)
 }
 
 // Access says what a request needs of the replica.
@@ -258,24 +258,24 @@ func (r *Registry) redirect(db string, p int, err error) *partition.NotAppliedEr
 	if !ok || nl.Leader == 0 || nl.Leader == r.cfg.Self {
 		return nil
 	}
-	node, http, ok := r.cfg.Directory.NodeByRaft(nl.Leader)
+	node, peer, ok := r.cfg.Directory.NodeByRaft(nl.Leader)
 	if !ok {
 		return nil
 	}
-	return elsewhere(db, p, node, http)
+	return elsewhere(db, p, node, peer)
 }
 
 // routed is the partition's leader published in the routing table, if it
 // is another live node.
 func (r *Registry) routed(db string, p int) *partition.NotAppliedError {
-	node, http, ok := r.cfg.Directory.RoutedLeader(db, p)
+	node, peer, ok := r.cfg.Directory.RoutedLeader(db, p)
 	if !ok {
 		return nil
 	}
 	if self, _, known := r.cfg.Directory.NodeByRaft(r.cfg.Self); known && self == node {
 		return nil
 	}
-	return elsewhere(db, p, node, http)
+	return elsewhere(db, p, node, peer)
 }
 
 // Partitions returns db's replicas hosted on this node, by partition.
@@ -305,9 +305,9 @@ func (r *Registry) All() map[string][]*partition.Replica {
 	return out
 }
 
-// elsewhere says partition p of db is led by node, whose REST address is
-// http: the request is to be forwarded there. Unforwarded, it is a 503
+// elsewhere says partition p of db is led by node, whose peer address is
+// peer: the request is to be forwarded there. Unforwarded, it is a 503
 // with a Retry-After.
-func elsewhere(db string, p int, node, http string) *partition.NotAppliedError {
-	return &partition.NotAppliedError{Reason: partition.Elsewhere, DB: db, Partition: p, Node: node, HTTP: http}
+func elsewhere(db string, p int, node, peer string) *partition.NotAppliedError {
+	return &partition.NotAppliedError{Reason: partition.Elsewhere, DB: db, Partition: p, Node: node, Peer: peer}
 }

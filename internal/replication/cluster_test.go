@@ -77,14 +77,11 @@ func (c *cluster) start(id uint64) *Host {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	// Reserve the address first so peers resolve it as soon as we listen.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close()
-	cfg := Config{NodeID: id, Engine: e, Resolve: c.resolve, Listen: addr}
+	cfg := Config{NodeID: id, Engine: e, Resolve: c.resolve, Listener: lis}
 	if c.configure != nil {
 		c.configure(&cfg)
 	}

@@ -29,9 +29,10 @@ type Config struct {
 	// connection to the node is (re)established, so it may follow
 	// membership changes.
 	Resolve func(node uint64) (string, error)
-	// Listen, when set, makes the Host serve its gRPC service on this
-	// address; otherwise the caller registers it with Register.
-	Listen string
+	// Listener, when set, is where the Host serves its gRPC service (it
+	// closes it on Close); otherwise the caller registers the service with
+	// Register. A node passes its peer listener's gRPC side (peer.Mux).
+	Listener net.Listener
 	// TLS, when set, secures the node-to-node links with mutual TLS
 	// (secure mode); nil: plaintext.
 	TLS *TLS
@@ -169,7 +170,7 @@ func (h *Host) SnapshotsSent() (count, bytes uint64) {
 	return h.snapshotsSent.Load(), h.snapshotBytes.Load()
 }
 
-// NewHost starts the host's loop and transport. With cfg.Listen set it
+// NewHost starts the host's loop and transport. With cfg.Listener set it
 // also serves gRPC there (see Addr).
 func NewHost(cfg Config) (*Host, error) {
 	if cfg.NodeID == 0 {
@@ -211,19 +212,15 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	h.propSeq.Store(uint64(time.Now().UnixNano()))
 	h.transport = newTransport(h)
-	if cfg.Listen != "" {
-		lis, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return nil, err
-		}
-		h.transport.serve(lis)
+	if cfg.Listener != nil {
+		h.transport.serve(cfg.Listener)
 	}
 	go h.run()
 	go h.checker.run(h.stop)
 	return h, nil
 }
 
-// Addr is the address the host serves on (with Config.Listen).
+// Addr is the address the host serves on (with Config.Listener).
 func (h *Host) Addr() string { return h.transport.addr() }
 
 // Register adds the replication service to a gRPC server the caller runs.

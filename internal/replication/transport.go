@@ -144,7 +144,11 @@ func newTransport(h *Host) *transport {
 
 func (t *transport) serve(lis net.Listener) {
 	t.lis = lis
-	t.server = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.Creds(t.credentials()))
+	creds := t.credentials()
+	if tc := t.host.cfg.TLS; tc != nil && tc.Server == nil {
+		creds = insecure.NewCredentials() // the listener's TLS is done
+	}
+	t.server = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.Creds(creds))
 	t.server.RegisterService(&serviceDesc, t)
 	go func() { _ = t.server.Serve(lis) }()
 }
@@ -391,7 +395,9 @@ func (p *peer) client(addr string) (*grpc.ClientConn, error) {
 type TLS struct {
 	// Server configures the gRPC listener; it must require a node
 	// certificate of the cluster's CA (certs.Loader.PeerServerConfig), so
-	// that anything else is refused at the handshake.
+	// that anything else is refused at the handshake. Nil when the
+	// listener terminates TLS itself (a node's peer.Mux): the server then
+	// serves the decrypted connections it is given.
 	Server *tls.Config
 	// Client returns the configuration of a new connection to a peer,
 	// read at each handshake so that a reloaded CA or certificate is

@@ -9,6 +9,25 @@ FUZZTIME_HTTP ?= 30000x
 
 .PHONY: run build test unit fuzz bench
 
+# The end-to-end cluster tests (three or more nodes, routers, the
+# controller, the smart client, expansion, failover, change streams)
+# that unit runs a second time in secure mode: TLS and authentication on
+# every link, every request as root by its client certificate
+# (DOPPIO_E2E_SECURE=1, e2e/mode_test.go).
+E2E_SECURE_TESTS := TestClusterFailoverLosesNoAcknowledgedWrite
+E2E_SECURE_TESTS += TestPartitionWithoutQuorumAnswers503
+E2E_SECURE_TESTS += TestLeadershipTransfersAreInvisibleToClients
+E2E_SECURE_TESTS += TestClusterReadsAtTheLeaderNeedNoQuorumRound
+E2E_SECURE_TESTS += TestDeadNodesAreReplacedAndTheControllerFailsOver
+E2E_SECURE_TESTS += TestRouterSendsEveryRequestToItsLeaderThroughAFailover
+E2E_SECURE_TESTS += TestSmartClientSendsEachRequestToItsLeader
+E2E_SECURE_TESTS += TestExpandDrainAndRemoveUnderLoad
+E2E_SECURE_TESTS += TestRollingRestartFailsNoRequest
+E2E_SECURE_TESTS += TestChangeStreamAcrossACluster
+empty :=
+space := $(empty) $(empty)
+E2E_SECURE_RUN = ^($(subst $(space),|,$(strip $(E2E_SECURE_TESTS))))$$
+
 run:
 	$(GO) run ./cmd/doppio dev --data ./doppio-data --http 127.0.0.1:8080
 
@@ -27,6 +46,7 @@ unit:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/torture$$')
+	DOPPIO_E2E_SECURE=1 $(GO) test -race -count=1 -timeout 10m -run '$(E2E_SECURE_RUN)' ./e2e
 	cd bench && $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -race -count=1 -timeout 20m ./torture
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,7 +19,6 @@ import (
 	"github.com/doppio-db/doppio/internal/backup"
 	"github.com/doppio-db/doppio/internal/backupdir"
 	"github.com/doppio-db/doppio/internal/changes"
-	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 )
@@ -92,7 +90,7 @@ func sameState(t *testing.T, what string, got, want map[string]docState) {
 
 func doppio(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	out, err := exec.Command(binary, args...).CombinedOutput()
+	out, err := exec.Command(binary, mode.args(args)...).CombinedOutput()
 	return string(out), err
 }
 
@@ -490,7 +488,7 @@ func TestClusterShowsARunningBackup(t *testing.T) {
 		}
 		n.must(201, "PUT", fmt.Sprintf("/big/Blob/b%d", i), map[string]any{"data": fmt.Sprintf("%x", chunk)})
 	}
-	resp, err := http.Get(n.addr + "/_cluster/backup/big/0")
+	resp, err := mode.http.Get(n.addr + "/_cluster/backup/big/0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,11 +572,7 @@ func TestRestoreIntoTwoNodesReplicatesEveryPartition(t *testing.T) {
 	takeBackup(t, src, dir)
 
 	data := t.TempDir()
-	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
+	etcd := mode.startEtcd(t, filepath.Join(data, "etcd"))
 	n1 := startClusterNode(t, "n1", data, etcd.Endpoints()[0])
 	n2 := startClusterNode(t, "n2", data, etcd.Endpoints()[0])
 	// Through a stateless router: it relays each step to a node, which

@@ -63,7 +63,7 @@ func openChanges(t *testing.T, n *devNode, query string, headers ...string) *cha
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := mode.http.Do(req)
 	if err != nil {
 		cancel()
 		t.Fatalf("open %s: %v", query, err)
@@ -585,7 +585,7 @@ func TestChangeStreamOnOneNode(t *testing.T) {
 	}
 
 	// The CLI prints the same stream.
-	out, err := exec.Command(binary, "changes", "tail", "cdc", "--server", n.addr, "--partitions", "0", "--bootstrap", "--count", "12").Output()
+	out, err := exec.Command(binary, mode.args([]string{"changes", "tail", "cdc", "--server", n.addr, "--partitions", "0", "--bootstrap", "--count", "12"})...).Output()
 	if err != nil {
 		t.Fatalf("doppio changes tail: %v", err)
 	}
@@ -593,7 +593,7 @@ func TestChangeStreamOnOneNode(t *testing.T) {
 	if len(lines) != 12 || !strings.Contains(lines[0], `"snapshot":true`) || !strings.Contains(lines[11], `"txnEnd":true`) {
 		t.Fatalf("doppio changes tail printed:\n%s", out)
 	}
-	if out, err := exec.Command(binary, "changes", "tail", "nope", "--server", n.addr).CombinedOutput(); err == nil || !strings.Contains(string(out), `database "nope" does not exist`) {
+	if out, err := exec.Command(binary, mode.args([]string{"changes", "tail", "nope", "--server", n.addr})...).CombinedOutput(); err == nil || !strings.Contains(string(out), `database "nope" does not exist`) {
 		t.Fatalf("doppio changes tail nope: %v %s", err, out)
 	}
 }
@@ -613,7 +613,7 @@ func openSSE(t *testing.T, n *devNode, query, lastID string) *sseStream {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := mode.http.Do(req)
 	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		cancel()
 		t.Fatalf("open SSE: %v %v", err, resp)

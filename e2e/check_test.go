@@ -18,8 +18,6 @@ import (
 
 	"github.com/doppio-db/doppio/client/wire"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/membership"
 	"github.com/doppio-db/doppio/internal/storage"
@@ -28,7 +26,7 @@ import (
 // runCLI runs the binary's client commands against server.
 func runCLI(t *testing.T, server string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, append(args, "--server", server)...)
+	cmd := exec.Command(binary, mode.args(append(args, "--server", server))...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -87,10 +85,7 @@ func stopCleanly(t *testing.T, n *clusterNode) {
 // in the middle of it goes stale.
 func preferredLeader(t *testing.T, ep, db string, p int) string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := mode.etcdClient(t, ep)
 	defer cli.Close()
 	view, err := membership.Open(context.Background(), cli, "/doppio", slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -49,12 +49,16 @@ func (n *clusterNode) restart(t *testing.T) {
 
 func freePort(t *testing.T) string { return freePortOn(t, "127.0.0.1") }
 
+// maxNodeNumber is the highest node number nodeHost gives an address of
+// its own; the secure mode's node certificate names every one.
+const maxNodeNumber = 200
+
 // nodeHost gives each cluster node its own loopback address (n1 on
 // 127.0.0.11, n2 on 127.0.0.12, …), as separate hosts would have, so
 // nothing works only because every node shares one address.
 func nodeHost(id string) string {
 	var n int
-	if _, err := fmt.Sscanf(id, "n%d", &n); err != nil || n < 1 || n > 200 {
+	if _, err := fmt.Sscanf(id, "n%d", &n); err != nil || n < 1 || n > maxNodeNumber {
 		return "127.0.0.1"
 	}
 	return fmt.Sprintf("127.0.0.%d", 10+n)
@@ -78,7 +82,7 @@ var processReadyLine = regexp.MustCompile(`doppio (?:node|router) ready.* http=(
 // its ready line.
 func runNode(t *testing.T, args []string) *devNode {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(binary, mode.args(args)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +117,7 @@ func runNode(t *testing.T, args []string) *devNode {
 			defer mu.Unlock()
 			t.Fatalf("doppio %v exited before it was ready:\n%s", args, n.logs)
 		}
-		n.addr = "http://" + addr
+		n.addr = mode.url(addr)
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("doppio %v not ready after 30s", args)

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/client/wire"
-
-	"github.com/doppio-db/doppio/internal/embedetcd"
 )
 
 // loggedNode is a `doppio start` process whose log the test reads while
@@ -36,7 +34,7 @@ func startLoggedNode(t *testing.T, id string, args []string) *loggedNode {
 
 func (n *loggedNode) start(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(binary, n.args...)
+	cmd := exec.Command(binary, mode.args(n.args)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +65,7 @@ func (n *loggedNode) start(t *testing.T) {
 		if !ok {
 			t.Fatalf("doppio %v exited before it was ready:\n%s", n.args, n.logs())
 		}
-		d.addr = "http://" + addr
+		d.addr = mode.url(addr)
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("doppio %v not ready after 30s", n.args)
@@ -124,11 +122,7 @@ func restored(info wire.ClusterInfo, partitions, rf int, dead ...string) (bool, 
 func TestDeadNodesAreReplacedAndTheControllerFailsOver(t *testing.T) {
 	const partitions, rf, delay = 8, 3, 3 * time.Second
 	data := t.TempDir()
-	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
+	etcd := mode.startEtcd(t, filepath.Join(data, "etcd"))
 	nodes := make([]*loggedNode, 4)
 	var wg sync.WaitGroup
 	for i := range nodes {

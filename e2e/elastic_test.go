@@ -19,7 +19,6 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/internal/datastream/streamcheck"
-	"github.com/doppio-db/doppio/internal/embedetcd"
 )
 
 // load is clients writing and reading documents through the Go client
@@ -40,7 +39,7 @@ func startLoad(t *testing.T, seeds []*clusterNode, groups []string, writers int)
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{cancel: cancel, acked: map[string]int64{}}
 	for w := range writers {
-		c := client.New(seeds[w%len(seeds)].addr, client.WithSmartRouting(time.Second), client.WithRetry(client.DefaultRetry))
+		c := client.New(seeds[w%len(seeds)].addr, append(mode.clientOptions(), client.WithSmartRouting(time.Second), client.WithRetry(client.DefaultRetry))...)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -102,11 +101,7 @@ func (l *load) stop(t *testing.T, n *clusterNode) {
 func startElasticCluster(t *testing.T, ids []string, standby map[string]bool, extra ...string) ([]*clusterNode, string) {
 	t.Helper()
 	data := t.TempDir()
-	etcd, err := embedetcd.Start(context.Background(), filepath.Join(data, "etcd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
+	etcd := mode.startEtcd(t, filepath.Join(data, "etcd"))
 	ep := etcd.Endpoints()[0]
 	nodes := make([]*clusterNode, len(ids))
 	var wg sync.WaitGroup
@@ -265,7 +260,7 @@ func TestExpandDrainAndRemoveUnderLoad(t *testing.T) {
 	if snapshots < float64(moved) {
 		t.Fatalf("%v snapshots sent for %d replicas moved", snapshots, moved)
 	}
-	out, err := exec.Command(binary, "cluster", "status", "--server", n1.addr).CombinedOutput()
+	out, err := exec.Command(binary, mode.args([]string{"cluster", "status", "--server", n1.addr})...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("doppio cluster status: %v\n%s", err, out)
 	}
@@ -282,7 +277,7 @@ func TestExpandDrainAndRemoveUnderLoad(t *testing.T) {
 	}
 
 	// Drain n5 with the CLI, waiting for it to be empty, then remove it.
-	out, err = exec.Command(binary, "cluster", "drain", "n5", "--wait", "--server", n1.addr).CombinedOutput()
+	out, err = exec.Command(binary, mode.args([]string{"cluster", "drain", "n5", "--wait", "--server", n1.addr})...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("doppio cluster drain --wait: %v\n%s", err, out)
 	}

@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "doppio")
+	if mode, err = modeFromEnv(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	build := exec.Command("go", "build", "-o", binary, "../cmd/doppio")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
@@ -68,7 +72,7 @@ var readyLine = regexp.MustCompile(`doppio node ready.* http=(\S+)`)
 // startDev starts `doppio dev` on data and waits until it is ready.
 func startDev(t testing.TB, data string) *devNode {
 	t.Helper()
-	cmd := exec.Command(binary, "dev", "--data", data, "--http", "127.0.0.1:0")
+	cmd := exec.Command(binary, mode.args([]string{"dev", "--data", data, "--http", "127.0.0.1:0"})...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +102,7 @@ func startDev(t testing.TB, data string) *devNode {
 		if !ok {
 			t.Fatalf("doppio dev exited before it was ready")
 		}
-		n.addr = "http://" + addr
+		n.addr = mode.url(addr)
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("doppio dev not ready after 30s")
@@ -149,7 +153,7 @@ func (n *devNode) try(ctx context.Context, method, path string, body any, header
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := mode.http.Do(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -36,14 +36,14 @@ func peerDo(t *testing.T, args []string, method, path string, body any, headers 
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "http://"+peerAddr(t, args)+path, rd)
+	req, err := http.NewRequest(method, mode.url(peerAddr(t, args))+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Add(headers[i], headers[i+1])
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := mode.peer.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s on the peer listener: %v", method, path, err)
 	}

@@ -16,7 +16,7 @@ func TestDebugListenerServesTheStorageReport(t *testing.T) {
 	n := runNode(t, []string{"dev", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--pprof", debug})
 	get := func(url string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(url)
+		resp, err := mode.http.Get(url)
 		if err != nil {
 			t.Fatal(err)
 		}

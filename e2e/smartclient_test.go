@@ -22,7 +22,7 @@ func (h *hostRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	h.mu.Lock()
 	h.hosts = append(h.hosts, r.URL.Host)
 	h.mu.Unlock()
-	return http.DefaultTransport.RoundTrip(r)
+	return mode.transport().RoundTrip(r)
 }
 
 func (h *hostRecorder) take() []string {
@@ -93,7 +93,7 @@ func TestSmartClientSendsEachRequestToItsLeader(t *testing.T) {
 	var victimPart int
 	for _, n := range nodes[1:] {
 		for p, l := range leaders {
-			if l == strings.TrimPrefix(n.addr, "http://") {
+			if l == hostPort(n.addr) {
 				victim, victimPart = n, p
 			}
 		}
@@ -112,7 +112,7 @@ func TestSmartClientSendsEachRequestToItsLeader(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "a new leader of the partition", func() (bool, string) {
 		l := leaderOf()[victimPart]
-		return l != "" && l != strings.TrimPrefix(victim.addr, "http://"), l
+		return l != "" && l != hostPort(victim.addr), l
 	})
 	time.Sleep(300 * time.Millisecond) // one refresh of the routing table
 	newLeader := leaderOf()[victimPart]

@@ -154,7 +154,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 	testwait.For(t, d, what, cond)
 }
 
-// settled reports whether every partition has its replicas members, one
+// settled reports whether every partition has its replicas voting members, one
 // leader and every member caught up with it.
 func settled(info wire.ClusterInfo, partitions, replicas int) (bool, string) {
 	js, _ := json.MarshalIndent(info.Partitions, "", " ")
@@ -167,7 +167,9 @@ func settled(info wire.ClusterInfo, partitions, replicas int) (bool, string) {
 			if m.Role == "leader" {
 				leaders++
 			}
-			if m.SCN != p.SCN {
+			// A learner (a replica the placement is still adding) does
+			// not vote yet: a node's death then may leave no quorum.
+			if m.SCN != p.SCN || (m.Role != "leader" && m.Role != "follower") {
 				return false, string(js)
 			}
 		}

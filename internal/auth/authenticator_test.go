@@ -363,9 +363,9 @@ func TestRevocationReachesEveryNodeWithinTheBound(t *testing.T) {
 			a1, a2 := New(one, Config{}), New(two, Config{LoginBurst: 1 << 20})
 			ctx := context.Background()
 			mustPut(t, one, "dave", "dave password", Grant{Role: RoleReadWrite, DB: "A"})
-			waitFor(t, bound, "the new user reaches node two", func() bool {
-				_, err := a2.Authenticate(request(basic("dave", "dave password")))
-				return err == nil
+			waitFor(t, bound, "the new user and grant reach node two", func() bool {
+				c, err := a2.Authenticate(request(basic("dave", "dave password")))
+				return err == nil && a2.Authorize(c, ReadWrite, "A") == nil
 			})
 			tok, _, err := a1.Login(ctx, "dave", "dave password", "10.0.0.9")
 			if err != nil {

@@ -52,12 +52,12 @@ func parseToken(key []byte, s string) (token, error) {
 	if len(f) != 4 {
 		return token{}, errToken
 	}
-	mac, err := base64.RawURLEncoding.Strict().DecodeString(f[3])
-	if err != nil || !hmac.Equal(mac, tokenMAC(key, s[:len(s)-len(f[3])-1])) {
+	mac, ok := decodeCanonical(f[3])
+	if !ok || !hmac.Equal(mac, tokenMAC(key, s[:len(s)-len(f[3])-1])) {
 		return token{}, errToken
 	}
-	user, err := base64.RawURLEncoding.Strict().DecodeString(f[0])
-	if err != nil || len(user) == 0 {
+	user, ok := decodeCanonical(f[0])
+	if !ok || len(user) == 0 {
 		return token{}, errToken
 	}
 	gen, err := strconv.ParseUint(f[1], 10, 64)
@@ -69,4 +69,15 @@ func parseToken(key []byte, s string) (token, error) {
 		return token{}, errToken
 	}
 	return token{user: string(user), generation: gen, expires: time.Unix(exp, 0)}, nil
+}
+
+// decodeCanonical decodes unpadded base64url and accepts only the one
+// spelling the encoder produces: the decoder alone skips CR and LF, which
+// would let several strings carry one signature.
+func decodeCanonical(s string) ([]byte, bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || base64.RawURLEncoding.EncodeToString(b) != s {
+		return nil, false
+	}
+	return b, true
 }

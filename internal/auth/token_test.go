@@ -89,6 +89,9 @@ func FuzzCredentials(f *testing.F) {
 	f.Add("Bearer " + signToken(key1, token{user: "alice", generation: 3, expires: time.Unix(1900000000, 0)}))
 	f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte("root:secret password")))
 	f.Add("Bearer dpt1.YQ.1.2.x")
+	// The decoder skips CR and LF; a token carrying one must not verify.
+	tok := signToken(key1, token{user: "alice", generation: 3, expires: time.Unix(1900000000, 0)})
+	f.Add("Bearer " + tok[:len(tok)-10] + "\r" + tok[len(tok)-10:])
 	f.Add("basic")
 	f.Fuzz(func(t *testing.T, h string) {
 		scheme, cred, ok := ParseAuthorization(h)

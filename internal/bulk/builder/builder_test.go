@@ -504,3 +504,33 @@ func TestFormatOf(t *testing.T) {
 		t.Error("unknown --format accepted")
 	}
 }
+
+// TestMailboxExampleBuildsCleanly builds the README's example input
+// against the example's Message table offline.
+func TestMailboxExampleBuildsCleanly(t *testing.T) {
+	def, err := os.ReadFile("../../../examples/mailbox/Message.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ParseSpec(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := NewTarget("MailboxDB", "Message", 8, 1, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	m, err := runBuild(t, tg, out, Config{}, "../../../examples/mailbox/messages.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Records != 300 || m.Rejected != 0 {
+		t.Fatalf("%d records, %d rejected", m.Records, m.Rejected)
+	}
+	for _, f := range m.Files {
+		if f.Records == 0 {
+			t.Fatalf("partition %d is empty: the example should reach every partition", f.Partition)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -126,25 +125,13 @@ func readBuildRecords(t *testing.T, dir string, m *bulk.Manifest) map[string][]b
 	t.Helper()
 	out := map[string][]byte{}
 	for _, f := range m.Files {
-		if err := bulk.VerifyFile(dir, f); err != nil {
-			t.Fatal(err)
-		}
-		fh, err := os.Open(filepath.Join(dir, f.Path))
+		err := bulk.ReadFile(dir, f, func(rec bulk.Record) error {
+			out[string(rec.Key)] = rec.Doc
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := bulk.NewReader(fh)
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[string(rec.Key)] = rec.Doc
-		}
-		fh.Close()
 	}
 	return out
 }

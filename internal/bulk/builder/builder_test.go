@@ -33,7 +33,7 @@ const testSpec = `{
   ]}
 }`
 
-func testTarget(t *testing.T, partitions int) *Target {
+func testTarget(t testing.TB, partitions int) *Target {
 	t.Helper()
 	spec, err := ParseSpec([]byte(testSpec))
 	if err != nil {

@@ -332,15 +332,28 @@ func ApplyIngest(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []by
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "chunk.sst")
-	out, err := storage.FileWritable(path)
-	if err != nil {
-		return err
-	}
-	w := e.NewSSTWriter(out)
+	// One table per section of the partition (documents, index, log,
+	// metadata, Raft): each spans only its section, so a table of new
+	// documents can go below the tables it does not overlap.
+	var paths []string
+	var w *storage.SSTWriter
+	section := -1
 	for i, pt := range pts.list {
 		if i+1 < len(pts.list) && bytes.Equal(pt.key, pts.list[i+1].key) {
 			continue // written again later: the later one is the effect
+		}
+		if s := int(pt.key[len(p)]); s != section {
+			if w != nil {
+				if err := w.Close(); err != nil {
+					return err
+				}
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%d.sst", len(paths)))
+			out, err := storage.FileWritable(path)
+			if err != nil {
+				return err
+			}
+			w, section, paths = e.NewSSTWriter(out), s, append(paths, path)
 		}
 		if pt.del {
 			err = w.Delete(pt.key)
@@ -358,7 +371,7 @@ func ApplyIngest(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []by
 	if err := e.SyncWAL(); err != nil {
 		return err
 	}
-	return e.Ingest(context.Background(), []string{path})
+	return e.Ingest(context.Background(), paths)
 }
 
 // points gathers a write set's effects, in Apply's order, for a table.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -304,4 +305,51 @@ func TestWriteSetCarriesItsLoadStep(t *testing.T) {
 	if err != nil || log.Load == nil || *log.Load != *ws.Load {
 		t.Fatalf("the change-log part lost the load step: %+v, %v", log, err)
 	}
+}
+
+// BenchmarkLoad loads b.N small documents into a fresh partition, by
+// LoadChunk in chunks of 1000 and by one-document puts from 8 writers,
+// and reports the time per document. The comparison is
+// -benchtime=100000x.
+func BenchmarkLoad(b *testing.B) {
+	const chunk, writers = 10000, 8
+	prepare := func(b *testing.B) (*fixture, *schema.Table, []LoadDoc) {
+		f, tb := loadFixture(b)
+		docs := make([]LoadDoc, b.N)
+		for i := range docs {
+			docs[i] = loadDoc(b, tb, fmt.Sprintf("box%d", i%1000), int64(i), msg(fmt.Sprintf("note %d", i), i%2 == 0, int64(i)))
+		}
+		return f, tb, docs
+	}
+	b.Run("LoadChunk", func(b *testing.B) {
+		f, _, docs := prepare(b)
+		b.ResetTimer()
+		mark := LoadMark{Load: "bench"}
+		for start := 0; start < len(docs); start += chunk {
+			part := docs[start:min(start+chunk, len(docs))]
+			to := LoadMark{Load: "bench", Records: mark.Records + uint64(len(part)), Offset: mark.Offset + uint64(len(part))}
+			if _, err := f.rep.LoadChunk(context.Background(), "Msg", 1, mark, to, part); err != nil {
+				b.Fatal(err)
+			}
+			mark = to
+		}
+	})
+	b.Run("Put", func(b *testing.B) {
+		f, tb, docs := prepare(b)
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := w; i < len(docs); i += writers {
+					tuple, _ := keys.DecodeTuple(docs[i].Key)
+					doc, _ := tb.Decode(docs[i].Avro, 1, 1)
+					if _, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{{Kind: Put, Table: tb, Key: tuple, Doc: doc}}}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

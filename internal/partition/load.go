@@ -203,14 +203,9 @@ func (r *Replica) LoadChunk(ctx context.Context, table string, version uint32, f
 		ws.Index.Deletes = append(ws.Index.Deletes, part.Index.Deletes...)
 		pendingPuts = append(pendingPuts, ev.pendingPuts)
 	}
-	if ws.Size() > r.limits.MaxWriteSetBytes {
-		return SCN{}, problem.New(problem.TooLarge, "chunk writes %d bytes, more than the limit of %d", ws.Size(), r.limits.MaxWriteSetBytes)
-	}
-	scn, err := r.repl.Replicate(ctx, ws)
+	scn, later, err := r.replicate(ctx, ws, "chunk", release)
 	if err != nil {
-		if releaseWhenSettled(err, release) {
-			held = false
-		}
+		held = !later
 		return SCN{}, err
 	}
 	for i, g := range groups {

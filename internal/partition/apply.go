@@ -41,6 +41,9 @@ func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn
 	}
 	b.Set(p.Log(scn.Generation, scn.Sequence), logEntry)
 	b.Set(p.Meta(metaApplied), encodeSCN(scn))
+	if ws.Load != nil {
+		b.Set(p.Meta(metaLoadPrefix+ws.Load.To.Load), encodeLoadMark(ws.Load.To))
+	}
 	b.Notify(string(p.LogPrefix()))
 }
 

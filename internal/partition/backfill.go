@@ -64,7 +64,10 @@ type indexes struct {
 	// raise minVersion once no request of an older version is in flight.
 	epoch      sync.RWMutex
 	minVersion map[string]int
-	jobs       sync.WaitGroup
+	// tables are the tables of the last SyncIndexes, by name (under
+	// epoch): what a load names its table by.
+	tables map[string]*schema.Table
+	jobs   sync.WaitGroup
 	// ctx is the context of the background jobs, from the first
 	// SyncIndexes.
 	ctx context.Context
@@ -152,8 +155,10 @@ func (r *Replica) SyncIndexes(ctx context.Context, tables []*schema.Table, log *
 	if r.idx.minVersion == nil {
 		r.idx.minVersion = map[string]int{}
 	}
+	r.idx.tables = make(map[string]*schema.Table, len(tables))
 	for _, t := range tables {
 		r.idx.minVersion[t.Def.Name] = max(r.idx.minVersion[t.Def.Name], t.Latest())
+		r.idx.tables[t.Def.Name] = t
 	}
 	r.idx.epoch.Unlock()
 

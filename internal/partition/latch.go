@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -153,6 +154,29 @@ func (l *latches) acquireDocs(ctx context.Context, group string, docs []string) 
 		unlock()
 		l.mu.Unlock()
 	}, nil
+}
+
+// acquireGroups takes, for every group of docs (document storage keys by
+// group), the group's latch shared and its documents' exclusively: groups
+// in key order, each group's documents in key order. Every caller that
+// holds latches of several groups takes them in this one order, and the
+// others hold one group's, so no two requests wait for each other.
+func (l *latches) acquireGroups(ctx context.Context, docs map[string][]string) (release func(), err error) {
+	var releases []func()
+	releaseAll := func() {
+		for _, r := range slices.Backward(releases) {
+			r()
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(docs)) {
+		r, err := l.acquireDocs(ctx, g, docs[g])
+		if err != nil {
+			releaseAll()
+			return nil, err
+		}
+		releases = append(releases, r)
+	}
+	return releaseAll, nil
 }
 
 // wait returns once no request holds the latch of group that had it when

@@ -47,6 +47,9 @@ func NewLocal(e *storage.Engine, prefix keys.Partition) (*Local, error) {
 // Replicate implements Replicator.
 func (l *Local) Replicate(ctx context.Context, ws *WriteSet) (SCN, error) {
 	encoded := ws.Encode()
+	if ws.Ingest || ws.Load != nil {
+		return l.ingest(ws, encoded)
+	}
 	b := l.engine.NewBatch()
 	l.mu.Lock()
 	scn := SCN{Generation: l.last.Generation, Sequence: l.last.Sequence + 1}
@@ -58,6 +61,27 @@ func (l *Local) Replicate(ctx context.Context, ws *WriteSet) (SCN, error) {
 	l.last = scn
 	l.mu.Unlock()
 	return scn, b.Wait()
+}
+
+// ingest applies a write set by ingestion, in turn with the batches: the
+// ingestion makes every batch before it durable.
+func (l *Local) ingest(ws *WriteSet, encoded []byte) (SCN, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	marks := map[string]LoadMark{}
+	ok, err := Applies(l.engine, l.prefix, ws, marks)
+	if err != nil {
+		return SCN{}, err
+	}
+	if !ok {
+		return SCN{}, ws.Load.Refusal(marks[ws.Load.From.Load])
+	}
+	scn := SCN{Generation: l.last.Generation, Sequence: l.last.Sequence + 1}
+	if err := ApplyIngest(l.engine, l.prefix, ws, encoded, scn); err != nil {
+		return SCN{}, err
+	}
+	l.last = scn
+	return scn, nil
 }
 
 // Lead implements Replicator: a single node always leads.

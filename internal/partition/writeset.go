@@ -50,6 +50,14 @@ type WriteSet struct {
 	// and changes no document and no query's answer. It is part of the
 	// change-log entry.
 	Upkeep bool
+	// Ingest asks the replicator to apply the write set as one ingested
+	// sstable (ApplyIngest) rather than a batch: the same effects, cheaper
+	// for many documents.
+	Ingest bool
+	// Load, when not nil, makes the write set a chunk of a bulk load (see
+	// load.go): it applies only where the partition's mark for the load
+	// is Load.From (see Applies), and records Load.To.
+	Load *LoadStep
 
 	// logLen is the length of the encoding's change-log part (everything
 	// but Index), set by Encode and DecodeWriteSet.
@@ -92,6 +100,9 @@ type Counter struct {
 // Size is an estimate of the encoded size, for limits.
 func (ws *WriteSet) Size() int {
 	n := 16
+	if ws.Load != nil {
+		n += len(ws.Load.From.Load) + 48
+	}
 	for _, w := range ws.Writes {
 		n += len(w.Table) + len(w.Key) + len(w.Before) + len(w.After) + 16
 	}
@@ -113,14 +124,33 @@ func (ws *WriteSet) Size() int {
 // writeSetFormat 2 stores a pre-image as its difference from the
 // post-image (see appendImage); format 1 stored both whole, and is still
 // read. Format 3 is format 2 with a flags byte after the counters (bit 0:
-// Upkeep), written only when a flag is set.
+// Upkeep, bit 1: Ingest, bit 2: Load, whose step follows the byte),
+// written only when a flag is set.
 const (
 	writeSetFormat      = 2
 	writeSetFormatV1    = 1
 	writeSetFormatFlags = 3
 )
 
-const flagUpkeep = 1
+const (
+	flagUpkeep = 1 << iota
+	flagIngest
+	flagLoad
+)
+
+func (ws *WriteSet) flags() byte {
+	var f byte
+	if ws.Upkeep {
+		f |= flagUpkeep
+	}
+	if ws.Ingest {
+		f |= flagIngest
+	}
+	if ws.Load != nil {
+		f |= flagLoad
+	}
+	return f
+}
 
 // Encode returns the binary form of ws. Its first LogLen bytes, alone, are
 // the change-log entry: a valid encoding of ws without Index.
@@ -131,7 +161,8 @@ func (ws *WriteSet) Encode() []byte { return ws.AppendEncoding(nil) }
 func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 	start := len(dst)
 	b := slices.Grow(dst, ws.Size())
-	if ws.Upkeep {
+	flags := ws.flags()
+	if flags != 0 {
 		b = append(b, writeSetFormatFlags)
 	} else {
 		b = append(b, writeSetFormat)
@@ -153,8 +184,11 @@ func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 		b = appendBytes(b, c.Collection)
 		b = binary.AppendVarint(b, c.Value)
 	}
-	if ws.Upkeep {
-		b = append(b, flagUpkeep)
+	if flags != 0 {
+		b = append(b, flags)
+	}
+	if ws.Load != nil {
+		b = ws.Load.appendTo(b)
 	}
 	ws.logLen = len(b) - start
 	if ws.Index.empty() {
@@ -226,10 +260,14 @@ func DecodeWriteSet(b []byte) (*WriteSet, error) {
 	}
 	if format == writeSetFormatFlags {
 		flags := d.byte()
-		if flags&^flagUpkeep != 0 {
+		if flags&^(flagUpkeep|flagIngest|flagLoad) != 0 {
 			return nil, errCorrupt
 		}
 		ws.Upkeep = flags&flagUpkeep != 0
+		ws.Ingest = flags&flagIngest != 0
+		if flags&flagLoad != 0 {
+			ws.Load = d.loadStep()
+		}
 	}
 	ws.logLen = len(b) - len(d.b)
 	if d.err == nil && len(d.b) > 0 {

@@ -652,9 +652,11 @@ type applied struct{ segs []applySeg }
 
 // applySeg is a run of committed entries applied in one batch. A segment
 // ends at a check marker: once its batch is committed, the state the
-// marker checks is captured before any later entry is written.
+// marker checks is captured before any later entry is written. An entry
+// applied by ingestion is a segment of its own, with no batch.
 type applySeg struct {
 	b       *storage.Batch
+	ingest  func() error
 	after   []func()
 	capture *capture
 }
@@ -667,7 +669,13 @@ type applySeg struct {
 func (h *Host) commitApplies(applies []applied) {
 	commit := func(a applied) {
 		for _, s := range a.segs {
-			if err := h.engine.CommitNoSync(s.b); err != nil {
+			var err error
+			if s.ingest != nil {
+				err = s.ingest()
+			} else {
+				err = h.engine.CommitNoSync(s.b)
+			}
+			if err != nil {
 				panic(fmt.Sprintf("replication: node %d: applying committed entries: %v", h.cfg.NodeID, err))
 			}
 			if s.capture != nil {

@@ -513,6 +513,7 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 	a := g.st.applied
 	b := g.host.engine.NewBatch()
 	var after []func()
+	var marks map[string]partition.LoadMark // recorded by chunks in this run
 	changed := false
 	for _, e := range ents {
 		idx := e.GetIndex()
@@ -522,6 +523,8 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 		var id proposalID
 		var scn partition.SCN
 		var marker *capture
+		var ingest func(appliedState) error
+		var refused error
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			if len(e.GetData()) == 0 {
@@ -555,13 +558,37 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 				g.host.log.Error("skipping undecodable write set", "partition", g.name(), "index", idx)
 				break
 			}
+			id = pid
+			if ws.Load != nil {
+				if marks == nil {
+					marks = map[string]partition.LoadMark{}
+				}
+				ok, err := partition.Applies(g.host.engine, g.prefix, ws, marks)
+				if err != nil {
+					panic(fmt.Sprintf("replication: node %d: reading the mark of load %q: %v", g.host.cfg.NodeID, ws.Load.From.Load, err))
+				}
+				if !ok {
+					// Another chunk recorded its mark first: this one is a
+					// no-op on every replica, and its proposer learns why.
+					refused = ws.Load.Refusal(marks[ws.Load.From.Load])
+					break
+				}
+			}
 			// The generation is the entry's term, but never below the last
 			// one applied: a restored partition continues the backup's
 			// timeline, whose generations may be ahead of this Raft group's terms.
 			scn = partition.SCN{Generation: max(e.GetTerm(), a.SCN.Generation), Sequence: a.SCN.Sequence + 1}
-			partition.Apply(b, g.prefix, ws, wsb, scn)
+			if ws.Ingest {
+				// What is batched so far is committed first, the table
+				// after it (see commitApplies).
+				g.st.setApplied(b, a)
+				segs = append(segs, applySeg{b: b, after: after})
+				b, after = g.host.engine.NewBatch(), nil
+				ingest = g.ingestion(ws, wsb, scn)
+			} else {
+				partition.Apply(b, g.prefix, ws, wsb, scn)
+			}
 			a.SCN = scn
-			id = pid
 		case raftpb.EntryConfChange:
 			var cc raftpb.ConfChange
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
@@ -584,7 +611,7 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 		for _, p := range g.byIndex[idx] {
 			delete(g.proposals, p.id)
 			if p.id == id {
-				res := proposalResult{scn: scn, index: idx}
+				res := proposalResult{scn: scn, index: idx, err: refused}
 				after = append(after, func() { p.finish(res) })
 			} else {
 				// Another entry is committed at the index this proposal had:
@@ -594,6 +621,13 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 			}
 		}
 		delete(g.byIndex, idx)
+		if ingest != nil {
+			// The table holds the applied state with the chunk, so the
+			// chunk and the applied index land together.
+			g.st.noteApplied(a)
+			segs = append(segs, applySeg{ingest: func() error { return ingest(a) }, after: after})
+			after = nil
+		}
 		if marker != nil {
 			// The state to check is the one with everything up to the
 			// marker applied, and nothing after.
@@ -617,6 +651,15 @@ func (g *Member) apply(ents []*raftpb.Entry, now time.Time) (segs []applySeg, fn
 		delete(g.host.active, g)
 	}
 	return segs, nil, true
+}
+
+// ingestion returns the application of the chunk ws at scn by ingestion,
+// with the Raft applied state it is given.
+func (g *Member) ingestion(ws *partition.WriteSet, encoded []byte, scn partition.SCN) func(appliedState) error {
+	return func(a appliedState) error {
+		return partition.ApplyIngest(g.host.engine, g.prefix, ws, encoded, scn,
+			partition.IndexEntry{Key: g.prefix.RaftApplied(), Value: a.encode()})
+	}
 }
 
 // supersedeBeyond settles the proposals appended past index (the last

@@ -344,8 +344,13 @@ func (s *raftStorage) dropTail(index uint64) {
 
 // setApplied records the applied state in b.
 func (s *raftStorage) setApplied(b *storage.Batch, a appliedState) {
-	s.applied = a
 	b.Set(s.prefix.RaftApplied(), a.encode())
+	s.noteApplied(a)
+}
+
+// noteApplied takes a as the applied state, which the caller writes.
+func (s *raftStorage) noteApplied(a appliedState) {
+	s.applied = a
 	s.dropTail(a.Index)
 }
 

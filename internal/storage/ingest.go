@@ -6,14 +6,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// SSTWriter builds an sstable for Ingest. Points are added in strictly
-// increasing key order; range deletions are non-overlapping and in order.
+// SSTWriter builds an sstable for Ingest. Points (sets and deletions) are
+// added in strictly increasing key order; range deletions are
+// non-overlapping and in order.
 // A range deletion does not delete the points of its own table: ingested,
 // they all take one sequence number, and a deletion only hides older keys.
 type SSTWriter struct {
@@ -28,6 +30,9 @@ func (e *Engine) NewSSTWriter(out objstorage.Writable) *SSTWriter {
 
 // Set adds a point.
 func (w *SSTWriter) Set(key, value []byte) error { return w.w.Set(key, value) }
+
+// Delete adds a point deletion: ingested, it hides the key's older value.
+func (w *SSTWriter) Delete(key []byte) error { return w.w.Delete(key) }
 
 // DeleteRange adds a deletion of [start, end).
 func (w *SSTWriter) DeleteRange(start, end []byte) error { return w.w.DeleteRange(start, end) }
@@ -68,6 +73,12 @@ func (e *Engine) Ingest(ctx context.Context, paths []string) error {
 	e.mu.Unlock()
 	return nil
 }
+
+// SyncWAL makes every batch applied so far durable. An ingestion that
+// must not survive a crash without the batches before it (a Raft apply
+// committed without a sync) calls it first: an ingested table is durable
+// on its own, apart from the WAL.
+func (e *Engine) SyncWAL() error { return e.db.LogData(nil, pebble.Sync) }
 
 // StagingDir returns an empty directory next to the store (on the same
 // file system, so Ingest can link files from it) for files about to be

@@ -1,0 +1,379 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/storage"
+)
+
+// A bulk load reaches a partition as chunks: each LoadChunk call is one
+// write set, evaluated like a multi-document write (latches, pre-images,
+// index maintenance), replicated and applied on every replica as one
+// ingested sstable. The partition records, in its replicated metadata, how
+// far each load has got (its LoadMark); a chunk names the mark it starts
+// from and applies only if that is still the recorded one, checked at
+// evaluation and again, deterministically, at apply, so two drivers
+// racing through a leader change never apply a chunk twice.
+
+// LoadMark is how far a partition has applied one load's file.
+type LoadMark struct {
+	Load    string // the load's ID
+	Offset  uint64 // bytes of the partition file applied, from its start
+	Records uint64 // records applied
+	Done    bool   // the partition's file is wholly applied
+}
+
+func (m LoadMark) String() string {
+	s := fmt.Sprintf("load %q at offset %d, %d records", m.Load, m.Offset, m.Records)
+	if m.Done {
+		s += ", done"
+	}
+	return s
+}
+
+// LoadDoc is one document of a chunk: Key is keys.EncodeTuple of its whole
+// key, Avro its encoding at the chunk's schema version.
+type LoadDoc struct{ Key, Avro []byte }
+
+// LoadStep is what a chunk's write set carries of its load: the mark it
+// applies from, and the mark it records.
+type LoadStep struct{ From, To LoadMark }
+
+// metaLoadPrefix is the partition metadata key prefix of the load marks.
+const metaLoadPrefix = "load/"
+
+func (p *LoadStep) appendTo(b []byte) []byte {
+	b = appendBytes(b, []byte(p.From.Load))
+	for _, m := range []LoadMark{p.From, p.To} {
+		b = binary.AppendUvarint(b, m.Offset)
+		b = binary.AppendUvarint(b, m.Records)
+		b = append(b, boolByte(m.Done))
+	}
+	return b
+}
+
+func (d *decoder) loadStep() *LoadStep {
+	load := string(d.bytes())
+	s := &LoadStep{}
+	for _, m := range []*LoadMark{&s.From, &s.To} {
+		m.Load, m.Offset, m.Records = load, d.uvarint(), d.uvarint()
+		switch d.byte() {
+		case 0:
+		case 1:
+			m.Done = true
+		default:
+			d.fail()
+		}
+	}
+	return s
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func encodeLoadMark(m LoadMark) []byte {
+	b := binary.AppendUvarint(nil, m.Offset)
+	b = binary.AppendUvarint(b, m.Records)
+	return append(b, boolByte(m.Done))
+}
+
+// ReadLoadMark returns the mark partition p of e records for load: the
+// zero mark naming load when none is.
+func ReadLoadMark(e *storage.Engine, p keys.Partition, load string) (LoadMark, error) {
+	v, err := e.Get(p.Meta(metaLoadPrefix + load))
+	if errors.Is(err, storage.ErrNotFound) {
+		return LoadMark{Load: load}, nil
+	}
+	if err != nil {
+		return LoadMark{}, err
+	}
+	d := decoder{b: v}
+	m := LoadMark{Load: load, Offset: d.uvarint(), Records: d.uvarint(), Done: d.byte() == 1}
+	if d.err != nil || len(d.b) != 0 {
+		return LoadMark{}, fmt.Errorf("partition %x: corrupt mark of load %q", []byte(p), load)
+	}
+	return m, nil
+}
+
+// Refusal is the error a chunk gets when the partition's mark for its load
+// is recorded not its From: another chunk got there first.
+func (p *LoadStep) Refusal(recorded LoadMark) error {
+	return problem.New(problem.Conflict, "the chunk applies from %s, but the partition has recorded %s", p.From, recorded)
+}
+
+// LoadMark returns the mark recorded for load as applied on this replica.
+func (r *Replica) LoadMark(load string) (LoadMark, error) {
+	if load == "" {
+		return LoadMark{}, problem.New(problem.Malformed, "no load ID")
+	}
+	return ReadLoadMark(r.engine, r.prefix, load)
+}
+
+// LoadChunk applies docs to table as one write set at one SCN, if and only
+// if the partition's recorded mark for from.Load equals from (the zero
+// mark with only Load set when none is recorded); then the recorded mark
+// becomes to. Otherwise it changes nothing and returns a *problem.Error of
+// kind Conflict naming the recorded mark. Leader only (the usual
+// not-leader error otherwise).
+//
+// A loaded document replaces the one with its key (insert or update), is
+// stored at schema version version, and is indexed as a put would be. The
+// write is background work, charged to no one's quota. Two documents with
+// one key in a chunk: the later wins.
+func (r *Replica) LoadChunk(ctx context.Context, table string, version uint32, from, to LoadMark, docs []LoadDoc) (SCN, error) {
+	if from.Load == "" || to.Load != from.Load {
+		return SCN{}, problem.New(problem.Malformed, "a chunk's marks must name one load, got %q and %q", from.Load, to.Load)
+	}
+	if from.Done {
+		return SCN{}, problem.New(problem.Malformed, "no chunk follows a done mark (%s)", from)
+	}
+	if to.Offset < from.Offset || to.Records < from.Records {
+		return SCN{}, problem.New(problem.Malformed, "a chunk moves forward, not from %s to %s", from, to)
+	}
+	if err := r.repl.Lead(ctx); err != nil {
+		return SCN{}, err
+	}
+	if err := r.refuseWhileRestoring(); err != nil {
+		return SCN{}, err
+	}
+	step := &LoadStep{From: from, To: to}
+	if recorded, err := r.LoadMark(from.Load); err != nil {
+		return SCN{}, err
+	} else if recorded != from {
+		return SCN{}, step.Refusal(recorded)
+	}
+	r.idx.epoch.RLock()
+	defer r.idx.epoch.RUnlock()
+	t := r.idx.tables[table]
+	if t == nil {
+		return SCN{}, problem.New(problem.NotFound, "table %s is not known to partition %d of %s", table, r.ID, r.DB)
+	}
+	if version == 0 || int(version) > t.Latest() {
+		return SCN{}, problem.Field(problem.Conflict, "version", "table %s has schema versions 1 to %d, not %d", table, t.Latest(), version)
+	}
+	groups, err := r.loadGroups(t, docs)
+	if err != nil {
+		return SCN{}, err
+	}
+	latched := make(map[string][]string, len(groups))
+	for _, g := range groups {
+		for _, d := range g.docs {
+			latched[string(g.key)] = append(latched[string(g.key)], string(r.prefix.Document(table, d.Key)))
+		}
+	}
+	release, err := r.latch.acquireGroups(ctx, latched)
+	if err != nil {
+		return SCN{}, problem.New(problem.Unavailable, "timed out waiting for document groups: %v", err)
+	}
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
+	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Load: step, Ingest: true}
+	var pendingPuts []map[string]int
+	for _, g := range groups {
+		ev := evaluation{r: r, now: ws.Mtime, docs: make(map[string]*pending, len(g.docs)), group: g.key}
+		for _, d := range g.docs {
+			if err := ev.upsert(t, version, d); err != nil {
+				return SCN{}, err
+			}
+		}
+		part, err := ev.writeSet()
+		if err != nil {
+			return SCN{}, err
+		}
+		ws.Writes = append(ws.Writes, part.Writes...)
+		ws.Index.Puts = append(ws.Index.Puts, part.Index.Puts...)
+		ws.Index.Deletes = append(ws.Index.Deletes, part.Index.Deletes...)
+		pendingPuts = append(pendingPuts, ev.pendingPuts)
+	}
+	if ws.Size() > r.limits.MaxWriteSetBytes {
+		return SCN{}, problem.New(problem.TooLarge, "chunk writes %d bytes, more than the limit of %d", ws.Size(), r.limits.MaxWriteSetBytes)
+	}
+	scn, err := r.repl.Replicate(ctx, ws)
+	if err != nil {
+		if releaseWhenSettled(err, release) {
+			held = false
+		}
+		return SCN{}, err
+	}
+	for i, g := range groups {
+		r.notePending(table, g.key, pendingPuts[i][table])
+	}
+	return scn, nil
+}
+
+// loadGroup is the documents of a chunk in one document group.
+type loadGroup struct {
+	key  []byte // encoded partition key
+	docs []LoadDoc
+}
+
+// loadGroups checks every document's key and Avro against t and sorts
+// them into their document groups, in key order.
+func (r *Replica) loadGroups(t *schema.Table, docs []LoadDoc) ([]loadGroup, error) {
+	byGroup := map[string]*loadGroup{}
+	for i, d := range docs {
+		tuple, err := keys.DecodeTuple(d.Key)
+		if err == nil && len(tuple) != t.Arity() {
+			err = fmt.Errorf("table %s has %d key parts, the key has %d", t.Def.Name, t.Arity(), len(tuple))
+		}
+		for j := 0; err == nil && j < len(tuple); j++ {
+			if _, isString := tuple[j].(string); isString != (t.Def.Key[j].Type == schema.KeyString) {
+				err = fmt.Errorf("key part %q has the wrong type", t.Def.Key[j].Name)
+			}
+		}
+		if err != nil {
+			return nil, problem.New(problem.Malformed, "document %d of the chunk: %v", i, err)
+		}
+		if len(d.Avro) > r.limits.MaxDocumentBytes {
+			return nil, problem.New(problem.TooLarge, "document %d of the chunk (%s) has %d bytes, more than the limit of %d", i, tuple, len(d.Avro), r.limits.MaxDocumentBytes)
+		}
+		g, err := keys.EncodeTuple(tuple[:1])
+		if err != nil {
+			return nil, problem.New(problem.Malformed, "document %d of the chunk: %v", i, err)
+		}
+		lg := byGroup[string(g)]
+		if lg == nil {
+			lg = &loadGroup{key: g}
+			byGroup[string(g)] = lg
+		}
+		lg.docs = append(lg.docs, d)
+	}
+	out := make([]loadGroup, 0, len(byGroup))
+	for _, g := range byGroup {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b loadGroup) int { return bytes.Compare(a.key, b.key) })
+	return out, nil
+}
+
+// upsert is a put of a loaded document, kept at the chunk's version: it
+// reads the document's current state for its pre-image and indexes the
+// new one as a put would.
+func (ev *evaluation) upsert(t *schema.Table, version uint32, d LoadDoc) error {
+	doc, err := t.Decode(d.Avro, int(version), t.Latest())
+	if err != nil {
+		tuple, _ := keys.DecodeTuple(d.Key)
+		return problem.New(problem.Invalid, "document %s of %s is not Avro of schema version %d: %v", tuple, t.Def.Name, version, err)
+	}
+	p, err := ev.load(t.Def.Name, d.Key)
+	if err != nil {
+		return err
+	}
+	p.cur = &Record{Version: version, Mtime: ev.now, Avro: d.Avro}
+	p.schema, p.doc = t, doc
+	return nil
+}
+
+// applies reports whether a chunk applies on a partition that records
+// recorded for its load.
+func (p *LoadStep) applies(recorded LoadMark) bool { return recorded == p.From }
+
+// Applies reports whether ws applies on partition p of e at apply time:
+// any write set but a chunk whose From is no longer the recorded mark.
+// marks holds the marks recorded by chunks applied since e was last
+// written (a replicator applying several entries before committing
+// them); Applies records there ws's To when it applies, and the mark
+// that refused it when it does not.
+func Applies(e *storage.Engine, p keys.Partition, ws *WriteSet, marks map[string]LoadMark) (bool, error) {
+	if ws.Load == nil {
+		return true, nil
+	}
+	recorded, ok := marks[ws.Load.From.Load]
+	if !ok {
+		var err error
+		if recorded, err = ReadLoadMark(e, p, ws.Load.From.Load); err != nil {
+			return false, err
+		}
+	}
+	if !ws.Load.applies(recorded) {
+		marks[ws.Load.From.Load] = recorded
+		return false, nil
+	}
+	marks[ws.Load.From.Load] = ws.Load.To
+	return true, nil
+}
+
+// ApplyIngest applies ws at scn as Apply would, as one sstable ingested
+// into e: after a crash either all of it is in or none is. extra are the
+// replicator's own points to hold with it (Raft's applied state), so that
+// what is applied and where the replica resumes never disagree. Every
+// batch committed before is made durable first: the table would otherwise
+// survive a crash that loses them.
+func ApplyIngest(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN, extra ...IndexEntry) error {
+	var pts points
+	applyTo(&pts, p, ws, encoded, scn)
+	if pts.ranges {
+		return errors.New("a write set applied by ingestion deletes no key ranges")
+	}
+	for _, x := range extra {
+		pts.Set(x.Key, x.Value)
+	}
+	slices.SortStableFunc(pts.list, func(a, b point) int { return bytes.Compare(a.key, b.key) })
+	dir, err := e.StagingDir("load-" + hex.EncodeToString(p))
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "chunk.sst")
+	out, err := storage.FileWritable(path)
+	if err != nil {
+		return err
+	}
+	w := e.NewSSTWriter(out)
+	for i, pt := range pts.list {
+		if i+1 < len(pts.list) && bytes.Equal(pt.key, pts.list[i+1].key) {
+			continue // written again later: the later one is the effect
+		}
+		if pt.del {
+			err = w.Delete(pt.key)
+		} else {
+			err = w.Set(pt.key, pt.value)
+		}
+		if err != nil {
+			w.Close()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := e.SyncWAL(); err != nil {
+		return err
+	}
+	return e.Ingest(context.Background(), []string{path})
+}
+
+// points gathers a write set's effects, in Apply's order, for a table.
+type points struct {
+	list   []point
+	ranges bool
+}
+
+type point struct {
+	key, value []byte
+	del        bool
+}
+
+func (s *points) Set(key, value []byte) { s.list = append(s.list, point{key: key, value: value}) }
+func (s *points) Delete(key []byte)     { s.list = append(s.list, point{key: key, del: true}) }
+func (s *points) DeleteRange(_, _ []byte) {
+	s.ranges = true
+}

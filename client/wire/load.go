@@ -51,11 +51,12 @@ type Load struct {
 	Ended         time.Time `json:"ended,omitzero"`
 	Cancelled     bool      `json:"cancelled,omitempty"`
 	// Totals over the partitions: what is applied and what the build holds.
-	Bytes          uint64 `json:"bytes"`
-	TotalBytes     uint64 `json:"totalBytes"`
-	Records        uint64 `json:"records"`
-	TotalRecords   uint64 `json:"totalRecords"`
-	PartitionsDone int    `json:"partitionsDone"`
+	Bytes           uint64 `json:"bytes"`
+	TotalBytes      uint64 `json:"totalBytes"`
+	Records         uint64 `json:"records"`
+	TotalRecords    uint64 `json:"totalRecords"`
+	PartitionsDone  int    `json:"partitionsDone"`
+	TotalPartitions int    `json:"totalPartitions"`
 	// Partitions is each partition's progress, in partition order (left
 	// out of GET /_cluster).
 	Partitions []LoadPartition `json:"partitions,omitempty"`

@@ -68,6 +68,7 @@ func view(r Record, progress map[int]Progress, withPartitions bool) wire.Load {
 	l := wire.Load{
 		ID: r.ID, Source: r.Source, Mode: r.Mode, Throttle: r.Throttle, Database: r.Database, Table: r.Table,
 		SchemaVersion: r.SchemaVersion, State: r.State, Error: r.Error, Created: r.Created, Ended: r.Ended, Cancelled: r.Cancelled,
+		TotalPartitions: len(r.Files),
 	}
 	for _, f := range r.Files {
 		p := progress[f.Partition]

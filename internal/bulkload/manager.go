@@ -384,7 +384,7 @@ func (m *Manager) loop(ctx context.Context) {
 	var watch clientv3.WatchChan
 	for {
 		if watch == nil {
-			watch = m.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), m.cfg.Prefix+"/bulk/loads/", clientv3.WithPrefix())
+			watch = m.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), m.cfg.Prefix+"/bulk/", clientv3.WithPrefix())
 		}
 		m.reconcile(ctx)
 		select {

@@ -118,11 +118,11 @@ func (c *cluster) wait(id string) client.Load {
 }
 
 // check asserts the table holds exactly want (id → n) among the keys
-// k00000 to k03999 every build here draws from, and returns how many.
+// k00000 to k00999 every build here draws from, and returns how many.
 func (c *cluster) check(want map[string]int) int {
 	c.t.Helper()
 	seen := 0
-	for i := range 4000 {
+	for i := range 1000 {
 		id := fmt.Sprintf("k%05d", i)
 		d, err := c.c.Get(c.ctx, "D", "M", client.Key{id})
 		n, ok := want[id]
@@ -143,17 +143,17 @@ func (c *cluster) check(want map[string]int) int {
 
 func TestLoadFromADirectoryThenOverHTTPMergesByKey(t *testing.T) {
 	c := startCluster(t, node.Config{}, 4)
-	first := docs(0, 3000, 1)
+	first := docs(0, 600, 1)
 	dir := build(t, "M", 4, 1, first)
 	l, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir})
 	if err != nil || !started {
 		t.Fatalf("start: %v (started %v)", err, started)
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, bulk.ManifestName))
-	if l.ID != sha256Hex(raw) || l.TotalRecords != 3000 || l.TotalPartitions != 4 {
-		t.Fatalf("load %+v: want the manifest's digest, 3000 records in 4 partitions", l)
+	if l.ID != sha256Hex(raw) || l.TotalRecords != 600 || l.TotalPartitions != 4 {
+		t.Fatalf("load %+v: want the manifest's digest, 600 records in 4 partitions", l)
 	}
-	if l = c.wait(l.ID); l.State != client.LoadDone || l.Records != 3000 || l.PartitionsDone != 4 || l.Bytes != l.TotalBytes {
+	if l = c.wait(l.ID); l.State != client.LoadDone || l.Records != 600 || l.PartitionsDone != 4 || l.Bytes != l.TotalBytes {
 		t.Fatalf("load ended %+v", l)
 	}
 	c.check(first)
@@ -165,17 +165,17 @@ func TestLoadFromADirectoryThenOverHTTPMergesByKey(t *testing.T) {
 	}
 
 	// An overlapping build over http: loaded keys replace, others stay.
-	second := docs(2000, 4000, 2)
+	second := docs(400, 1000, 2)
 	srv := httptest.NewServer(http.FileServer(http.Dir(build(t, "M", 4, 1, second))))
 	defer srv.Close()
 	l2, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: srv.URL + "/", Throttle: 10 << 20})
 	if err != nil || !started {
 		t.Fatalf("start over http: %v", err)
 	}
-	if l2 = c.wait(l2.ID); l2.State != client.LoadDone || l2.Records != 2000 {
+	if l2 = c.wait(l2.ID); l2.State != client.LoadDone || l2.Records != 600 {
 		t.Fatalf("http load ended %+v", l2)
 	}
-	want := docs(0, 2000, 1)
+	want := docs(0, 400, 1)
 	for k, v := range second {
 		want[k] = v
 	}
@@ -229,7 +229,7 @@ func TestLoadRefusesABuildThatDoesNotFit(t *testing.T) {
 
 func TestCancelLeavesEachPartitionLoadedOrUntouched(t *testing.T) {
 	c := startCluster(t, node.Config{BulkParallel: 1}, 4)
-	all := docs(0, 4000, 7)
+	all := docs(0, 1000, 7)
 	dir := build(t, "M", 4, 1, all)
 	m, err := bulk.ReadManifest(dir)
 	if err != nil {

@@ -15,6 +15,8 @@ type ClusterInfo struct {
 	// Transfers are the partition backups and restore steps running on
 	// the nodes now (doppio backup / doppio restore).
 	Transfers []TransferInfo `json:"transfers"`
+	// Loads are the bulk loads not yet ended, with their totals.
+	Loads []Load `json:"loads,omitempty"`
 	// Insecure: the node that answered runs without TLS (no certs
 	// directory), by its operator's explicit choice off loopback.
 	Insecure bool `json:"insecure"`

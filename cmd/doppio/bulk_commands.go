@@ -1,200 +1,210 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/client"
-	"github.com/doppio-db/doppio/internal/bulk/builder"
-	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 )
 
-// bulkCommand is `doppio bulk`: offline builds and their loads.
+// bulkCommand is `doppio bulk`: offline builds, their loads into a
+// serving cluster, and following the loads.
 func bulkCommand(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bulk",
-		Short: "Build partition-aligned files offline and load them into a serving table",
+		Short: "Build partition-aligned files offline, load them into serving tables, follow the loads",
 	}
-	cmd.AddCommand(bulkBuildCommand(f))
+	cmd.AddCommand(bulkBuildCommand(f), bulkLoadCommand(f), bulkStatusCommand(f), bulkCancelCommand(f))
 	return cmd
 }
 
-// bulkBuildCommand is `doppio bulk build`.
-func bulkBuildCommand(f *clientFlags) *cobra.Command {
+func bulkLoadCommand(f *clientFlags) *cobra.Command {
 	var (
-		db, table, out, format, schemaFile string
-		inputs                             []string
-		version, partitions, workers       int
-		spill                              int64
-		maxDoc                             int
-		overwrite                          bool
+		mode     string
+		throttle byteSize
+		wait     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "build --db DB --table T --input PATH... --out DIR",
-		Short: "Validate, partition and sort input files into a build directory for `bulk load`",
-		Long: `Read JSON Lines (.jsonl, .ndjson), CSV with a header line (.csv), Avro
-container files (.avro) or Parquet (.parquet); each record is a flat object
-holding the key parts by name and the document's fields. Every record is
-validated as a PUT of the document would be; failures and every copy of a
-duplicated key go to DIR/rejects.jsonl with the reason. The valid records are
-partitioned as the server partitions, sorted by key and written as one file
-per partition, with DIR/manifest.json written last (docs/design/bulk.md).
-
-The table's key, schema and partition count come from the server (--server,
-$DOPPIO_SERVER, and the credentials flags), at the latest schema version or
---schema-version; or offline from --schema-file (the table definition as
-PUT /_schemas/{db}/{table} takes it) with --schema-version and --partitions.`,
-		Args: cobra.ArbitraryArgs,
+		Use:   "load DIR|URL [--mode merge] [--throttle 50MB] [--wait]",
+		Short: "Load a build (a directory every node can read, or an http(s) URL) into its table",
+		Long: "Tells the cluster where the build is; each partition's leader fetches its file,\n" +
+			"checks its checksum, and applies it while the table serves. Loading the same build\n" +
+			"again answers the load as it is. Interrupting --wait leaves the load running:\n" +
+			"follow it with `doppio bulk status ID`.",
+		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			inputs = append(inputs, args...)
-			switch {
-			case db == "" || table == "":
-				return errors.New("--db and --table are required")
-			case out == "":
-				return errors.New("--out DIR is required")
-			case len(inputs) == 0:
-				return errors.New("at least one --input PATH is required")
-			}
-			cfg := builder.Config{Out: out, Overwrite: overwrite, Workers: workers, SpillBytes: spill,
-				MaxDocumentBytes: maxDoc, Builder: "doppio-go " + builderVersion}
-			for _, p := range inputs {
-				fm, err := builder.FormatOf(p, format)
+			src := args[0]
+			if !strings.Contains(src, "://") {
+				abs, err := filepath.Abs(src)
 				if err != nil {
 					return err
 				}
-				cfg.Inputs = append(cfg.Inputs, builder.Input{Path: p, Format: fm})
+				src = abs
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			var err error
-			if schemaFile != "" {
-				cfg.Target, err = offlineTarget(db, table, schemaFile, version, partitions)
-			} else {
-				cfg.Target, err = serverTarget(ctx, f.client(), db, table, version, cmd.Flags().Changed("partitions"))
-			}
+			c := f.client()
+			l, started, err := c.StartLoad(cmd.Context(), client.LoadRequest{Source: src, Mode: mode, Throttle: int64(throttle)})
 			if err != nil {
 				return err
 			}
-			errOut := cmd.ErrOrStderr()
-			cfg.Progress, cfg.ProgressEvery = buildProgress(errOut)
-			m, err := builder.Build(ctx, cfg)
-			if err != nil {
-				return err
+			verb := "started"
+			if !started {
+				verb = "already " + l.State
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "built %s: %s.%s schema version %d, %d records in %d partitions, %d rejected\n",
-				out, m.Database, m.Table, m.SchemaVersion, m.Records, m.Partitions, m.Rejected)
-			return nil
+			fmt.Fprintf(cmd.ErrOrStderr(), "load %s of %s.%s: %s\n", l.ID, l.Database, l.Table, verb)
+			if !wait {
+				fmt.Fprintln(cmd.OutOrStdout(), l.ID)
+				return nil
+			}
+			return followLoad(cmd, c, l.ID)
 		}),
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&db, "db", "", "database")
-	fl.StringVar(&table, "table", "", "table")
-	fl.StringArrayVar(&inputs, "input", nil, "input file (repeatable; arguments are inputs too)")
-	fl.StringVar(&out, "out", "", "build directory (absent or empty, unless --overwrite)")
-	fl.StringVar(&format, "format", "", "input format for every input: jsonl, csv, avro or parquet (default: from the extension)")
-	fl.StringVar(&schemaFile, "schema-file", "", "build offline from this table definition file instead of asking the server")
-	fl.IntVar(&version, "schema-version", 0, "schema version to encode at (default: the table's latest; required with --schema-file)")
-	fl.IntVar(&partitions, "partitions", 0, "the database's partition count (with --schema-file)")
-	fl.IntVar(&workers, "workers", 0, "parallel workers (default: GOMAXPROCS)")
-	fl.Int64Var(&spill, "spill-bytes", builder.DefaultSpillBytes, "records held in memory before sorted runs spill to temporary files in DIR")
-	fl.IntVar(&maxDoc, "max-document-bytes", builder.DefaultMaxDocumentBytes, "reject documents whose encoding is larger (the server's limit)")
-	fl.BoolVar(&overwrite, "overwrite", false, "replace the contents of a non-empty --out")
+	cmd.Flags().StringVar(&mode, "mode", "merge", "merge: loaded documents replace those with the same key")
+	cmd.Flags().Var(&throttle, "throttle", "bytes per second each node applies of this load, e.g. 50MB (0 = the node's --bulk-throttle)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "show the load's progress until it ends")
 	return cmd
 }
 
-// builderVersion names this builder in a build's manifest.
-const builderVersion = "0.1.0"
-
-func offlineTarget(db, table, file string, version, partitions int) (*builder.Target, error) {
-	if version < 1 || partitions < 1 {
-		return nil, errors.New("--schema-file needs --schema-version N and --partitions N")
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := builder.ParseSpec(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return builder.NewTarget(db, table, partitions, version, spec)
-}
-
-func serverTarget(ctx context.Context, c *client.Client, db, table string, version int, partitionsGiven bool) (*builder.Target, error) {
-	if partitionsGiven {
-		return nil, errors.New("--partitions is for --schema-file builds: the server knows the database's")
-	}
-	d, err := c.GetDatabase(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("database %s: %w", db, err)
-	}
-	t, err := c.GetTable(ctx, db, table)
-	if err != nil {
-		return nil, fmt.Errorf("table %s.%s: %w", db, table, err)
-	}
-	spec := builder.Spec{Schema: t.Schema}
-	for _, k := range t.Key {
-		spec.Key = append(spec.Key, schema.KeyPart{Name: k.Name, Type: schema.KeyType(k.Type), AutoIncrement: k.AutoIncrement})
-	}
-	if version == 0 {
-		version = t.Version
-	} else if version != t.Version {
-		v, err := c.GetTableVersion(ctx, db, table, version)
-		if err != nil {
-			return nil, fmt.Errorf("table %s.%s schema version %d: %w", db, table, version, err)
-		}
-		spec.Schema = v.Schema
-	}
-	return builder.NewTarget(db, table, d.Partitions, version, spec)
-}
-
-// buildProgress draws a progress bar on a terminal and otherwise writes
-// a plain line now and then.
-func buildProgress(w io.Writer) (func(builder.Progress), time.Duration) {
-	if isTerminal(w) {
-		return func(p builder.Progress) {
-			eol := ""
-			if p.Phase == "done" {
-				eol = "\n"
+func bulkStatusCommand(f *clientFlags) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "status [ID] [--wait]",
+		Short: "Show the loads, or one load's progress per partition",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			c := f.client()
+			if len(args) == 1 {
+				if wait {
+					return followLoad(cmd, c, args[0])
+				}
+				l, err := c.GetLoad(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				printLoad(cmd.OutOrStdout(), l, false)
+				return nil
 			}
-			fmt.Fprintf(w, "\r%s %s\033[K%s", progressBar(fraction(p.BytesRead, p.BytesTotal), 30), progressLine(p), eol)
-		}, 200 * time.Millisecond
+			ls, err := c.ListLoads(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if len(ls) == 0 {
+				fmt.Fprintln(w, "no loads")
+			}
+			for _, l := range ls {
+				fmt.Fprintf(w, "%s  %s.%s  %-9s  %s\n", l.ID, l.Database, l.Table, l.State, loadTotals(l))
+			}
+			return nil
+		}),
 	}
-	return func(p builder.Progress) { fmt.Fprintln(w, progressLine(p)) }, 5 * time.Second
+	cmd.Flags().BoolVar(&wait, "wait", false, "redraw the load's progress until it ends")
+	return cmd
 }
 
-func progressLine(p builder.Progress) string {
-	return fmt.Sprintf("%s: %s of %s read, %d records, %d rejected, %d partitions written",
-		p.Phase, byteSize(p.BytesRead), byteSize(p.BytesTotal), p.Records, p.Rejected, p.Partitions)
+func bulkCancelCommand(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a load: partitions not started never start, those loading finish",
+		Args:  cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			l, err := f.client().CancelLoad(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			printLoad(cmd.OutOrStdout(), l, false)
+			return nil
+		}),
+	}
 }
 
-func fraction(n, total int64) float64 {
-	if total == 0 {
-		return 1
+// followLoad prints a load's progress until it ends (redrawn in place on
+// a terminal, a line a second otherwise) and fails unless it is done.
+func followLoad(cmd *cobra.Command, c *client.Client, id string) error {
+	w := cmd.OutOrStdout()
+	tty := isTerminal(w)
+	lines := 0
+	for {
+		l, err := c.GetLoad(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		ended := l.State == client.LoadDone || l.State == client.LoadCancelled || l.State == client.LoadFailed
+		switch {
+		case tty:
+			if lines > 0 {
+				fmt.Fprintf(w, "\033[%dA", lines)
+			}
+			lines = printLoad(w, l, true)
+		case ended:
+			printLoad(w, l, false)
+		default:
+			fmt.Fprintf(w, "%s  %s\n", l.State, loadTotals(l))
+		}
+		if ended {
+			if l.State != client.LoadDone {
+				return fmt.Errorf("load %s %s%s", l.ID, l.State, errSuffix(l.Error))
+			}
+			return nil
+		}
+		select {
+		case <-cmd.Context().Done():
+			return cmd.Context().Err()
+		case <-time.After(time.Second):
+		}
 	}
-	return float64(n) / float64(total)
 }
 
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return ": " + e
 }
 
+// printLoad writes the load's header and one line per partition, with
+// progress bars when bars is set, and returns the lines written.
+func printLoad(w io.Writer, l client.Load, bars bool) int {
+	eol := "\n"
+	if bars {
+		eol = "\033[K\n"
+	}
+	fmt.Fprintf(w, "load %s  %s.%s (schema version %d) from %s%s", l.ID, l.Database, l.Table, l.SchemaVersion, l.Source, eol)
+	state := l.State
+	if l.Cancelled && state != client.LoadCancelled {
+		state += " (cancelling)"
+	}
+	fmt.Fprintf(w, "%-9s %s  %s%s%s", state, bar(bars, l.Bytes, l.TotalBytes), loadTotals(l), errSuffix(l.Error), eol)
+	for _, p := range l.Partitions {
+		fmt.Fprintf(w, "  %4d  %-8s %s  %s / %s  %d / %d records  %s%s%s", p.Partition, p.State, bar(bars, p.Bytes, p.TotalBytes),
+			humanize.Bytes(p.Bytes), humanize.Bytes(p.TotalBytes), p.Records, p.TotalRecords, p.Node, errSuffix(p.Error), eol)
+	}
+	return 2 + len(l.Partitions)
+}
+
+func bar(on bool, done, total uint64) string {
+	f := 1.0
+	if total > 0 {
+		f = float64(done) / float64(total)
+	}
+	if !on {
+		return fmt.Sprintf("%3.0f%%", f*100)
+	}
+	return fmt.Sprintf("%s %3.0f%%", progressBar(f, 30), f*100)
+}
+
+func loadTotals(l client.Load) string {
+	return fmt.Sprintf("%s / %s, %d / %d records, %d / %d partitions done", humanize.Bytes(l.Bytes), humanize.Bytes(l.TotalBytes),
+		l.Records, l.TotalRecords, l.PartitionsDone, l.TotalPartitions)
+}
+
+// isTerminal reports whether w is a terminal: progress bars are drawn in
+// place there only.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {

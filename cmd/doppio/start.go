@@ -12,6 +12,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/bulkload"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
@@ -46,6 +47,8 @@ type nodeFlags struct {
 	common        *clientFlags
 	auditLog      string
 	tokenLifetime time.Duration
+	bulkThrottle  byteSize
+	bulkParallel  int
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -70,6 +73,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS and authentication although listening off loopback (refused without --certs-dir otherwise)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "file the audit log (logins, user, grant and schema changes, restores) is appended to (default DATA/audit.log)")
 	fl.DurationVar(&f.tokenLifetime, "token-lifetime", time.Hour, "how long a session token from POST /_auth/login is valid")
+	fl.Var(&f.bulkThrottle, "bulk-throttle", "bytes per second of bulk-load files this node applies, all loads together, e.g. 50MB (0 = unbounded)")
+	fl.IntVar(&f.bulkParallel, "bulk-partitions", bulkload.DefaultParallel, "partitions this node bulk-loads at once at most")
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -97,6 +102,7 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 
 		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate, RowCacheBytes: f.rowCacheBytes(),
 		AuditLog: f.auditLog, Auth: auth.Config{TokenLifetime: f.tokenLifetime},
+		BulkThrottle: int64(f.bulkThrottle), BulkParallel: f.bulkParallel,
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {

@@ -21,7 +21,7 @@ type Peer struct {
 // partition, so document requests go to their partition's leader (the
 // replicas.Registry it was attached with finds none here), and the requests
 // that a node answers from its own state (schemas, whose index progress is
-// per replica, the cluster view, datastreams, quotas) go to any live node
+// per replica, the cluster view, datastreams, quotas, bulk loads) go to any live node
 // that peers returns, at its peer listener. Call it before SetReady(true).
 func (s *Server) Relay(peers func() []Peer) { s.relay = peers }
 
@@ -29,7 +29,8 @@ func (s *Server) Relay(peers func() []Peer) { s.relay = peers }
 // than by the partition's leader.
 func relayed(pattern string) bool {
 	return strings.HasPrefix(pattern, "/_schemas") || strings.HasPrefix(pattern, "/_cluster") ||
-		strings.HasPrefix(pattern, "/_datastreams") || strings.HasPrefix(pattern, "/_quotas")
+		strings.HasPrefix(pattern, "/_datastreams") || strings.HasPrefix(pattern, "/_quotas") ||
+		strings.HasPrefix(pattern, "/_bulk")
 }
 
 type relayTarget Peer

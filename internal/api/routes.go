@@ -40,7 +40,7 @@ type route struct {
 type params struct {
 	db, table, version string
 	partition          string
-	name               string   // a datastream, a node or a user
+	name               string   // a datastream, a node, a user or a bulk load
 	role               string   // a role to revoke
 	key                []string // percent-decoded key segments
 	lastRaw            string   // the last key segment, still escaped
@@ -89,6 +89,10 @@ func routes() []*route {
 		{method: "POST", pattern: "/_datastreams/{name}/pause", priv: clusterAdmin, audit: "datastream.pause", handle: (*Server).pauseDatastream},
 		{method: "POST", pattern: "/_datastreams/{name}/resume", priv: clusterAdmin, audit: "datastream.resume", handle: (*Server).resumeDatastream},
 		{method: "GET", pattern: "/_datastreams/{name}/status", priv: clusterAdmin, handle: (*Server).datastreamStatus},
+		{method: "GET", pattern: "/_bulk/loads", priv: clusterAdmin, handle: (*Server).listLoads},
+		{method: "POST", pattern: "/_bulk/loads", priv: clusterAdmin, audit: "bulk.load", handle: (*Server).startLoad},
+		{method: "GET", pattern: "/_bulk/loads/{name}", priv: clusterAdmin, handle: (*Server).getLoad},
+		{method: "POST", pattern: "/_bulk/loads/{name}/cancel", priv: clusterAdmin, audit: "bulk.cancel", handle: (*Server).cancelLoad},
 		{method: "GET", pattern: "/_quotas", priv: clusterAdmin, handle: (*Server).listQuotas},
 		{method: "GET", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, handle: (*Server).getQuota},
 		{method: "PUT", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, audit: "quota.put", handle: (*Server).putQuota},

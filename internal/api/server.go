@@ -23,6 +23,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/bulkload"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/http1"
@@ -99,6 +100,7 @@ type Server struct {
 	catalog  *catalog.Catalog
 	registry *replicas.Registry
 	streams  *datastream.Manager
+	loads    *bulkload.Manager
 	quotas   *quota.Store // nil: nothing is limited
 	log      *slog.Logger
 	// rest and peer are what the REST and the peer listener serve.

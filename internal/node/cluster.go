@@ -26,6 +26,9 @@ func (c clusterView) Info(ctx context.Context) (wire.ClusterInfo, error) {
 	if c.n.info != nil {
 		info = c.n.info.Info(ctx)
 	}
+	if c.n.loads != nil {
+		info.Loads = c.n.loads.Active(ctx)
+	}
 	info.Insecure = !c.n.sec.secure()
 	return info, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/bulkload"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/clusterinfo"
 	"github.com/doppio-db/doppio/internal/consistency"
@@ -132,6 +133,13 @@ type Config struct {
 	// quota.DefaultBurst).
 	QuotaBurst time.Duration
 
+	// BulkThrottle bounds the bytes per second of bulk-load files this
+	// node applies, all loads together (0: unbounded); BulkParallel is
+	// how many partitions it loads at once (default
+	// bulkload.DefaultParallel).
+	BulkThrottle int64
+	BulkParallel int
+
 	// CertsPollInterval is how often the certificate files are looked
 	// at for a change (default certs.DefaultPollInterval).
 	CertsPollInterval time.Duration
@@ -162,6 +170,7 @@ type Node struct {
 	router  *replicas.Registry
 	api     *api.Server
 	streams *datastream.Manager
+	loads   *bulkload.Manager
 	quotas  *quota.Store
 	self    uint64 // Raft id
 
@@ -414,6 +423,12 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		return fmt.Errorf("datastreams: %w", err)
 	}
 	n.api.AttachDatastreams(n.streams)
+	n.loads = bulkload.Open(bulkload.Config{
+		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Catalog: n.catalog,
+		Replicas: loadReplicas{n.router, n.self}, Staging: filepath.Join(n.cfg.DataDir, "bulk"),
+		Throttle: n.cfg.BulkThrottle, Parallel: n.cfg.BulkParallel, Registry: registry, Audit: n.audit, Logger: n.log,
+	})
+	n.api.AttachLoads(n.loads)
 	return n.openQuotas(ctx, cli, registry)
 }
 
@@ -522,6 +537,10 @@ func (n *Node) Close() error {
 		errs = append(errs, n.http.Shutdown(ctx))
 	}
 	n.wg.Wait()
+	if n.loads != nil {
+		// A chunk in flight lands or not; the next leader resumes.
+		n.loads.Close()
+	}
 	if n.streams != nil {
 		// Tasks write their checkpoints and give their ownerships up.
 		n.streams.Close()

@@ -1,0 +1,310 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/client/wire"
+	"github.com/doppio-db/doppio/internal/bulk"
+	"github.com/doppio-db/doppio/internal/bulk/builder"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+const bulkSchema = `{"type":"record","name":"M","fields":[{"name":"body","type":"string"},{"name":"n","type":"long"},{"name":"tag","type":"string","index":"attribute"}]}`
+
+// buildBulk writes a build of records k00000… of database B's table M
+// (partitions partitions) and returns its directory: record i has n = i,
+// tag t(i%5) and a body of about 1.5 KB, so each partition's file takes
+// several chunks.
+func buildBulk(t *testing.T, partitions, records int) string {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 1500)
+	for i := range records {
+		fmt.Fprintf(f, `{"id":"k%05d","body":"%d %s","n":%d,"tag":"t%d"}`+"\n", i, i, pad, i, i%5)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := builder.NewTarget("B", "M", partitions, 1, builder.Spec{
+		Key: []schema.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(bulkSchema),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "build")
+	if _, err := builder.Build(context.Background(), builder.Config{Target: tg, Inputs: []builder.Input{{Path: in, Format: builder.JSONLines}}, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// loadedWrite is an acknowledged write to a key the build also loads.
+type loadedWrite struct {
+	n   int64
+	scn partition.SCN
+}
+
+// TestBulkLoadSurvivesKill9UnderConcurrentWrites loads a build into a
+// 3-node cluster (3 replicas) while clients write, kills -9 a partition's
+// leader mid-load and restarts it: the load ends done with every record
+// present, every acknowledged write intact (a write to a loaded key is
+// never overwritten by a chunk applied before it), replicas identical and
+// the index answering as a scan does.
+func TestBulkLoadSurvivesKill9UnderConcurrentWrites(t *testing.T) {
+	const partitions, records = 4, 8000
+	nodes := startCluster(t)
+	n1 := nodes[0]
+	n1.must(201, "PUT", "/_schemas/B", map[string]any{"partitions": partitions, "replicas": 3})
+	n1.must(201, "PUT", "/_schemas/B/M", map[string]any{"key": []map[string]string{{"name": "id", "type": "string"}}, "schema": json.RawMessage(bulkSchema)})
+	waitFor(t, 60*time.Second, "partitions settled", func() (bool, string) { return settled(clusterInfo(t, n1), partitions, 3) })
+	// A build for another partition count is refused, naming the field.
+	if out, code := runCLI(t, n1.addr, "bulk", "load", buildBulk(t, partitions-1, 10)); code != 1 ||
+		!strings.Contains(out, fmt.Sprintf("the build has %d partitions, database B has %d", partitions-1, partitions)) {
+		t.Fatalf("doppio bulk load of a 3-partition build exited %d:\n%s", code, out)
+	}
+	dir := buildBulk(t, partitions, records)
+	m, err := bulk.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range m.Files {
+		total += f.Bytes
+	}
+
+	// Writers: distinct keys through every node, and now and then a key
+	// the build loads, each remembered with its SCN when acknowledged.
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		acked    = map[string]int64{}
+		onLoaded = map[string][]loadedWrite{}
+		tried    = map[string][]int64{} // every n written to a loaded key, acknowledged or not
+		written  []string               // every other key written, acknowledged or not
+		live     atomic.Pointer[[]*clusterNode]
+	)
+	live.Store(&nodes)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := 0; !stop.Load(); i++ {
+				ns := *live.Load()
+				n := ns[i%len(ns)]
+				id, val, loaded := fmt.Sprintf("w%d-%05d", w, i), int64(i), false
+				if w == 2 {
+					id, val, loaded = fmt.Sprintf("k%05d", rng.IntN(records)), -int64(i)-1, true
+					mu.Lock()
+					tried[id] = append(tried[id], val)
+					mu.Unlock()
+					time.Sleep(20 * time.Millisecond)
+				} else {
+					mu.Lock()
+					written = append(written, id)
+					mu.Unlock()
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				status, h, _, err := n.try(ctx, "PUT", "/B/M/"+id, map[string]any{"body": "written", "n": val, "tag": "w"})
+				cancel()
+				if err != nil || (status != 200 && status != 201) {
+					continue
+				}
+				mu.Lock()
+				if loaded {
+					s, err := partition.ParseSCN(h.Get("X-Doppio-SCN"))
+					if err != nil {
+						t.Errorf("write %s: SCN %q: %v", id, h.Get("X-Doppio-SCN"), err)
+					}
+					onLoaded[id] = append(onLoaded[id], loadedWrite{val, s})
+				} else {
+					acked[id] = val
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+
+	// About a dozen seconds of loading, spread over three nodes.
+	throttle := max(total/12, 64<<10)
+	var l wire.Load
+	if err := json.Unmarshal(n1.must(202, "POST", "/_bulk/loads", map[string]any{"source": dir, "throttle": throttle}), &l); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the load under way", func() (bool, string) {
+		json.Unmarshal(n1.must(200, "GET", "/_bulk/loads/"+l.ID, nil), &l)
+		return l.State == wire.LoadLoading && l.Bytes > 0, fmt.Sprintf("%s %d/%d", l.State, l.Bytes, l.TotalBytes)
+	})
+	if l.Bytes >= l.TotalBytes/2 {
+		t.Fatalf("the load is already %d of %d bytes in: the throttle did not hold", l.Bytes, l.TotalBytes)
+	}
+	info := clusterInfo(t, n1)
+	if len(info.Loads) != 1 || info.Loads[0].ID != l.ID {
+		t.Fatalf("/_cluster loads: %+v", info.Loads)
+	}
+	var victim *clusterNode
+	for _, p := range info.Partitions {
+		if p.Partition == 0 {
+			for _, n := range nodes {
+				if n.id == p.Leader {
+					victim = n
+				}
+			}
+		}
+	}
+	if victim == nil {
+		t.Fatal("partition 0 has no leader")
+	}
+	var others []*clusterNode
+	for _, n := range nodes {
+		if n != victim {
+			others = append(others, n)
+		}
+	}
+	live.Store(&others)
+	t.Logf("killing %s at %d of %d bytes", victim.id, l.Bytes, l.TotalBytes)
+	victim.kill()
+	time.Sleep(2 * time.Second)
+	victim.restart(t)
+	live.Store(&nodes)
+
+	waitFor(t, 120*time.Second, "the load done", func() (bool, string) {
+		json.Unmarshal(others[0].must(200, "GET", "/_bulk/loads/"+l.ID, nil), &l)
+		return l.State == wire.LoadDone, fmt.Sprintf("%s %d/%d %+v", l.State, l.Bytes, l.TotalBytes, l.Partitions)
+	})
+	stop.Store(true)
+	wg.Wait()
+	if l.Records != records || l.PartitionsDone != partitions {
+		t.Fatalf("done load: %+v", l)
+	}
+
+	// Every record and every acknowledged write, read back.
+	type doc struct {
+		N   int64  `json:"n"`
+		Tag string `json:"tag"`
+	}
+	tags := map[string]string{}
+	read := func(id string) (doc, partition.SCN) {
+		status, h, b, err := n1.try(context.Background(), "GET", "/B/M/"+id, nil)
+		if _, ok := acked[id]; !ok && strings.HasPrefix(id, "w") && status == 404 {
+			return doc{}, partition.SCN{} // a write whose answer was lost, not applied
+		}
+		if err != nil || status != 200 {
+			t.Fatalf("GET %s: %d %s %v", id, status, b, err)
+		}
+		var d doc
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := partition.ParseSCN(h.Get("X-Doppio-SCN"))
+		tags[id] = d.Tag
+		return d, s
+	}
+	for i := range records {
+		id := fmt.Sprintf("k%05d", i)
+		d, s := read(id)
+		ws := onLoaded[id]
+		if len(ws) == 0 {
+			// Loaded, or written by a write whose answer was lost.
+			if (d.N != int64(i) || d.Tag != fmt.Sprintf("t%d", i%5)) && !slices.Contains(tried[id], d.N) {
+				t.Fatalf("%s: %+v, want the loaded n=%d", id, d, i)
+			}
+			continue
+		}
+		last := ws[0]
+		for _, w := range ws[1:] {
+			if last.scn.Less(w.scn) {
+				last = w
+			}
+		}
+		switch {
+		case d.N == int64(i):
+			// The chunk came after every acknowledged write to the key.
+			if !last.scn.Less(s) {
+				t.Fatalf("%s: the load's value at %s overwrote the write acknowledged at %s", id, s, last.scn)
+			}
+		case d.N == last.n:
+		default:
+			// A later write whose answer was lost may have landed.
+			later := false
+			for _, n := range tried[id] {
+				later = later || (n == d.N && n < last.n)
+			}
+			if !later {
+				t.Fatalf("%s: n=%d, want the load's %d or the last acknowledged write's %d", id, d.N, i, last.n)
+			}
+		}
+	}
+	for _, id := range written {
+		d, _ := read(id)
+		if n, ok := acked[id]; ok && d.N != n {
+			t.Fatalf("acknowledged write %s: n=%d, want %d", id, d.N, n)
+		}
+	}
+	t.Logf("%d records loaded, %d writes on other keys and %d on loaded keys acknowledged", records, len(acked), len(onLoaded))
+
+	// The index answers as the scan above does.
+	for _, tag := range []string{"t0", "t3", "w"} {
+		want := 0
+		for _, tg := range tags {
+			if tg == tag {
+				want++
+			}
+		}
+		got, cursor := 0, ""
+		for {
+			path := "/B/M?limit=1000&query=" + url.QueryEscape("tag:"+tag)
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			var page struct {
+				Documents []struct {
+					Key      []string `json:"key"`
+					Document doc      `json:"document"`
+				} `json:"documents"`
+				Next string `json:"next"`
+			}
+			if err := json.Unmarshal(n1.must(200, "GET", path, nil), &page); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range page.Documents {
+				if tags[d.Key[0]] != tag || d.Document.Tag != tag {
+					t.Fatalf("query tag:%s answered %s with tag %s (scan: %s)", tag, d.Key[0], d.Document.Tag, tags[d.Key[0]])
+				}
+			}
+			got += len(page.Documents)
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		if got != want {
+			t.Fatalf("query tag:%s answered %d documents, the scan finds %d", tag, got, want)
+		}
+	}
+
+	if out, code := runCLI(t, n1.addr, "check", "B"); code != 0 || !strings.Contains(out, fmt.Sprintf("%d consistent", partitions)) {
+		t.Fatalf("doppio check B exited %d:\n%s", code, out)
+	}
+	if out, code := runCLI(t, n1.addr, "bulk", "status", l.ID); code != 0 || !strings.Contains(out, "done") || !strings.Contains(out, fmt.Sprintf("%d / %d records", records, records)) {
+		t.Fatalf("doppio bulk status exited %d:\n%s", code, out)
+	}
+}

@@ -1,0 +1,302 @@
+package bulkload_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/client"
+	"github.com/doppio-db/doppio/internal/bulk"
+	"github.com/doppio-db/doppio/internal/bulk/builder"
+	"github.com/doppio-db/doppio/internal/embedetcd"
+	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/testwait"
+)
+
+const messageSchema = `{"type":"record","name":"M","fields":[{"name":"body","type":"string"},{"name":"n","type":"long"}]}`
+
+// cluster is one real node (embedded etcd, Pebble) with database D of
+// partitions partitions and table M.
+type cluster struct {
+	t   *testing.T
+	ctx context.Context
+	n   *node.Node
+	c   *client.Client
+}
+
+func startCluster(t *testing.T, cfg node.Config, partitions int) *cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	quiet := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+	etcd, err := embedetcd.Start(ctx, filepath.Join(dir, "etcd"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	cfg.ID, cfg.DataDir, cfg.HTTPAddr, cfg.EtcdEndpoints, cfg.Logger = "a", filepath.Join(dir, "a"), "127.0.0.1:0", etcd.Endpoints(), quiet
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	c := client.New("http://" + n.Addr())
+	if _, _, err := c.PutDatabase(ctx, "D", client.DatabaseSpec{Partitions: partitions, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.PutTable(ctx, "D", "M", client.TableSpec{Key: []client.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(messageSchema)}); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{t: t, ctx: ctx, n: n, c: c}
+}
+
+// build writes a build of docs ("id" → n) for table table of D with
+// partitions partitions at schema version version, and returns its dir.
+func build(t *testing.T, table string, partitions, version int, docs map[string]int) string {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var sb strings.Builder
+	for id, n := range docs {
+		fmt.Fprintf(&sb, `{"id":%q,"body":"body of %s","n":%d}`+"\n", id, id, n)
+	}
+	if err := os.WriteFile(in, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := builder.NewTarget("D", table, partitions, version, builder.Spec{
+		Key: []schema.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(messageSchema),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "build")
+	if _, err := builder.Build(context.Background(), builder.Config{Target: tg, Inputs: []builder.Input{{Path: in, Format: builder.JSONLines}}, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func docs(from, to, n int) map[string]int {
+	m := map[string]int{}
+	for i := from; i < to; i++ {
+		m[fmt.Sprintf("k%05d", i)] = n
+	}
+	return m
+}
+
+// wait waits for load id to end and returns it.
+func (c *cluster) wait(id string) client.Load {
+	c.t.Helper()
+	var l client.Load
+	testwait.Until(c.t, 60*time.Second, "load "+id+" ends", func() bool {
+		var err error
+		l, err = c.c.GetLoad(c.ctx, id)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return l.State == client.LoadDone || l.State == client.LoadCancelled || l.State == client.LoadFailed
+	})
+	return l
+}
+
+// check asserts the table holds exactly want (id → n) among the keys
+// k00000 to k00999 every build here draws from, and returns how many.
+func (c *cluster) check(want map[string]int) int {
+	c.t.Helper()
+	seen := 0
+	for i := range 1000 {
+		id := fmt.Sprintf("k%05d", i)
+		d, err := c.c.Get(c.ctx, "D", "M", client.Key{id})
+		n, ok := want[id]
+		switch {
+		case client.IsNotFound(err) && !ok:
+			continue
+		case err != nil:
+			c.t.Fatalf("%s: %v (want n=%d, present %v)", id, err, n, ok)
+		}
+		var v struct{ N int }
+		if err := json.Unmarshal(d.Body, &v); err != nil || !ok || v.N != n {
+			c.t.Fatalf("%s has n=%d (%v), want %d (present %v)", id, v.N, err, n, ok)
+		}
+		seen++
+	}
+	return seen
+}
+
+func TestLoadFromADirectoryThenOverHTTPMergesByKey(t *testing.T) {
+	c := startCluster(t, node.Config{}, 4)
+	first := docs(0, 600, 1)
+	dir := build(t, "M", 4, 1, first)
+	l, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir})
+	if err != nil || !started {
+		t.Fatalf("start: %v (started %v)", err, started)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, bulk.ManifestName))
+	if l.ID != sha256Hex(raw) || l.TotalRecords != 600 || l.TotalPartitions != 4 {
+		t.Fatalf("load %+v: want the manifest's digest, 600 records in 4 partitions", l)
+	}
+	if l = c.wait(l.ID); l.State != client.LoadDone || l.Records != 600 || l.PartitionsDone != 4 || l.Bytes != l.TotalBytes {
+		t.Fatalf("load ended %+v", l)
+	}
+	c.check(first)
+
+	// The same build again: the load as it is, done at once.
+	again, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: "file://" + dir})
+	if err != nil || started || again.State != client.LoadDone || again.ID != l.ID {
+		t.Fatalf("second start of the same build: %+v started=%v err=%v", again, started, err)
+	}
+
+	// An overlapping build over http: loaded keys replace, others stay.
+	second := docs(400, 1000, 2)
+	srv := httptest.NewServer(http.FileServer(http.Dir(build(t, "M", 4, 1, second))))
+	defer srv.Close()
+	l2, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: srv.URL + "/", Throttle: 10 << 20})
+	if err != nil || !started {
+		t.Fatalf("start over http: %v", err)
+	}
+	if l2 = c.wait(l2.ID); l2.State != client.LoadDone || l2.Records != 600 {
+		t.Fatalf("http load ended %+v", l2)
+	}
+	want := docs(0, 400, 1)
+	for k, v := range second {
+		want[k] = v
+	}
+	c.check(want)
+	ls, err := c.c.ListLoads(c.ctx)
+	if err != nil || len(ls) != 2 || ls[0].ID != l.ID || ls[1].ID != l2.ID || ls[1].Partitions != nil {
+		t.Fatalf("list: %+v %v", ls, err)
+	}
+}
+
+func TestLoadRefusesABuildThatDoesNotFit(t *testing.T) {
+	c := startCluster(t, node.Config{}, 4)
+	refuse := func(name string, req client.LoadRequest, status int, field, detail string) {
+		t.Helper()
+		_, _, err := c.c.StartLoad(c.ctx, req)
+		var pe *client.Error
+		if !errors.As(err, &pe) || pe.Status != status || pe.Field != field || !strings.Contains(pe.Detail, detail) {
+			t.Fatalf("%s: %v (%+v), want %d on %q saying %q", name, err, pe, status, field, detail)
+		}
+	}
+	some := docs(0, 50, 1)
+	refuse("partition count", client.LoadRequest{Source: build(t, "M", 3, 1, some)}, 409, "partitions", "the build has 3 partitions, database D has 4")
+	refuse("table", client.LoadRequest{Source: build(t, "Other", 4, 1, some)}, 404, "table", "D.Other, which does not exist")
+	refuse("schema version", client.LoadRequest{Source: build(t, "M", 4, 2, some)}, 409, "schemaVersion", "schema version 2 of D.M, whose registered versions are 1 to 1")
+	refuse("replace", client.LoadRequest{Source: build(t, "M", 4, 1, some), Mode: "replace"}, 422, "mode", `mode "replace" is not supported`)
+	refuse("no manifest", client.LoadRequest{Source: t.TempDir()}, 422, "source", "manifest")
+	refuse("relative", client.LoadRequest{Source: "some/dir"}, 400, "source", "give an absolute directory")
+
+	// A checksum that lies: refused before anything is applied.
+	dir := build(t, "M", 4, 1, some)
+	m, err := bulk.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, m.Files[2].Path)
+	b, _ := os.ReadFile(f)
+	b[len(b)-3] ^= 0xff
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = c.wait(l.ID)
+	if l.State != client.LoadFailed || !strings.Contains(l.Error, "partition 2: ") || !strings.Contains(l.Error, "has sha256") || l.Records != 0 {
+		t.Fatalf("corrupt build: %+v", l)
+	}
+	c.check(map[string]int{})
+}
+
+func TestCancelLeavesEachPartitionLoadedOrUntouched(t *testing.T) {
+	c := startCluster(t, node.Config{BulkParallel: 1}, 4)
+	all := docs(0, 1000, 7)
+	dir := build(t, "M", 4, 1, all)
+	m, err := bulk.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About two seconds a partition, one partition at a time.
+	l, _, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir, Throttle: m.Files[0].Bytes / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "a partition loading", func() bool {
+		l, _ = c.c.GetLoad(c.ctx, l.ID)
+		for _, p := range l.Partitions {
+			if p.State == "loading" {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := c.c.CancelLoad(c.ctx, l.ID); err != nil {
+		t.Fatal(err)
+	}
+	l = c.wait(l.ID)
+	if l.State != client.LoadCancelled {
+		t.Fatalf("cancelled load ended %+v", l)
+	}
+	done := 0
+	for _, p := range l.Partitions {
+		switch p.State {
+		case "done":
+			done++
+		case "skipped":
+		default:
+			t.Fatalf("partition %d ended %s", p.Partition, p.State)
+		}
+	}
+	if done == 0 || done == 4 {
+		t.Fatalf("%d partitions done: the cancel should have come while one was loading and others waited", done)
+	}
+	got := 0
+	for _, p := range l.Partitions {
+		if p.State == "done" {
+			got += int(p.Records)
+		}
+	}
+	if l.Records != uint64(got) {
+		t.Fatalf("records %d, done partitions hold %d", l.Records, got)
+	}
+	// The documents present are exactly some of the build's, as many as
+	// the done partitions hold.
+	present := map[string]int{}
+	for k, v := range all {
+		if _, err := c.c.Get(c.ctx, "D", "M", client.Key{k}); err == nil {
+			present[k] = v
+		} else if !client.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	if n := c.check(present); n != got {
+		t.Fatalf("the table holds %d documents, the done partitions %d", n, got)
+	}
+	// Starting the cancelled build again finishes it.
+	if _, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir}); err != nil || !started {
+		t.Fatalf("restart: %v", err)
+	}
+	if l = c.wait(l.ID); l.State != client.LoadDone {
+		t.Fatalf("restarted load ended %+v", l)
+	}
+	c.check(all)
+}

@@ -1,0 +1,58 @@
+package bulkload
+
+import (
+	"github.com/doppio-db/doppio/internal/bulk"
+	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
+)
+
+// Catalog is what a load needs of the schemas (*catalog.Catalog).
+type Catalog interface {
+	Database(name string) (schema.Database, bool)
+	Table(db, table string) (*schema.Table, bool)
+}
+
+// Modes a load may ask for.
+const (
+	ModeMerge   = "merge"
+	ModeReplace = "replace"
+)
+
+// checkMode refuses the modes this version does not load.
+func checkMode(mode string) (string, error) {
+	switch mode {
+	case "", ModeMerge:
+		return ModeMerge, nil
+	case ModeReplace:
+		return "", problem.Field(problem.Invalid, "mode",
+			"mode %q is not supported yet: load with mode %q (loaded documents replace those with the same key)", mode, ModeMerge)
+	}
+	return "", problem.Field(problem.Malformed, "mode", "mode %q is not a load mode (%q)", mode, ModeMerge)
+}
+
+// checkBuild refuses a build that does not fit the table it names: each
+// mismatch is a problem naming the manifest's field, found before anything
+// is recorded or applied.
+func checkBuild(m *bulk.Manifest, cat Catalog) error {
+	db, ok := cat.Database(m.Database)
+	if !ok {
+		return problem.Field(problem.NotFound, "database", "the build is for database %s, which does not exist", m.Database)
+	}
+	t, ok := cat.Table(m.Database, m.Table)
+	if !ok {
+		return problem.Field(problem.NotFound, "table", "the build is for table %s.%s, which does not exist", m.Database, m.Table)
+	}
+	if m.Partitions != db.Partitions {
+		return problem.Field(problem.Conflict, "partitions",
+			"the build has %d partitions, database %s has %d: build it again for this database", m.Partitions, db.Name, db.Partitions)
+	}
+	if m.Partitioner != db.Partitioner {
+		return problem.Field(problem.Conflict, "partitioner",
+			"the build was partitioned by %q, database %s by %q", m.Partitioner, db.Name, db.Partitioner)
+	}
+	if m.SchemaVersion > t.Latest() {
+		return problem.Field(problem.Conflict, "schemaVersion",
+			"the build is encoded with schema version %d of %s.%s, whose registered versions are 1 to %d", m.SchemaVersion, m.Database, m.Table, t.Latest())
+	}
+	return nil
+}

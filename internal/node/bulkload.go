@@ -1,0 +1,42 @@
+package node
+
+import (
+	"context"
+
+	"github.com/doppio-db/doppio/internal/bulkload"
+	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/replicas"
+)
+
+// loadReplicas finds the partitions this node leads for bulk loads.
+type loadReplicas struct {
+	r    *replicas.Registry
+	self uint64 // this node's Raft id
+}
+
+func (l loadReplicas) Leading(db string, p int) (bulkload.Partition, bool) {
+	rep, g, ok := l.r.Hosted(db, p)
+	if !ok || g.Removed() {
+		return nil, false
+	}
+	if lead, _ := g.Leader(); lead != l.self {
+		return nil, false
+	}
+	return loadPartition{rep}, true
+}
+
+// loadPartition is a partition replica as a bulk load drives it.
+type loadPartition struct{ r *partition.Replica }
+
+func (p loadPartition) LoadMark(load string) (bulkload.Mark, error) {
+	m, err := p.r.LoadMark(load)
+	return bulkload.Mark(m), err
+}
+
+func (p loadPartition) LoadChunk(ctx context.Context, table string, version uint32, from, to bulkload.Mark, docs []bulkload.Doc) (partition.SCN, error) {
+	ds := make([]partition.LoadDoc, len(docs))
+	for i, d := range docs {
+		ds[i] = partition.LoadDoc{Key: d.Key, Avro: d.Doc}
+	}
+	return p.r.LoadChunk(ctx, table, version, partition.LoadMark(from), partition.LoadMark(to), ds)
+}

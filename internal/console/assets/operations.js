@@ -1,0 +1,111 @@
+// Long operations with their progress: backups and restores running on
+// the nodes, consistency checks (running, last outcome, and one started
+// from here), the rebalance, and bulk loads where the cluster has them.
+import * as api from './api.js';
+import { h, table, progress, badge, fmtBytes, since, select, errorBox } from './ui.js';
+
+export async function render(root, { signal }) {
+  const transfers = h('section', { id: 'transfers' });
+  const checks = h('section', { id: 'checks' });
+  const rebalance = h('section', { id: 'ops-rebalance' });
+  const bulk = h('div', { id: 'bulk' });
+  const runner = h('section', { id: 'check-run' });
+  root.append(h('h1', null, 'Long operations'), transfers, checks, runner, rebalance, bulk);
+
+  function draw(c) {
+    transfers.replaceChildren(h('h2', null, 'Backups and restores running'), table([
+      { label: 'kind', get: t => badge(t.kind, 'info') },
+      { label: 'partition', get: t => `${t.db}/${t.partition}` },
+      { label: 'node', get: t => t.node },
+      { label: 'bytes so far', num: true, get: t => fmtBytes(t.bytes) },
+      { label: 'running for', get: t => since(t.started) },
+      { label: 'session', get: t => h('span', { class: 'mono' }, t.session || '–') },
+    ], c.transfers || [], { empty: 'None running. Start one with `doppio backup` or `doppio restore`.' }));
+    const withCheck = c.partitions.filter(p => p.check);
+    const running = withCheck.filter(p => p.check.running);
+    const results = {};
+    for (const p of withCheck) if (p.check.last) results[p.check.last.result] = (results[p.check.last.result] || 0) + 1;
+    checks.replaceChildren(h('h2', null, 'Consistency checks'),
+      h('p', { class: 'muted', id: 'check-summary' }, Object.keys(results).length
+        ? 'Last outcome per partition: ' + Object.entries(results).map(([r, n]) => `${r} ${n}`).join(', ')
+        : 'No partition has been checked yet.'),
+      running.length ? table([
+        { label: 'partition', get: p => `${p.database}/${p.partition}` },
+        { label: 'leader', get: p => p.leader },
+        { label: 'progress', get: p => progress(p.check.last && p.check.last.bytes ? p.check.summedBytes / p.check.last.bytes : 0,
+          fmtBytes(p.check.summedBytes) + (p.check.last ? ' of ~' + fmtBytes(p.check.last.bytes) : '')) },
+        { label: 'running for', get: p => since(p.check.started) },
+      ], running) : null,
+      table([
+        { label: 'partition', get: p => `${p.database}/${p.partition}` },
+        { label: 'result', get: p => badge(p.check.last.result, p.check.last.result === 'consistent' ? 'ok' : 'bad') },
+        { label: 'keys', num: true, get: p => String(p.check.last.keys) },
+        { label: 'bytes', num: true, get: p => fmtBytes(p.check.last.bytes) },
+        { label: 'at', get: p => since(p.check.last.at) + ' ago' },
+        { label: 'error', get: p => p.check.last.error || '' },
+      ], withCheck.filter(p => p.check.last && p.check.last.result !== 'consistent'), { empty: 'No partition failed its last check.' }));
+    const r = c.rebalance;
+    rebalance.replaceChildren(h('h2', null, 'Rebalance'), r
+      ? h('div', { class: 'row' }, badge(r.active ? 'active' : 'settled', r.active ? 'info' : 'ok'),
+        progress(r.total ? r.done / r.total : 1, `${r.done} / ${r.total} moves`),
+        h('span', { class: 'muted' }, r.active ? `started ${since(r.started)} ago` : `finished ${since(r.finished)} ago`))
+      : h('p', { class: 'muted' }, 'No rebalance reported.'));
+  }
+
+  const dbs = [...new Set((await api.get('/_schemas', { signal })).databases.map(d => d.name))];
+  const dbSel = select({ id: 'check-db' }, dbs);
+  const out = h('div', { id: 'check-result' });
+  const button = h('button', { type: 'button', id: 'check-start' }, 'Check');
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    out.replaceChildren(h('p', { class: 'muted' }, 'Checking; progress shows above as partitions are summed…'));
+    try {
+      const res = await api.post(api.path('_cluster', 'check', dbSel.value), undefined, { signal });
+      out.replaceChildren(h('p', { dataset: { result: res.result } }, 'Result: ', badge(res.result, res.result === 'consistent' ? 'ok' : 'bad'),
+        ` over ${res.partitions.length} partition(s)`));
+    } catch (err) {
+      if (err.name !== 'AbortError') out.replaceChildren(errorBox(err));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  runner.append(h('h2', null, 'Run a consistency check'),
+    dbs.length ? h('div', { class: 'row' }, h('label', null, 'database', dbSel), button) : h('p', { class: 'muted' }, 'No databases.'), out);
+
+  async function refresh() {
+    draw(await api.get('/_cluster', { signal }));
+  }
+  await Promise.all([refresh(), drawBulk(bulk, signal)]);
+  const timer = setInterval(() => Promise.all([refresh(), drawBulk(bulk, signal)]).catch(err => {
+    if (err.name !== 'AbortError') transfers.prepend(errorBox(err));
+  }), 2000);
+  return () => clearInterval(timer);
+}
+
+// drawBulk shows the bulk loads when the cluster serves GET /_bulk/loads,
+// and nothing when it does not.
+async function drawBulk(el, signal) {
+  let body;
+  try {
+    body = await api.get('/_bulk/loads', { signal });
+  } catch (err) {
+    if (err.name === 'AbortError') throw err;
+    el.replaceChildren();
+    return;
+  }
+  const loads = Array.isArray(body) ? body : (body.loads || []);
+  const cols = [...new Set(loads.flatMap(l => Object.keys(l)))].filter(k => typeof loads.find(l => k in l)[k] !== 'object').slice(0, 8);
+  el.replaceChildren(h('section', null, h('h2', null, 'Bulk loads'), table([
+    ...cols.map(k => ({ label: k, get: l => String(l[k] ?? '') })),
+    { label: 'progress', get: l => progress(fraction(l)) },
+  ], loads, { empty: 'No bulk loads.' })));
+}
+
+function fraction(l) {
+  if (typeof l.progress === 'number') return l.progress;
+  const p = l.progress || l;
+  for (const [a, b] of [['done', 'total'], ['loaded', 'total'], ['partitionsDone', 'partitions'], ['bytesDone', 'bytes']]) {
+    if (typeof p[a] === 'number' && p[b]) return p[a] / p[b];
+  }
+  return l.state === 'done' || l.state === 'loaded' ? 1 : 0;
+}

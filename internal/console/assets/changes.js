@@ -1,7 +1,7 @@
 // The change stream tailing live: GET /_changes/{db} read as NDJSON from
 // the newest commit on, newest event first (#/changes/db).
 import * as api from './api.js';
-import { h, select, badge, errorBox } from './ui.js';
+import { h, fill, select, badge, errorBox } from './ui.js';
 
 const keep = 200; // events shown; older ones scroll away
 
@@ -33,7 +33,7 @@ export async function render(root, { params, signal }) {
   let seen = 0;
   const stop = () => { if (stream) stream.abort(); stream = null; };
   signal.addEventListener('abort', stop);
-  toggle.addEventListener('click', () => { if (stream) { stop(); state.replaceChildren(badge('stopped')); toggle.textContent = 'Start'; } else start(); });
+  toggle.addEventListener('click', () => { if (stream) { stop(); fill(state, badge('stopped')); toggle.textContent = 'Start'; } else start(); });
 
   async function start() {
     stop();
@@ -43,7 +43,7 @@ export async function render(root, { params, signal }) {
     const q = tables.value.trim() ? '?tables=' + encodeURIComponent(tables.value.trim()) : '';
     const res = await api.fetchRaw('GET', api.path('_changes', db) + q, { signal: ctl.signal, headers: { Accept: 'application/x-ndjson' } });
     sources.textContent = 'reading ' + (res.headers.get('X-Doppio-Change-Sources') || '').split(',').length + ' partition(s)';
-    state.replaceChildren(badge('live', 'ok'));
+    fill(state, badge('live', 'ok'));
     api.lines(res, ev => {
       if (ev.error) throw new api.ApiError(ev.error.status, ev.error);
       if (!ev.op) return; // a checkpoint line
@@ -58,9 +58,9 @@ export async function render(root, { params, signal }) {
         h('td', null, badge(ev.op, ev.op === 'delete' ? 'bad' : ev.op === 'insert' ? 'ok' : 'info')),
         h('td', { class: 'mono after' }, ev.after == null ? '' : JSON.stringify(ev.after))));
       while (body.rows.length > keep) body.lastChild.remove();
-    }).then(() => { if (stream === ctl) state.replaceChildren(badge('ended', 'warn')); }, err => {
+    }).then(() => { if (stream === ctl) fill(state, badge('ended', 'warn')); }, err => {
       if (err.name === 'AbortError' || stream !== ctl) return;
-      state.replaceChildren(errorBox(err));
+      fill(state, errorBox(err));
     });
   }
 

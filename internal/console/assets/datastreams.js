@@ -2,7 +2,7 @@
 // checkpoint, lag, throughput, errors) refreshed every 2 s, with pause
 // and resume of the whole stream or of one partition (#/datastreams/name).
 import * as api from './api.js';
-import { h, table, badge, fmtNum, fmtDuration, since, errorBox } from './ui.js';
+import { h, fill, table, badge, fmtNum, fmtDuration, since, errorBox } from './ui.js';
 
 const stateKind = { running: 'ok', paused: 'warn', 'partially-paused': 'warn', 'auto-paused': 'bad', unassigned: 'bad' };
 
@@ -14,7 +14,7 @@ export async function render(root, { params, signal }) {
 
   async function drawList() {
     const { datastreams } = await api.get('/_datastreams', { signal });
-    list.replaceChildren(table([
+    fill(list, table([
       { label: 'name', get: d => h('a', { href: '#/datastreams/' + api.seg(d.name) }, d.name) },
       { label: 'database', get: d => d.database },
       { label: 'tables', get: d => (d.tables || ['all']).join(', ') },
@@ -38,7 +38,7 @@ export async function render(root, { params, signal }) {
   async function drawDetail() {
     const st = await api.get(api.path('_datastreams', name, 'status'), { signal });
     const paused = st.partitions.filter(p => p.state === 'paused').length;
-    detail.replaceChildren(h('section', { dataset: { state: st.state } },
+    fill(detail, h('section', { dataset: { state: st.state } },
       h('h2', null, `${st.name} → `, st.database, ' ', badge(st.state, stateKind[st.state]), ' ',
         h('span', { class: 'muted', id: 'datastream-paused' }, `${paused} of ${st.partitions.length} partition(s) paused`)),
       h('div', { class: 'row' },

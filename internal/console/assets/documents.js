@@ -2,7 +2,7 @@
 // key parts, or an index query with sort, a page at a time
 // (#/documents/db/table).
 import * as api from './api.js';
-import { h, table, select, errorBox, json } from './ui.js';
+import { h, fill, table, select, errorBox, json } from './ui.js';
 
 export async function render(root, { params, signal }) {
   const { databases } = await api.get('/_schemas', { signal });
@@ -42,15 +42,15 @@ export async function render(root, { params, signal }) {
   });
 
   async function run(cursor) {
-    out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+    fill(out, h('p', { class: 'muted' }, 'Loading…'));
     try {
       let url = base.url;
       if (cursor) url += (url.includes('?') ? '&' : '?') + 'cursor=' + encodeURIComponent(cursor);
       const res = await api.request('GET', url, { signal });
-      if (base.single) return out.replaceChildren(documentView(res));
-      out.replaceChildren(listView(res.body, tableInfo, cursor));
+      if (base.single) return fill(out, documentView(res));
+      fill(out, listView(res.body, tableInfo, cursor));
     } catch (err) {
-      if (err.name !== 'AbortError') out.replaceChildren(errorBox(err));
+      if (err.name !== 'AbortError') fill(out, errorBox(err));
     }
   }
 

@@ -2,7 +2,7 @@
 // /metrics (Prometheus text) scraped every 2 s and parsed here, rates and
 // means taken between scrapes, five minutes kept.
 import * as api from './api.js';
-import { h, lineChart, fmtNum, fmtBytes, fmtDuration, select, errorBox } from './ui.js';
+import { h, fill, lineChart, fmtNum, fmtBytes, fmtDuration, select, errorBox } from './ui.js';
 
 const every = 2000;
 const history = 150;
@@ -75,7 +75,7 @@ export async function render(root, { signal }) {
   let families = [];
 
   function drawCharts() {
-    grid.replaceChildren(...[...charts, ...custom].map((c, i) => {
+    fill(grid, ...[...charts, ...custom].map((c, i) => {
       const pts = i < charts.length ? series[i] : c.points;
       const last = pts.length ? pts[pts.length - 1].v : NaN;
       return h('div', { class: 'chart', dataset: { title: c.title } },
@@ -108,7 +108,7 @@ export async function render(root, { signal }) {
 
   function drawPicker(types) {
     const sel = select({ id: 'metric-pick' }, families.map(n => [n, `${n} (${types[n]})`]));
-    pick.replaceChildren(h('label', null, 'metric', sel), h('button', { type: 'button', onclick: () => {
+    fill(pick, h('label', null, 'metric', sel), h('button', { type: 'button', onclick: () => {
       const name = sel.value, type = types[name];
       const value = type === 'counter' ? rate(name) : type === 'histogram' || type === 'summary' ? mean(name) : gauge(name);
       custom.push({ title: name + (type === 'counter' ? ' / s' : type === 'histogram' ? ' (mean)' : ''), fmt: fmtNum, value, points: [] });
@@ -118,7 +118,7 @@ export async function render(root, { signal }) {
 
   await scrape();
   const timer = setInterval(() => scrape().catch(err => {
-    if (err.name !== 'AbortError') info.replaceChildren(errorBox(err));
+    if (err.name !== 'AbortError') fill(info, errorBox(err));
   }), every);
   return () => clearInterval(timer);
 }

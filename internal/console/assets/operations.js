@@ -2,7 +2,7 @@
 // the nodes, consistency checks (running, last outcome, and one started
 // from here), the rebalance, and bulk loads where the cluster has them.
 import * as api from './api.js';
-import { h, table, progress, badge, fmtBytes, since, select, errorBox } from './ui.js';
+import { h, fill, table, progress, badge, fmtBytes, since, select, errorBox } from './ui.js';
 
 export async function render(root, { signal }) {
   const transfers = h('section', { id: 'transfers' });
@@ -13,7 +13,7 @@ export async function render(root, { signal }) {
   root.append(h('h1', null, 'Long operations'), transfers, checks, runner, rebalance, bulk);
 
   function draw(c) {
-    transfers.replaceChildren(h('h2', null, 'Backups and restores running'), table([
+    fill(transfers, h('h2', null, 'Backups and restores running'), table([
       { label: 'kind', get: t => badge(t.kind, 'info') },
       { label: 'partition', get: t => `${t.db}/${t.partition}` },
       { label: 'node', get: t => t.node },
@@ -25,7 +25,7 @@ export async function render(root, { signal }) {
     const running = withCheck.filter(p => p.check.running);
     const results = {};
     for (const p of withCheck) if (p.check.last) results[p.check.last.result] = (results[p.check.last.result] || 0) + 1;
-    checks.replaceChildren(h('h2', null, 'Consistency checks'),
+    fill(checks, h('h2', null, 'Consistency checks'),
       h('p', { class: 'muted', id: 'check-summary' }, Object.keys(results).length
         ? 'Last outcome per partition: ' + Object.entries(results).map(([r, n]) => `${r} ${n}`).join(', ')
         : 'No partition has been checked yet.'),
@@ -45,7 +45,7 @@ export async function render(root, { signal }) {
         { label: 'error', get: p => p.check.last.error || '' },
       ], withCheck.filter(p => p.check.last && p.check.last.result !== 'consistent'), { empty: 'No partition failed its last check.' }));
     const r = c.rebalance;
-    rebalance.replaceChildren(h('h2', null, 'Rebalance'), r
+    fill(rebalance, h('h2', null, 'Rebalance'), r
       ? h('div', { class: 'row' }, badge(r.active ? 'active' : 'settled', r.active ? 'info' : 'ok'),
         progress(r.total ? r.done / r.total : 1, `${r.done} / ${r.total} moves`),
         h('span', { class: 'muted' }, r.active ? `started ${since(r.started)} ago` : `finished ${since(r.finished)} ago`))
@@ -58,13 +58,13 @@ export async function render(root, { signal }) {
   const button = h('button', { type: 'button', id: 'check-start' }, 'Check');
   button.addEventListener('click', async () => {
     button.disabled = true;
-    out.replaceChildren(h('p', { class: 'muted' }, 'Checking; progress shows above as partitions are summed…'));
+    fill(out, h('p', { class: 'muted' }, 'Checking; progress shows above as partitions are summed…'));
     try {
       const res = await api.post(api.path('_cluster', 'check', dbSel.value), undefined, { signal });
-      out.replaceChildren(h('p', { dataset: { result: res.result } }, 'Result: ', badge(res.result, res.result === 'consistent' ? 'ok' : 'bad'),
+      fill(out, h('p', { dataset: { result: res.result } }, 'Result: ', badge(res.result, res.result === 'consistent' ? 'ok' : 'bad'),
         ` over ${res.partitions.length} partition(s)`));
     } catch (err) {
-      if (err.name !== 'AbortError') out.replaceChildren(errorBox(err));
+      if (err.name !== 'AbortError') fill(out, errorBox(err));
     } finally {
       button.disabled = false;
     }
@@ -90,12 +90,12 @@ async function drawBulk(el, signal) {
     body = await api.get('/_bulk/loads', { signal });
   } catch (err) {
     if (err.name === 'AbortError') throw err;
-    el.replaceChildren();
+    fill(el);
     return;
   }
   const loads = Array.isArray(body) ? body : (body.loads || []);
   const cols = [...new Set(loads.flatMap(l => Object.keys(l)))].filter(k => typeof loads.find(l => k in l)[k] !== 'object').slice(0, 8);
-  el.replaceChildren(h('section', null, h('h2', null, 'Bulk loads'), table([
+  fill(el, h('section', null, h('h2', null, 'Bulk loads'), table([
     ...cols.map(k => ({ label: k, get: l => String(l[k] ?? '') })),
     { label: 'progress', get: l => progress(fraction(l)) },
   ], loads, { empty: 'No bulk loads.' })));

@@ -1,7 +1,7 @@
 // Overview: nodes, partitions and their leaders, lag, rebalance progress
 // and the conditions that need an operator, from GET /_cluster.
 import * as api from './api.js';
-import { h, table, progress, badge, card, since, fmtNum, colour, errorBox } from './ui.js';
+import { h, fill, table, progress, badge, card, since, fmtNum, colour, errorBox } from './ui.js';
 
 // A replica this many log entries behind its leader is called lagging.
 const lagWarn = 1000;
@@ -61,7 +61,7 @@ export async function render(root, { signal }) {
     const order = c.nodes.map(n => n.id);
     const alive = c.nodes.filter(n => n.state === 'alive').length;
     const dbs = new Set(c.partitions.map(p => p.database));
-    cards.replaceChildren(
+    fill(cards, 
       card('nodes alive', `${alive} / ${c.nodes.length}`, { id: 'card-nodes', dataset: { count: c.nodes.length, alive } }),
       card('partitions', String(c.partitions.length), { id: 'card-partitions', dataset: { count: c.partitions.length } }),
       card('databases', String(dbs.size)),
@@ -69,11 +69,11 @@ export async function render(root, { signal }) {
       card('under-replicated', String(c.partitions.filter(underReplicated).length)),
       card('controller', c.controller || 'none'));
     const conds = conditions(c);
-    alerts.replaceChildren(h('h2', null, 'Conditions'), conds.length
+    fill(alerts, h('h2', null, 'Conditions'), conds.length
       ? conds.map(a => h('div', { class: 'alert ' + a.level }, a.text))
       : h('p', { class: 'muted' }, 'Nothing needs attention.'));
     const hasVersion = c.nodes.some(n => n.version);
-    nodes.replaceChildren(h('h2', null, 'Nodes'), table([
+    fill(nodes, h('h2', null, 'Nodes'), table([
       { label: 'node', get: n => [h('span', { class: 'swatch', style: null, dataset: { i: order.indexOf(n.id) } }), n.id] },
       { label: 'REST', get: n => h('span', { class: 'mono' }, n.http) },
       { label: 'zone', get: n => n.zone || '–' },
@@ -86,7 +86,7 @@ export async function render(root, { signal }) {
     ], c.nodes, { key: n => n.id }));
     nodes.querySelectorAll('.swatch').forEach(el => { el.style.background = colour(Number(el.dataset.i)); });
     const r = c.rebalance;
-    rebalance.replaceChildren(h('h2', null, 'Rebalance'), r
+    fill(rebalance, h('h2', null, 'Rebalance'), r
       ? [h('div', { class: 'row' }, badge(r.active ? 'active' : 'settled', r.active ? 'info' : 'ok'),
         progress(r.total ? r.done / r.total : 1, `${r.done} / ${r.total} moves`),
         h('span', { class: 'muted' }, `${r.inFlight} in flight, at most ${r.maxMoves}${r.maxMovesPerNode ? `, ${r.maxMovesPerNode} per node` : ''}`)),
@@ -125,15 +125,15 @@ export async function render(root, { signal }) {
         h('span', { class: 'muted' }, `${ps.length} partitions · leaders ${Object.entries(leaders).map(([n, k]) => `${n}: ${k}`).join(', ') || 'none'} · max lag ${fmtNum(Math.max(0, ...ps.map(maxLag)))}`),
         grid));
     }
-    parts.replaceChildren(h('h2', null, 'Partitions and leaders'), legend, rows.length ? rows : h('p', { class: 'muted' }, 'No databases yet.'), detail);
+    fill(parts, h('h2', null, 'Partitions and leaders'), legend, rows.length ? rows : h('p', { class: 'muted' }, 'No databases yet.'), detail);
     drawDetail();
   }
 
   function drawDetail() {
-    if (!selected || !last) return detail.replaceChildren();
+    if (!selected || !last) return fill(detail);
     const p = last.partitions.find(x => x.database === selected[0] && x.partition === selected[1]);
-    if (!p) return detail.replaceChildren();
-    detail.replaceChildren(h('h2', null, `Partition ${p.database}/${p.partition}`),
+    if (!p) return fill(detail);
+    fill(detail, h('h2', null, `Partition ${p.database}/${p.partition}`),
       h('p', null, `leader ${p.leader || 'none'} · term ${p.term} · SCN ${p.scn || '–'} · placed on ${p.replicas.join(', ')}`),
       table([
         { label: 'node', get: m => m.node },
@@ -150,7 +150,7 @@ export async function render(root, { signal }) {
   }
   await refresh();
   const timer = setInterval(() => refresh().catch(err => {
-    if (err.name !== 'AbortError') status.replaceChildren(errorBox(err));
+    if (err.name !== 'AbortError') fill(status, errorBox(err));
   }), 3000);
   return () => clearInterval(timer);
 }

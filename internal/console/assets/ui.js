@@ -124,3 +124,9 @@ export function select(attrs, options, current) {
 
 // json renders a value as indented JSON.
 export function json(v) { return h('pre', null, JSON.stringify(v, null, 2)); }
+
+// fill replaces an element's children with children (as h takes them).
+export function fill(el, ...children) {
+  el.replaceChildren();
+  return add(el, children);
+}

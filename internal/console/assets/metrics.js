@@ -28,10 +28,14 @@ export function parse(text) {
   return { types, samples };
 }
 
+// sum adds the samples of name that where admits: NaN when the node
+// exposes no sample of name at all, 0 when where admits none.
 function sum(scrape, name, where) {
   let total = 0, found = false;
   for (const s of scrape.samples) {
-    if (s.name === name && (!where || where(s.labels))) { total += s.value; found = true; }
+    if (s.name !== name) continue;
+    found = true;
+    if (!where || where(s.labels)) total += s.value;
   }
   return found ? total : NaN;
 }
@@ -45,7 +49,7 @@ const charts = [
   { title: 'Row cache hit ratio', fmt: v => (v * 100).toFixed(1) + ' %', value: (a, b) => {
     const hits = sum(b, 'doppio_row_cache_hits_total') - sum(a, 'doppio_row_cache_hits_total');
     const misses = sum(b, 'doppio_row_cache_misses_total') - sum(a, 'doppio_row_cache_misses_total');
-    return hits + misses > 0 ? hits / (hits + misses) : NaN;
+    return hits + misses > 0 ? hits / (hits + misses) : Number.isNaN(hits + misses) ? NaN : null;
   } },
   { title: 'Disk used', fmt: fmtBytes, value: gauge('doppio_storage_disk_bytes') },
   { title: 'Compaction debt', fmt: fmtBytes, value: gauge('doppio_storage_compaction_debt_bytes') },
@@ -60,7 +64,7 @@ function gauge(name) { return (a, b) => sum(b, name); }
 function mean(name) {
   return (a, b) => {
     const n = sum(b, name + '_count') - sum(a, name + '_count');
-    return n > 0 ? (sum(b, name + '_sum') - sum(a, name + '_sum')) / n : NaN;
+    return n > 0 ? (sum(b, name + '_sum') - sum(a, name + '_sum')) / n : Number.isNaN(n) ? NaN : null;
   };
 }
 
@@ -77,10 +81,12 @@ export async function render(root, { signal }) {
   function drawCharts() {
     fill(grid, ...[...charts, ...custom].map((c, i) => {
       const pts = i < charts.length ? series[i] : c.points;
-      const last = pts.length ? pts[pts.length - 1].v : NaN;
+      // null: nothing observed between the last two scrapes.
+      const last = pts.length ? pts[pts.length - 1].v : undefined;
+      const now = Number.isFinite(last) ? c.fmt(last)
+        : h('span', { class: 'muted' }, last === undefined ? 'collecting…' : last === null ? 'nothing observed' : 'not exposed');
       return h('div', { class: 'chart', dataset: { title: c.title } },
-        h('h3', null, c.title),
-        h('div', { class: 'now' }, Number.isFinite(last) ? c.fmt(last) : h('span', { class: 'muted' }, pts.length ? 'not exposed' : 'collecting…')),
+        h('h3', null, c.title), h('div', { class: 'now' }, now),
         lineChart(pts));
     }));
   }

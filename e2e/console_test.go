@@ -169,12 +169,16 @@ func screenshotDir(t *testing.T) string {
 func rest(t *testing.T, hc *http.Client, want int, method, url string, body any, hdr ...string) []byte {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		if s, ok := body.(string); ok {
-			b = []byte(s)
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
 		}
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(js)
 	}
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {

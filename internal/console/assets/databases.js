@@ -31,7 +31,7 @@ async function renderTable(root, db, tbl, version, signal) {
     table([
       { label: 'part', get: k => k.name },
       { label: 'type', get: k => k.type },
-      { label: '', get: (k, i) => k.autoIncrement ? badge('autoIncrement', 'info') : '' },
+      { label: '', get: k => k.autoIncrement ? badge('autoIncrement', 'info') : '' },
     ], t.key)));
   root.append(h('section', { id: 'fields' }, h('h2', null, `Fields (version ${t.version})`),
     table([

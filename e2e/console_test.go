@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,41 +163,6 @@ func screenshotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// rest sends one JSON request and fails the test unless it answers want.
-func rest(t *testing.T, hc *http.Client, want int, method, url string, body any, hdr ...string) []byte {
-	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		js, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(js)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, b, want)
-	}
-	return b
-}
-
 const orderTable = `{"key":[{"name":"customer","type":"string"},{"name":"id","type":"long"}],
  "schema":{"type":"record","name":"Order","fields":[
   {"name":"total","type":"long","index":"attribute"},
@@ -219,16 +182,16 @@ func TestConsoleShowsALiveClusterInABrowser(t *testing.T) {
 	ctx := browser(t)
 	d := startDevCluster(t)
 	base := "http://" + d.nodes["n1"]
-	hc := &http.Client{Timeout: 30 * time.Second}
+	n1 := &devNode{t: t, addr: base}
 
 	// 1,000 partitions in all: 8 in shop, the documents' database, and
 	// 992 in big.
-	rest(t, hc, 201, "PUT", base+"/_schemas/shop", map[string]any{"partitions": 8, "replicas": 3})
-	rest(t, hc, 201, "PUT", base+"/_schemas/shop/Order", orderTable)
-	rest(t, hc, 201, "PUT", base+"/_schemas/big", map[string]any{"partitions": 992, "replicas": 1})
+	n1.must(201, "PUT", "/_schemas/shop", map[string]any{"partitions": 8, "replicas": 3})
+	n1.must(201, "PUT", "/_schemas/shop/Order", orderTable)
+	n1.must(201, "PUT", "/_schemas/big", map[string]any{"partitions": 992, "replicas": 1})
 	waitFor(t, 60*time.Second, "every partition led", func() (bool, string) {
 		var info wire.ClusterInfo
-		if err := json.Unmarshal(rest(t, hc, 200, "GET", base+"/_cluster", nil), &info); err != nil {
+		if err := json.Unmarshal(n1.must(200, "GET", "/_cluster", nil), &info); err != nil {
 			return false, err.Error()
 		}
 		led := 0
@@ -244,12 +207,12 @@ func TestConsoleShowsALiveClusterInABrowser(t *testing.T) {
 		if i%3 == 0 {
 			status = "shipped"
 		}
-		rest(t, hc, 201, "PUT", fmt.Sprintf("%s/shop/Order/alice/%d", base, i), map[string]any{"total": i * 10, "status": status})
+		n1.must(201, "PUT", fmt.Sprintf("/shop/Order/alice/%d", i), map[string]any{"total": i * 10, "status": status})
 	}
-	rest(t, hc, 201, "PUT", base+"/shop/Order/bob/1", map[string]any{"total": 5, "status": "open"})
+	n1.must(201, "PUT", "/shop/Order/bob/1", map[string]any{"total": 5, "status": "open"})
 	// A datastream to a broker that is not there: its status shows the
 	// failures, and pause and resume work on it all the same.
-	rest(t, hc, 201, "PUT", base+"/_datastreams/orders", map[string]any{
+	n1.must(201, "PUT", "/_datastreams/orders", map[string]any{
 		"database": "shop", "sink": map[string]any{"type": "kafka", "brokers": []string{"127.0.0.1:9"}}})
 
 	shots := screenshotDir(t)
@@ -259,7 +222,7 @@ func TestConsoleShowsALiveClusterInABrowser(t *testing.T) {
 	// load times.
 	for _, path := range []string{"/_cluster", "/metrics"} {
 		start := time.Now()
-		b := rest(t, hc, 200, "GET", base+path, nil)
+		b := n1.must(200, "GET", path, nil)
 		t.Logf("GET %-9s answers %7d bytes in %4d ms", path, len(b), time.Since(start).Milliseconds())
 	}
 
@@ -324,7 +287,7 @@ func TestConsoleShowsALiveClusterInABrowser(t *testing.T) {
 
 	// Changes: a write made while the page tails appears in it.
 	loads["changes"] = open(t, ctx, base, consolePage{"changes", "#/changes/shop"})
-	rest(t, hc, 201, "PUT", base+"/shop/Order/carol/1", map[string]any{"total": 555, "status": "open", "note": "from the test"})
+	n1.must(201, "PUT", "/shop/Order/carol/1", map[string]any{"total": 555, "status": "open", "note": "from the test"})
 	waitIn(t, ctx, `document.querySelector('#changes tr[data-key="carol/1"] .after')?.innerText.includes('555')`, "carol/1 in the change tail")
 	screenshot(t, ctx, shots, "changes")
 
@@ -336,7 +299,7 @@ func TestConsoleShowsALiveClusterInABrowser(t *testing.T) {
 	do(t, ctx, "pause the datastream", chromedp.Click(chromedp.CSS("#datastream-pause")))
 	waitIn(t, ctx, `document.querySelector('#datastream section')?.dataset.state === 'paused'`, "the datastream shown paused")
 	var ds struct{ State string }
-	if err := json.Unmarshal(rest(t, hc, 200, "GET", base+"/_datastreams/orders", nil), &ds); err != nil || ds.State != "paused" {
+	if err := json.Unmarshal(n1.must(200, "GET", "/_datastreams/orders", nil), &ds); err != nil || ds.State != "paused" {
 		t.Errorf("after the page paused it, the datastream is %q (%v)", ds.State, err)
 	}
 	waitIn(t, ctx, `document.getElementById('datastream-paused')?.innerText.startsWith('8 of 8')`, "every partition shown paused")

@@ -82,8 +82,8 @@ export async function render(root, { signal }) {
   return () => clearInterval(timer);
 }
 
-// drawBulk shows the bulk loads when the cluster serves GET /_bulk/loads,
-// and nothing when it does not.
+// drawBulk shows the bulk loads (GET /_bulk/loads) when the cluster
+// serves them, and nothing when it does not.
 async function drawBulk(el, signal) {
   let body;
   try {
@@ -93,19 +93,23 @@ async function drawBulk(el, signal) {
     fill(el);
     return;
   }
-  const loads = Array.isArray(body) ? body : (body.loads || []);
-  const cols = [...new Set(loads.flatMap(l => Object.keys(l)))].filter(k => typeof loads.find(l => k in l)[k] !== 'object').slice(0, 8);
-  fill(el, h('section', null, h('h2', null, 'Bulk loads'), table([
-    ...cols.map(k => ({ label: k, get: l => String(l[k] ?? '') })),
-    { label: 'progress', get: l => progress(fraction(l)) },
-  ], loads, { empty: 'No bulk loads.' })));
+  try {
+    fill(el, bulkLoads(body.loads || []));
+  } catch (err) {
+    fill(el, errorBox(err)); // an answer of another shape: the rest of the page still works
+  }
 }
 
-function fraction(l) {
-  if (typeof l.progress === 'number') return l.progress;
-  const p = l.progress || l;
-  for (const [a, b] of [['done', 'total'], ['loaded', 'total'], ['partitionsDone', 'partitions'], ['bytesDone', 'bytes']]) {
-    if (typeof p[a] === 'number' && p[b]) return p[a] / p[b];
-  }
-  return l.state === 'done' || l.state === 'loaded' ? 1 : 0;
+function bulkLoads(loads) {
+  const kind = { done: 'ok', loading: 'info', verifying: 'info', cancelled: 'warn', failed: 'bad' };
+  return h('section', null, h('h2', null, 'Bulk loads'), table([
+    { label: 'load', get: l => h('span', { class: 'mono', title: l.id }, String(l.id).slice(0, 12)) },
+    { label: 'into', get: l => `${l.database}.${l.table} (v${l.schemaVersion})` },
+    { label: 'state', get: l => badge(l.state, kind[l.state]) },
+    { label: 'progress', get: l => progress(l.totalBytes ? l.bytes / l.totalBytes : l.state === 'done' ? 1 : 0,
+      `${fmtBytes(l.bytes)} / ${fmtBytes(l.totalBytes)} · ${l.partitionsDone} / ${l.totalPartitions} partitions`) },
+    { label: 'documents', num: true, get: l => `${l.records} / ${l.totalRecords}` },
+    { label: 'started', get: l => since(l.created) + ' ago' },
+    { label: 'error', get: l => l.error || '' },
+  ], loads, { key: l => l.id, empty: 'No bulk loads. Start one with `doppio bulk load`.' }));
 }

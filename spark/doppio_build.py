@@ -23,8 +23,10 @@ underlying numbers.
 
 import argparse
 import base64
+import csv
 import hashlib
 import io
+import re
 import json
 import os
 import sys
@@ -52,6 +54,8 @@ def parse_args(argv):
     p.add_argument("--format", choices=sorted(set(FORMATS.values())), help="the inputs' format (default: from each extension)")
     p.add_argument("--out", required=True, help="the build directory (created; must be empty)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.add_argument("--max-document-bytes", type=int, default=1 << 20,
+                   help="reject documents whose encoding is larger (the server's limit)")
     a = p.parse_args(argv)
     if not 1 <= a.partitions <= 4096:
         p.error("--partitions must be 1 to 4096, not %d" % a.partitions)
@@ -89,34 +93,36 @@ def fingerprint(digests):
     return "sha256:" + h.hexdigest()
 
 
-# --- reading: each input becomes (input index, ordinal, record dict or
-# Refused, typed keys) ---
+# --- reading: each input becomes records (input index, ordinal, kind,
+# payload), kind "json" (a line), "csv" (cells) or "values" (a dict) ---
 
 
 def read_jsonl(sc, i, path):
     def records(pair):
         line, n = pair
-        if not line.strip():
-            return []
-        try:
-            return [(i, n + 1, codec.parse_json_line(line), True)]
-        except codec.Refused as e:
-            return [(i, n + 1, e, True)]
+        return [(i, n + 1, "json", line.strip())] if line.strip() else []
 
     return sc.textFile(path).zipWithIndex().flatMap(records)
 
 
-def read_csv(spark, table, i, path):
+def read_csv(spark, i, path, name, keys):
+    header = next(csv.reader([spark.sparkContext.textFile(path).first()]), [])
+    if header:
+        header[0] = header[0].lstrip("\ufeff")
+    for h in header:
+        if header.count(h) > 1:
+            raise codec.MalformedInput("%s: header: column %s appears twice" % (name, codec.go_quote(h)))
+    for k in keys:
+        if k not in header:
+            raise codec.MalformedInput("%s: header lacks key part %s" % (name, codec.go_quote(k)))
     df = (spark.read.option("header", True).option("multiLine", True).option("escape", '"')
           .option("mode", "FAILFAST").option("inferSchema", False).csv(path))
-    header = df.columns
-    tdef = table
 
     def records(pair):
         row, n = pair
-        return (i, n + 1, codec.csv_record(tdef, header, list(row)), False)
+        return (i, n + 1, "csv", list(row))
 
-    return df.rdd.zipWithIndex().map(records)
+    return df.rdd.zipWithIndex().map(records), header
 
 
 def read_parquet(spark, table, i, path):
@@ -137,13 +143,13 @@ def read_parquet(spark, table, i, path):
 
     def records(pair):
         row, n = pair
-        return (i, n + 1, plain(row.asDict(recursive=True)), True)
+        return (i, n + 1, "values", plain(row.asDict(recursive=True)))
 
     return df.rdd.zipWithIndex().map(records)
 
 
 def plain(v):
-    """A Spark value as the JSON-like value validation takes."""
+    """A Spark or fastavro value as the JSON-like value validation takes."""
     if isinstance(v, dict):
         return {k: plain(e) for k, e in v.items()}
     if isinstance(v, list):
@@ -153,46 +159,50 @@ def plain(v):
     return v
 
 
-def read_avro(sc, i, path):
+def read_avro(sc, i, path, name):
     def records(pair):
         import fastavro
+        import fastavro.read
 
         _, content = pair
-        f = io.BytesIO(content)
-        writer = fastavro.reader(f).writer_schema
-        f.seek(0)
-        for n, rec in enumerate(fastavro.reader(f, reader_schema=strip_logical(writer))):
-            yield i, n + 1, plain(rec), True
+        # Doppio stores a logical type's underlying number: read that, as
+        # the Go builder does, rather than fastavro's datetime and date.
+        # A decimal stays a Decimal, which is refused (check_native).
+        readers = fastavro.read.LOGICAL_READERS
+        saved = dict(readers)
+        for k in list(readers):
+            if not k.endswith("-decimal"):
+                del readers[k]
+        try:
+            for n, rec in enumerate(fastavro.reader(io.BytesIO(content)), 1):
+                yield i, n, "values", plain(rec)
+        except (ValueError, EOFError, StopIteration) as e:
+            raise codec.MalformedInput("%s: not a readable Avro object container file: %s" % (name, e))
+        finally:
+            readers.update(saved)
 
     return sc.binaryFiles(path, 1).flatMap(records)
-
-
-def strip_logical(s):
-    """An Avro schema without logical types: fastavro then reads their
-    underlying numbers and bytes, which Doppio stores."""
-    if isinstance(s, dict):
-        return {k: strip_logical(v) for k, v in s.items() if k != "logicalType"}
-    if isinstance(s, list):
-        return [strip_logical(v) for v in s]
-    return s
 
 
 # --- the build ---
 
 
-def check_records(definition, partitions):
+def check_records(definition, partitions, max_doc, names, headers):
     """Per Spark partition: each record as ("ok", (partition, key), (doc,
     input, ordinal)) or ("rej", (input, ordinal), reason)."""
 
     def run(it):
         table = codec.Table(definition)
-        for i, n, rec, typed in it:
+        for i, n, kind, payload in it:
             try:
-                if isinstance(rec, codec.Refused):
-                    raise rec
-                key = table.split(rec, typed)
-                doc = table.encode(table.validate(rec))
-                yield "ok", (codec.partition_of(key, partitions), codec.encode_tuple(key)), (doc, i, n)
+                if kind == "json":
+                    key, doc = table.from_values(codec.parse_json_line(payload, "%s:%d" % (names[i], n)))
+                elif kind == "csv":
+                    key, doc = table.from_cells(headers[i], payload)
+                else:
+                    key, doc = table.from_values(codec.check_native(payload))
+                p, k, d = table.entry(key, doc, partitions, max_doc)
+                yield "ok", (p, k), (d, i, n)
             except codec.Refused as e:
                 yield "rej", (i, n), str(e)
 
@@ -300,30 +310,31 @@ def build(spark, a):
 
     inputs = [os.path.abspath(p) for p in a.input]
     digests = sc.parallelize(list(enumerate(inputs)), len(inputs)).map(file_digest).collect()
-    names = [d[1] for d in sorted(digests)]
 
-    parts = []
+    parts, headers = [], {}
     for i, (path, fmt) in enumerate(zip(inputs, a.formats)):
         if fmt == "jsonl":
             parts.append(read_jsonl(sc, i, path))
         elif fmt == "csv":
-            parts.append(read_csv(spark, table, i, path))
+            rdd, headers[i] = read_csv(spark, i, path, a.input[i], [k for k, _ in table.key])
+            parts.append(rdd)
         elif fmt == "parquet":
             parts.append(read_parquet(spark, table, i, path))
         else:
-            parts.append(read_avro(sc, i, path))
+            parts.append(read_avro(sc, i, path, a.input[i]))
     records = sc.union(parts)
 
     from pyspark import StorageLevel
 
-    checked = records.mapPartitions(check_records(definition, a.partitions)).persist(StorageLevel.MEMORY_AND_DISK)
+    check = check_records(definition, a.partitions, a.max_document_bytes, a.input, headers)
+    checked = records.mapPartitions(check).persist(StorageLevel.MEMORY_AND_DISK)
     good = checked.filter(lambda r: r[0] == "ok").map(lambda r: (r[1], r[2]))
     checked.mapPartitionsWithIndex(write_rejects(out)).count()
     files = (good.repartitionAndSortWithinPartitions(a.partitions, lambda k: k[0])
              .mapPartitionsWithIndex(write_partitions(out)).collect())
     files.sort(key=lambda e: e["partition"])
     checked.unpersist()
-    rejected = join_rejects(out, names)
+    rejected = join_rejects(out, a.input)
 
     manifest = {
         "format": "doppio-bulk/1",
@@ -346,6 +357,14 @@ def build(spark, a):
     return manifest
 
 
+def clean(out):
+    """Removes what a failed build wrote, so nothing looks complete."""
+    if os.path.isdir(out):
+        for name in os.listdir(out):
+            if name.endswith(".dpb") or name.startswith(REJECTS_PART) or name in ("rejects.jsonl", "manifest.json.tmp"):
+                os.remove(os.path.join(out, name))
+
+
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     from pyspark.sql import SparkSession
@@ -353,6 +372,13 @@ def main(argv=None):
     spark = SparkSession.builder.appName("doppio-bulk-build %s/%s" % (a.db, a.table)).getOrCreate()
     try:
         m = build(spark, a)
+    except Exception as e:
+        # A malformed input fails a task; its reason is deep in the trace.
+        found = re.search(r"MalformedInput: (.*)", str(e))
+        if not found and not isinstance(e, codec.MalformedInput):
+            raise
+        clean(a.out)
+        raise SystemExit("doppio_build: %s" % (found.group(1) if found else e))
     finally:
         spark.stop()
     print("built %s: %d records in %d partitions, %d rejected" % (a.out, m["records"], m["partitions"], m["rejected"]))

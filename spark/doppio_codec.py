@@ -17,6 +17,7 @@ import decimal
 import hashlib
 import json
 import math
+import re
 import struct
 
 import xxhash
@@ -239,17 +240,51 @@ class Table:
             n.values = self._build(s["values"], ns)
         return n
 
-    def split(self, record, typed_keys):
-        """The key tuple and the rest of a record (a dict), the key parts
-        taken out by name: typed_keys when the values carry JSON types,
-        else (CSV) key parts are text parsed as a URI path segment is."""
-        key = []
-        for name, typ in self.key:
-            if name not in record:
-                raise Refused("key part %s is missing" % go_quote(name))
-            v = record.pop(name)
-            key.append(key_from_json(name, typ, v) if typed_keys else key_from_text(name, typ, v))
-        return key
+    def from_values(self, record):
+        """The key and the normalized document of a record whose values
+        carry their types (JSON, Avro, Parquet): the key parts taken out by
+        name and parsed as a JSON key is, the rest validated as a PUT body
+        (the Go builder's fromValues)."""
+        for name, _ in self.key:
+            if record.get(name) is None:
+                raise Refused("missing key part %s" % go_quote(name))
+        key = [key_from_json(name, typ, record.pop(name)) for name, typ in self.key]
+        return key, self.validate(record)
+
+    def from_cells(self, header, cells):
+        """The key and the normalized document of a CSV record: key cells
+        parsed as URI key segments are, other cells converted to their
+        field's type (cell_value), unknown columns kept for the schema to
+        name (the Go builder's fromCells)."""
+        segs = [""] * len(self.key)
+        keyidx = {name: i for i, (name, _) in enumerate(self.key)}
+        doc = {}
+        for name, cell in zip(header, cells):
+            cell = "" if cell is None else cell
+            if name in keyidx:
+                segs[keyidx[name]] = cell
+                continue
+            i = self.root.field_index.get(name)
+            if i is None:
+                doc[name] = cell
+                continue
+            try:
+                present, v = cell_value(self.root.fields[i].typ, cell)
+            except Refused as e:
+                raise Refused("field %s: %s" % (go_quote(name), e))
+            if present:
+                doc[name] = v
+        key = [key_from_text(name, typ, segs[i]) for i, (name, typ) in enumerate(self.key)]
+        return key, self.validate(doc)
+
+    def entry(self, key, doc, partitions, max_doc):
+        """(partition, encoded key, encoded document) of a valid record;
+        a document encoding to more than max_doc bytes is refused, as the
+        server refuses it."""
+        enc = self.encode(doc)
+        if len(enc) > max_doc:
+            raise Refused("document is %d bytes encoded, more than the limit of %d" % (len(enc), max_doc))
+        return partition_of(key, partitions), encode_tuple(key), enc
 
     def validate(self, doc):
         """The normalized document, as the schema package's Normalize."""
@@ -577,8 +612,11 @@ def fits_float(f):
 
 def _normalize_float(n, v, p):
     if isinstance(v, Number):
-        f = float(v)
-        if math.isinf(f):
+        try:
+            f, out_of_range = go_parse_float(v)
+        except ValueError:
+            out_of_range = True
+        if out_of_range:
             raise invalid(p, "%s is out of range for %s" % (v, n.kind))
     elif isinstance(v, float):
         f = v
@@ -754,11 +792,29 @@ def append_value(out, n, v):
         raise NotNormalized("unknown kind %s" % k)
 
 
+def check_native(v):
+    """v, unless a value decoded from Avro or Parquet has no Doppio form
+    (a decimal), which is refused as the Go builder refuses it."""
+    if isinstance(v, dict):
+        for e in v.values():
+            check_native(e)
+    elif isinstance(v, list):
+        for e in v:
+            check_native(e)
+    elif isinstance(v, decimal.Decimal):
+        raise Refused("decimal values are not supported in bulk inputs")
+    return v
+
+
 # --- JSON Lines ---
 
 
+class MalformedInput(Exception):
+    """An input that is not of its format: the build fails, naming where."""
+
+
 def _no_constant(name):
-    raise ValueError("invalid character %s looking for beginning of value" % go_quote(name[0])[1:-1])
+    raise ValueError("invalid literal %s" % name)
 
 
 def _fix_surrogates(v):
@@ -776,18 +832,21 @@ def _has_surrogate(s):
     return any(0xD800 <= ord(c) <= 0xDFFF for c in s)
 
 
-def parse_json_line(line):
-    """One JSON Lines record: a dict, numbers as Number. Refused when the
-    line is not a JSON object."""
+def parse_json_line(line, where):
+    """One JSON Lines record: a dict, numbers as Number. A line that is not
+    JSON is MalformedInput (where names it); JSON other than an object is
+    Refused."""
     text = decode_utf8(line) if isinstance(line, bytes) else line
     try:
         v = json.loads(text, parse_int=Number, parse_float=Number, parse_constant=_no_constant)
     except ValueError as e:
-        raise Refused("malformed JSON: %s" % _json_error(e))
+        raise MalformedInput("%s: %s" % (where, _json_error(e)))
     if "\\u" in text:
         v = _fix_surrogates(v)
+    if v is None:
+        raise Refused("the record must be a JSON object, not null")
     if not isinstance(v, dict):
-        raise Refused("the document must be a JSON object, not %s" % json_type(v))
+        raise Refused("the record must be a JSON object")
     return v
 
 
@@ -797,39 +856,85 @@ def _json_error(e):
     return str(e)
 
 
-# --- CSV cells ---
+# --- CSV cells (the Go builder's cellValue) ---
+
+_GO_INT = re.compile(r"[+-]?[0-9]+\Z")
+_GO_DEC = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_GO_HEX = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+\Z")
+_GO_SPECIAL = re.compile(r"[+-]?(inf|infinity|nan)\Z", re.IGNORECASE)
 
 
-def _plain(n):
-    # Types whose cells are taken verbatim rather than as JSON.
-    if n.kind == "union" and n.nullable is not None:
-        n = n.nullable
-    return n.kind in ("string", "enum", "bytes", "fixed")
+def go_parse_float(s):
+    """strconv.ParseFloat(s, 64): (value, out of range); ValueError when s
+    is not a number Go reads."""
+    if _GO_SPECIAL.match(s):
+        return float(s), False
+    if _GO_HEX.match(s):
+        f = float.fromhex(s)
+    elif _GO_DEC.match(s):
+        f = float(s)
+    else:
+        raise ValueError(s)
+    return f, math.isinf(f)
 
 
-def csv_record(table, header, cells):
-    """A CSV row as a record: an empty cell is an absent field; a cell of
-    a string, enum, bytes or fixed field (or a nullable one) is its text;
-    any other cell is the field's JSON form."""
-    rec = {}
-    keynames = {name for name, _ in table.key}
-    for name, cell in zip(header, cells):
-        if cell is None or cell == "":
-            if name in keynames:
-                rec[name] = ""
-            continue
-        if name in keynames:
-            rec[name] = cell
-            continue
-        i = table.root.field_index.get(name)
-        if i is None or _plain(table.root.fields[i].typ):
-            rec[name] = cell
-            continue
+def _not_a(cell, what):
+    return Refused("%s is not a %s" % (go_quote(cell), what))
+
+
+def _json_cell(cell):
+    return json.loads(cell, parse_int=Number, parse_float=Number, parse_constant=_no_constant)
+
+
+def cell_value(n, cell):
+    """A CSV cell as the JSON form of a value of type n: (present, value).
+    An empty cell is null where n admits null, the empty string for a
+    string, and otherwise absent (so the field's default applies)."""
+    k = n.kind
+    if k == "union":
+        other = [b for b in n.branches if b.kind != "null"]
+        if cell == "" and len(other) < len(n.branches):
+            return True, None
+        if len(other) == 1:
+            return cell_value(other[0], cell)
         try:
-            rec[name] = json.loads(cell, parse_int=Number, parse_float=Number, parse_constant=_no_constant)
+            return True, _json_cell(cell)
         except ValueError:
-            rec[name] = cell  # refused by the type check, naming the field
-    return rec
+            return True, cell
+    if k in ("string", "enum", "bytes", "fixed"):
+        if cell == "" and k != "string":
+            return False, None
+        return True, cell
+    if k == "null":
+        if cell != "":
+            raise _not_a(cell, "null (an empty cell)")
+        return True, None
+    if k == "boolean":
+        if cell == "":
+            return False, None
+        if cell in ("true", "false"):
+            return True, cell == "true"
+        raise _not_a(cell, "boolean (true or false)")
+    if k in ("int", "long"):
+        if cell == "":
+            return False, None
+        if not _GO_INT.match(cell):
+            raise _not_a(cell, "decimal integer")
+        return True, Number(cell)
+    if k in ("float", "double"):
+        if cell == "":
+            return False, None
+        try:
+            go_parse_float(cell)
+        except ValueError:
+            raise _not_a(cell, "number")
+        return True, Number(cell)
+    if cell == "":
+        return False, None
+    try:
+        return True, _json_cell(cell)
+    except ValueError:
+        raise _not_a(cell, "JSON value")
 
 
 # --- the partition file ---

@@ -92,6 +92,8 @@ func (e *Env) run(t testing.TB, bin string, args ...string) string {
 	// host name may not resolve: the driver binds to loopback.
 	cmd.Env = append(os.Environ(), "PYSPARK_PYTHON="+py, "PYSPARK_DRIVER_PYTHON="+py,
 		"SPARK_LOCAL_IP=127.0.0.1", "PATH="+filepath.Join(e.Venv, "bin")+":"+os.Getenv("PATH"))
+	// The JVM (spark-submit execs it) dies with the test, however it dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/doppio-db/doppio/internal/cachefill"
 )
 
 // Requirements are the Python packages the job and the tests' input
@@ -147,27 +149,9 @@ func venvDir() (string, error) {
 		return "", fmt.Errorf("no cache directory for the Spark virtualenv: %w", err)
 	}
 	sum := sha256.Sum256([]byte(Requirements + string(version)))
-	root := filepath.Join(cache, "doppio")
-	venv := filepath.Join(root, "spark-venv-"+hex.EncodeToString(sum[:6]))
-	if complete(venv) {
-		return venv, nil
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(venv+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if complete(venv) { // installed by another process while we waited
-		return venv, nil
-	}
-	if err := install(python, venv); err != nil {
+	venv := filepath.Join(cache, "doppio", "spark-venv-"+hex.EncodeToString(sum[:6]))
+	done := func() bool { return complete(venv) }
+	if err := cachefill.Fill(venv+".lock", done, func() error { return install(python, venv) }); err != nil {
 		return "", err
 	}
 	return venv, nil

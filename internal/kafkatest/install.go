@@ -8,7 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/doppio-db/doppio/internal/cachefill"
 )
 
 const (
@@ -54,25 +55,8 @@ func libsDir() (string, error) {
 	}
 	root := filepath.Join(cache, "doppio", "kafka-"+Version)
 	libs := filepath.Join(root, "libs")
-	if complete(libs) {
-		return libs, nil
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("kafkatest: %w", err)
-	}
-	lock, err := os.OpenFile(filepath.Join(root, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("kafkatest: %w", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("kafkatest: locking %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if complete(libs) { // fetched by another process while we waited
-		return libs, nil
-	}
-	if err := fetch(root, libs); err != nil {
+	done := func() bool { return complete(libs) }
+	if err := cachefill.Fill(filepath.Join(root, "lock"), done, func() error { return fetch(root, libs) }); err != nil {
 		return "", err
 	}
 	return libs, nil

@@ -11,7 +11,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -130,10 +132,12 @@ func appendValue(dst []byte, n *node, v any) ([]byte, error) {
 		}
 		if len(m) > 0 {
 			dst = appendLong(dst, int64(len(m)))
-			for k, e := range m {
+			// Entries in key order: the same document always encodes to
+			// the same bytes (its ETag, a bulk build's partition files).
+			for _, k := range slices.Sorted(maps.Keys(m)) {
 				dst = append(appendLong(dst, int64(len(k))), k...)
 				var err error
-				if dst, err = appendValue(dst, n.values, e); err != nil {
+				if dst, err = appendValue(dst, n.values, m[k]); err != nil {
 					return dst, fmt.Errorf("%s: %w", k, err)
 				}
 			}

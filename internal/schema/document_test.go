@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -354,4 +355,39 @@ func subset(want, got any) bool {
 		}
 	}
 	return true
+}
+
+// TestEncodeWritesMapEntriesInKeyOrder: a document encodes to the same
+// bytes every time (Go's map order is random), with a map's entries in
+// key order, as the bulk builders and the ETag rely on.
+func TestEncodeWritesMapEntriesInKeyOrder(t *testing.T) {
+	tbl := mustTable(t, messageSchema)
+	attrs := map[string]any{}
+	for i := range 16 {
+		attrs[string(rune('p'-i))] = int64(i)
+	}
+	doc, err := tbl.Normalize(map[string]any{"subject": "s", "attrs": attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := tbl.Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		again, err := tbl.Encode(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again, first) {
+			t.Fatalf("the same document encoded to %x, then %x", first, again)
+		}
+	}
+	// attrs follows subject, count, size, score, ratio, unread, status
+	// and an empty tags array: its entries start with the count 16, then
+	// key "a" (length 1) holding 15.
+	at := bytes.Index(first, []byte{32, 2, 'a', 30, 2, 'b', 28})
+	if at < 0 {
+		t.Fatalf("the map's entries are not in key order: %x", first)
+	}
 }

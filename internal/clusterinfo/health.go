@@ -1,6 +1,8 @@
 package clusterinfo
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -98,6 +100,7 @@ type healthCollector struct {
 	clusterUnder    *prometheus.Desc
 	diskFree        *prometheus.Desc
 	diskTotal       *prometheus.Desc
+	clock           *prometheus.Desc
 }
 
 // NewHealthCollector returns the collector of the node's leadership,
@@ -120,17 +123,19 @@ func NewHealthCollector(src HealthSources) prometheus.Collector {
 		clusterUnder:    d("doppio_cluster_partitions_under_replicated", "Partitions whose Raft group has fewer live voters than their replication factor, cluster-wide; exported by the active controller's node only."),
 		diskFree:        d("doppio_storage_disk_free_bytes", "Bytes available to the node on the file system of its data directory."),
 		diskTotal:       d("doppio_storage_disk_capacity_bytes", "Size of the file system of the node's data directory."),
+		clock:           d("doppio_time_seconds", "The node's wall clock at the scrape, in seconds since the Unix epoch: its difference from the scrape's timestamp is the node's clock offset from the scraper's."),
 	}
 }
 
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.replicas, c.leading, c.leaderless, c.underReplicated, c.lag, c.leaderChanges, c.controller, c.unavailable, c.clusterUnder, c.diskFree, c.diskTotal} {
+	for _, d := range []*prometheus.Desc{c.replicas, c.leading, c.leaderless, c.underReplicated, c.lag, c.leaderChanges, c.controller, c.unavailable, c.clusterUnder, c.diskFree, c.diskTotal, c.clock} {
 		ch <- d
 	}
 }
 
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	gauge(c.clock, float64(time.Now().UnixNano())/1e9)
 	dbs := c.src.Databases()
 	if h, err := c.src.Host.Health(); err == nil {
 		factor := make(map[string]int, len(dbs))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,18 +21,22 @@ import (
 	"github.com/doppio-db/doppio/internal/promtest"
 )
 
-// devCluster is a running `doppio dev --nodes 3` (not secure).
+// devCluster is a running `doppio dev --nodes 3`.
 type devCluster struct {
-	mu    sync.Mutex
-	logs  strings.Builder
-	nodes map[string]string // node id -> host:port of its REST port
+	cmd      *exec.Cmd
+	certsDir string // where --secure made the certificates
+	mu       sync.Mutex
+	logs     strings.Builder
+	nodes    map[string]string // node id -> host:port of its REST port
+	etcd     string            // client URL of its etcd
 }
 
-// startDevCluster runs `doppio dev --nodes 3` and waits until its three
-// nodes are ready; it is stopped when the test ends.
-func startDevCluster(t *testing.T) *devCluster {
+// startDevCluster runs `doppio dev --nodes 3` with flags and waits until
+// its three nodes are ready; it is stopped when the test ends.
+func startDevCluster(t *testing.T, flags ...string) *devCluster {
 	t.Helper()
-	cmd := exec.Command(binary, "dev", "--nodes", "3", "--data", t.TempDir(), "--http", freePort(t))
+	data := t.TempDir()
+	cmd := exec.Command(binary, append([]string{"dev", "--nodes", "3", "--data", data, "--http", freePort(t)}, flags...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +56,10 @@ func startDevCluster(t *testing.T) *devCluster {
 			<-done
 		}
 	})
-	d := &devCluster{nodes: map[string]string{}}
+	d := &devCluster{cmd: cmd, certsDir: filepath.Join(data, "certs"), nodes: map[string]string{}}
 	ready := map[string]bool{}
-	nodeLine := regexp.MustCompile(`^node (n\d): http://(\S+)`)
+	nodeLine := regexp.MustCompile(`^node (n\d): https?://(\S+)`)
+	etcdLine := regexp.MustCompile(`^etcd: (https?://\S+)`)
 	readyRe := regexp.MustCompile(`^\[(n\d)\] .*doppio node ready`)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -64,6 +70,9 @@ func startDevCluster(t *testing.T) *devCluster {
 			if m := nodeLine.FindStringSubmatch(l); m != nil {
 				d.nodes[m[1]] = m[2]
 			}
+			if m := etcdLine.FindStringSubmatch(l); m != nil {
+				d.etcd = m[1]
+			}
 			if m := readyRe.FindStringSubmatch(l); m != nil {
 				ready[m[1]] = true
 			}
@@ -73,9 +82,16 @@ func startDevCluster(t *testing.T) *devCluster {
 	waitFor(t, 45*time.Second, "three nodes ready", func() (bool, string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return len(ready) == 3 && len(d.nodes) == 3, d.logs.String()
+		return len(ready) == 3 && len(d.nodes) == 3 && d.etcd != "", d.logs.String()
 	})
 	return d
+}
+
+// log is everything the cluster printed so far.
+func (d *devCluster) log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.logs.String()
 }
 
 // send makes one JSON request to node id and returns its status.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -11,9 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,87 +19,12 @@ import (
 	"github.com/doppio-db/doppio/internal/certs"
 )
 
-// secureDev is a running `doppio dev --secure --nodes 3` (or, started by
-// startDevCluster without --secure, an insecure one).
-type secureDev struct {
-	cmd      *exec.Cmd
-	data     string // its --data directory
-	certsDir string
-	mu       sync.Mutex
-	logs     strings.Builder
-	nodes    map[string]string // node id -> host:port of its REST port
-	etcd     string            // client URL of its etcd
-}
+// secureDev is a running `doppio dev --secure --nodes 3`.
+type secureDev = devCluster
 
 // startSecureDev runs `doppio dev --secure --nodes 3` and waits until its
 // three nodes are ready; it is stopped when the test ends.
-func startSecureDev(t *testing.T) *secureDev {
-	t.Helper()
-	return startDevCluster(t, "--secure")
-}
-
-// startDevCluster runs `doppio dev --nodes 3` with args and waits until
-// its three nodes are ready; it is stopped when the test ends.
-func startDevCluster(t *testing.T, args ...string) *secureDev {
-	t.Helper()
-	data := t.TempDir()
-	cmd := exec.Command(binary, append([]string{"dev", "--nodes", "3", "--data", data, "--http", freePort(t)}, args...)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	d := &secureDev{cmd: cmd, data: data, certsDir: filepath.Join(data, "certs"), nodes: map[string]string{}}
-	ready := map[string]bool{}
-	nodeLine := regexp.MustCompile(`^node (n\d): https?://(\S+)`)
-	etcdLine := regexp.MustCompile(`^etcd: (https?://\S+)`)
-	readyRe := regexp.MustCompile(`^\[(n\d)\] .*doppio node ready`)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			l := sc.Text()
-			d.mu.Lock()
-			d.logs.WriteString(l + "\n")
-			if m := nodeLine.FindStringSubmatch(l); m != nil {
-				d.nodes[m[1]] = m[2]
-			}
-			if m := etcdLine.FindStringSubmatch(l); m != nil {
-				d.etcd = m[1]
-			}
-			if m := readyRe.FindStringSubmatch(l); m != nil {
-				ready[m[1]] = true
-			}
-			d.mu.Unlock()
-		}
-	}()
-	waitFor(t, 45*time.Second, "three nodes ready", func() (bool, string) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return len(ready) == 3 && len(d.nodes) == 3 && d.etcd != "", d.logs.String()
-	})
-	return d
-}
-
-// log is everything the cluster printed so far.
-func (d *secureDev) log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logs.String()
-}
+func startSecureDev(t *testing.T) *secureDev { return startDevCluster(t, "--secure") }
 
 // TestSecureDevClusterServesOverTLSAndRefusesStrangers runs `doppio dev
 // --secure --nodes 3`: documents written and read with the Go client over

@@ -15,7 +15,8 @@ import (
 // target is not a valid URI (answered before routing) and one with a
 // made-up method (counted as OTHER, so that such methods cannot grow
 // /metrics) each count once in the request counter, under its route and
-// status, and once in the latency histogram.
+// status, and once in the latency histogram, under its route and status
+// class.
 func TestEveryAnswerIsCounted(t *testing.T) {
 	if a := send(t, "PUT", "/_schemas/metricsdb", `{"partitions":1}`); a.status/100 != 2 {
 		t.Fatalf("create database: %d %s", a.status, a.body)
@@ -36,7 +37,7 @@ func TestEveryAnswerIsCounted(t *testing.T) {
 			label = "OTHER"
 		}
 		requests := fmt.Sprintf(`doppio_http_requests_total{code=%q,method=%q,route=%q}`, c.status, label, c.route)
-		latency := fmt.Sprintf(`doppio_http_request_duration_seconds_count{method=%q,route=%q}`, label, c.route)
+		latency := fmt.Sprintf(`doppio_http_request_duration_seconds_count{class=%q,method=%q,route=%q}`, c.status[:1]+"xx", label, c.route)
 		r0, l0 := scrape(t, requests), scrape(t, latency)
 		if got := sendAlone(t, c.method, c.path); fmt.Sprint(got) != c.status {
 			t.Fatalf("%s %s: %d, want %s", c.method, c.path, got, c.status)

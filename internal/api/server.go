@@ -143,9 +143,9 @@ func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prom
 			Name: "doppio_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "doppio_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Name: "doppio_http_request_duration_seconds", Help: "HTTP request latency by route template, method and status class (2xx, 4xx, 5xx...).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}, []string{"route", "method"}),
+		}, []string{"route", "method", "class"}),
 		earlyRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "doppio_quota_early_refusals_total",
 			Help: "Requests this node refused as over quota without forwarding them, because their leader had just refused the same caller's same requests.",
@@ -262,8 +262,7 @@ func (s *Server) failUnrouted(w http.ResponseWriter, r *http.Request, err error)
 // method: WithLabelValues hashes its labels on every call, and formatting
 // the status allocated, on every request.
 type routeSeries struct {
-	once    sync.Once
-	latency prometheus.Observer
+	latency sync.Map // status class -> prometheus.Observer
 	codes   sync.Map // status -> prometheus.Counter
 }
 
@@ -273,12 +272,15 @@ func (s *Server) record(rt *route, pattern, method string, status int, start tim
 	d := time.Since(start).Seconds()
 	if rt == nil || method != rt.method {
 		s.requests.WithLabelValues(pattern, methodLabel(method), strconv.Itoa(status)).Inc()
-		s.latency.WithLabelValues(pattern, methodLabel(method)).Observe(d)
+		s.latency.WithLabelValues(pattern, methodLabel(method), statusClass(status)).Observe(d)
 		return
 	}
 	rs := &rt.series
-	rs.once.Do(func() { rs.latency = s.latency.WithLabelValues(rt.pattern, rt.method) })
-	rs.latency.Observe(d)
+	o, ok := rs.latency.Load(status / 100)
+	if !ok {
+		o, _ = rs.latency.LoadOrStore(status/100, s.latency.WithLabelValues(rt.pattern, rt.method, statusClass(status)))
+	}
+	o.(prometheus.Observer).Observe(d)
 	c, ok := rs.codes.Load(status)
 	if !ok {
 		c, _ = rs.codes.LoadOrStore(status, s.requests.WithLabelValues(rt.pattern, rt.method, strconv.Itoa(status)))
@@ -339,7 +341,17 @@ func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, status int, 
 	sw := &statusWriter{ResponseWriter: w}
 	writeProblem(sw, problemFor(problem.New(kind, "%s", detail), r.URL.Path), 0, 0, "", false)
 	s.requests.WithLabelValues("unmatched", methodLabel(r.Method), strconv.Itoa(sw.status())).Inc()
-	s.latency.WithLabelValues("unmatched", methodLabel(r.Method)).Observe(time.Since(start).Seconds())
+	s.latency.WithLabelValues("unmatched", methodLabel(r.Method), statusClass(sw.status())).Observe(time.Since(start).Seconds())
+}
+
+// statusClass is a status as a latency label: its class ("2xx", "4xx"),
+// so that a route's fast refusals and slow failures do not blur its
+// successes, without a series per status.
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status/100) + "xx"
 }
 
 // call runs a handler, turning a panic into a 500 so no input can take the

@@ -1,8 +1,6 @@
 package clusterinfo
 
 import (
-	"strconv"
-
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/storage"
@@ -35,7 +33,6 @@ type collector struct {
 	partitions Partitions
 	storage    Storage
 	host       Replication
-	applied    *prometheus.Desc
 	diskBytes  *prometheus.Desc
 	walBytes   *prometheus.Desc
 	compaction *prometheus.Desc
@@ -60,7 +57,6 @@ func NewCollector(partitions Partitions, storage Storage, host Replication) prom
 		partitions: partitions,
 		storage:    storage,
 		host:       host,
-		applied:    prometheus.NewDesc("doppio_partition_applied_sequence", "Sequence of the last applied SCN of each hosted partition.", []string{"database", "partition"}, nil),
 		diskBytes:  prometheus.NewDesc("doppio_storage_disk_bytes", "Bytes the storage engine uses on disk.", nil, nil),
 		walBytes:   prometheus.NewDesc("doppio_storage_wal_bytes", "Bytes written to the write-ahead log.", nil, nil),
 		compaction: prometheus.NewDesc("doppio_storage_compactions_total", "Compactions the storage engine ran.", nil, nil),
@@ -73,14 +69,13 @@ func NewCollector(partitions Partitions, storage Storage, host Replication) prom
 		rowBytes:   prometheus.NewDesc("doppio_row_cache_bytes", "Bytes held by the row cache.", nil, nil),
 		walSync:    prometheus.NewDesc("doppio_storage_wal_sync_seconds", "Duration of the storage engine's write-ahead log syncs (each makes every write waiting for it durable).", nil, nil),
 		reads:      prometheus.NewDesc("doppio_linearizable_reads_total", "Linearizable read confirmations by how they were confirmed: under the leader's lease, by a quorum round (ReadIndex), or as the partition's only voter.", []string{"confirmed"}, nil),
-		folds:      prometheus.NewDesc("doppio_index_folds_total", "Write sets that folded pending text index entries into segments, by each hosted partition while it led.", []string{"database", "partition"}, nil),
-		folded:     prometheus.NewDesc("doppio_index_folded_documents_total", "Documents whose pending text index entries were folded into segments, by each hosted partition while it led.", []string{"database", "partition"}, nil),
-		purged:     prometheus.NewDesc("doppio_index_purged_postings_total", "Dead postings of segments purged from their posting blocks, by each hosted partition while it led.", []string{"database", "partition"}, nil),
+		folds:      prometheus.NewDesc("doppio_index_folds_total", "Write sets that folded pending text index entries into segments, summed over the database's partitions hosted here, each while it led.", []string{"database"}, nil),
+		folded:     prometheus.NewDesc("doppio_index_folded_documents_total", "Documents whose pending text index entries were folded into segments, summed over the database's partitions hosted here, each while it led.", []string{"database"}, nil),
+		purged:     prometheus.NewDesc("doppio_index_purged_postings_total", "Dead postings of segments purged from their posting blocks, summed over the database's partitions hosted here, each while it led.", []string{"database"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.applied
 	ch <- c.diskBytes
 	ch <- c.walBytes
 	ch <- c.compaction
@@ -99,15 +94,17 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	// Summed by database, not one series per partition: a node hosting a
+	// thousand replicas would otherwise export thousands of series.
 	for db, ps := range c.partitions.All() {
+		var writes, docs, purged int64
 		for _, p := range ps {
-			id := strconv.Itoa(p.ID)
-			ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(p.Applied().Sequence), db, id)
-			writes, docs, purged := p.FoldStats()
-			ch <- prometheus.MustNewConstMetric(c.folds, prometheus.CounterValue, float64(writes), db, id)
-			ch <- prometheus.MustNewConstMetric(c.folded, prometheus.CounterValue, float64(docs), db, id)
-			ch <- prometheus.MustNewConstMetric(c.purged, prometheus.CounterValue, float64(purged), db, id)
+			w, d, pu := p.FoldStats()
+			writes, docs, purged = writes+w, docs+d, purged+pu
 		}
+		ch <- prometheus.MustNewConstMetric(c.folds, prometheus.CounterValue, float64(writes), db)
+		ch <- prometheus.MustNewConstMetric(c.folded, prometheus.CounterValue, float64(docs), db)
+		ch <- prometheus.MustNewConstMetric(c.purged, prometheus.CounterValue, float64(purged), db)
 	}
 	m := c.storage.Metrics()
 	ch <- prometheus.MustNewConstMetric(c.diskBytes, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))

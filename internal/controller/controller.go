@@ -54,6 +54,9 @@ type Options struct {
 	// planning round in which it changed, while this node is the active
 	// controller (for metrics).
 	OnProgress func(membership.Rebalance)
+	// OnActive, if set, is told true when this node becomes the active
+	// controller and false when it stops being it (for metrics).
+	OnActive func(active bool)
 
 	// onRound, for tests, is told after each planning round the placement
 	// it started from and how many etcd writes it made: a test waits for
@@ -140,6 +143,10 @@ func term(ctx context.Context, cli *clientv3.Client, nodeID string, opts Options
 	e := concurrency.NewElection(s, opts.Prefix+electionDir)
 	if err := e.Campaign(ctx, nodeID); err != nil {
 		return fmt.Errorf("campaign: %w", err)
+	}
+	if opts.OnActive != nil {
+		opts.OnActive(true)
+		defer opts.OnActive(false)
 	}
 	log.Info("controller active", "dead_node_delay", opts.DeadNodeDelay, "max_moves", opts.MaxMoves, "max_moves_per_node", opts.MaxMovesPerNode, "mode", modeName(opts.Mode))
 	d, err := newDriver(ctx, cli, nodeID, e, opts, log)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/api"
@@ -177,6 +178,8 @@ type Node struct {
 	// parts maps a partition prefix to its (database, partition), for
 	// leadership callbacks from the replication loop.
 	parts sync.Map // string(prefix) -> partRef
+	// controlling: this node runs the active controller (for metrics).
+	controlling atomic.Bool
 	// loop brings the replicas hosted here in line with the placement.
 	loop *lifecycle.Loop
 
@@ -349,7 +352,12 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Help:    "Time from a write's proposal to its application on the leader that proposed it: the log syncs of a quorum of replicas, the messages between them and the apply.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 	})
-	registry.MustRegister(commits)
+	applies := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "doppio_replication_apply_seconds",
+		Help:    "Time a Raft group's committed entries took to apply on this node, from building their batch to committing it to the store.",
+		Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16),
+	})
+	registry.MustRegister(commits, applies)
 	pl, err := net.Listen("tcp", n.cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", n.cfg.GRPCAddr, err)
@@ -371,6 +379,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		TickInterval: n.cfg.TickInterval,
 		OnLeadership: n.onLeadership,
 		OnCommit:     func(d time.Duration) { commits.Observe(d.Seconds()) },
+		OnApply:      func(d time.Duration) { applies.Observe(d.Seconds()) },
 		Logger:       n.log,
 
 		CheckBytesPerSecond: n.cfg.CheckBytesPerSecond,
@@ -405,7 +414,10 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Self: n.self, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Databases: n.catalog,
 		Registration: n.reg, Hosted: n.hostedReplicas, Server: n.api, Logger: n.log,
 	})
-	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host))
+	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host), clusterinfo.NewHealthCollector(clusterinfo.HealthSources{
+		Host: n.host, Database: n.databaseOf, Databases: n.catalog.Databases, Cluster: n.view,
+		Controlling: n.controlling.Load, DataDir: n.cfg.DataDir,
+	}))
 	n.checks = consistency.New(consistency.Config{
 		NodeID: n.cfg.ID, Interval: n.cfg.CheckInterval, KV: cli, Prefix: etcdPrefix, Cluster: checkCluster{n}, Peers: n.peers, Logger: n.log,
 	})
@@ -448,6 +460,15 @@ func advertised(addr string) string {
 		}
 	}
 	return addr
+}
+
+// databaseOf names the database of a partition hosted here.
+func (n *Node) databaseOf(p keys.Partition) (string, bool) {
+	v, ok := n.parts.Load(string(p))
+	if !ok {
+		return "", false
+	}
+	return v.(partRef).db, true
 }
 
 // resolve is the replication transport's address book: a node's gRPC
@@ -612,6 +633,7 @@ func (n *Node) runController() {
 	defer cancel()
 	opts := n.cfg.Controller
 	opts.Prefix, opts.Logger = etcdPrefix, n.log
+	opts.OnActive = n.controlling.Store
 	_ = controller.Run(ctx, n.client, n.cfg.ID, opts)
 }
 

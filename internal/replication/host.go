@@ -82,6 +82,10 @@ type Config struct {
 	// of a quorum, the messages between them, the apply), on the
 	// proposer's goroutine.
 	OnCommit func(time.Duration)
+	// OnApply, if set, is told how long each Raft group's committed
+	// entries of one Ready took to apply, from building their batches to
+	// committing them to the store; it may be called concurrently.
+	OnApply func(time.Duration)
 
 	Logger *slog.Logger
 
@@ -136,6 +140,8 @@ type Host struct {
 	// Snapshots this node sent in full, and the sstable bytes it streamed
 	// (failed attempts included): what replica moves cost.
 	snapshotsSent, snapshotBytes atomic.Uint64
+	// leaderChanges counts the leaders replicas here learned of (Health).
+	leaderChanges atomic.Uint64
 
 	mu      sync.Mutex
 	queue   []func()
@@ -573,9 +579,10 @@ func (h *Host) processReady() {
 			// entries are durable in the logs of a quorum, and a crash
 			// that loses the batch re-applies them on restart,
 			// deterministically, from the applied index stored with it.
+			began := time.Now()
 			segs, fns, wrote := r.g.apply(r.rd.CommittedEntries, now)
 			if wrote {
-				applies = append(applies, applied{segs})
+				applies = append(applies, applied{segs, began})
 			} else {
 				after = append(after, fns...)
 			}
@@ -648,7 +655,10 @@ func (h *Host) processReady() {
 
 // applied is one Raft group's application of committed entries: its batches,
 // in order, and the answers to give once each is committed.
-type applied struct{ segs []applySeg }
+type applied struct {
+	segs  []applySeg
+	began time.Time // when building its batches began
+}
 
 // applySeg is a run of committed entries applied in one batch. A segment
 // ends at a check marker: once its batch is committed, the state the
@@ -684,6 +694,9 @@ func (h *Host) commitApplies(applies []applied) {
 			for _, fn := range s.after {
 				fn()
 			}
+		}
+		if h.cfg.OnApply != nil {
+			h.cfg.OnApply(time.Since(a.began))
 		}
 	}
 	switch len(applies) {

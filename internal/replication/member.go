@@ -798,9 +798,14 @@ func (g *Member) afterReady(rd raft.Ready, now time.Time) {
 	for _, w := range answered {
 		w.finish(nil)
 	}
-	if h.cfg.OnLeadership != nil && (g.lead != g.notified[0] || g.term != g.notified[1]) {
+	if g.lead != g.notified[0] || g.term != g.notified[1] {
+		if g.lead != 0 {
+			h.leaderChanges.Add(1)
+		}
 		g.notified = [2]uint64{g.lead, g.term}
-		h.cfg.OnLeadership(g.prefix, g.lead, g.term)
+		if h.cfg.OnLeadership != nil {
+			h.cfg.OnLeadership(g.prefix, g.lead, g.term)
+		}
 	}
 }
 

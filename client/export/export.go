@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/doppio-db/doppio/client"
@@ -174,7 +175,7 @@ func checkDir(dir string) (bool, error) {
 	}
 	st, err := os.Stat(dir)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		// Created once the export is planned: probe the nearest existing
 		// ancestor now, so a refused export leaves nothing behind.
 		parent := filepath.Dir(filepath.Clean(dir))

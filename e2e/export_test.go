@@ -786,12 +786,15 @@ func TestExportReadsFollowersOfACluster(t *testing.T) {
 		return rows
 	}
 
-	dir := filepath.Join(t.TempDir(), "snap")
-	if out, code := runCLI(t, n.addr, "export", "fx", "--to", dir, "--format", "jsonl", "--parallel", "4"); code != 0 {
-		t.Fatalf("export: %s", out)
+	exportRows := func(via *clusterNode, args ...string) (export.Manifest, map[string]map[string]any) {
+		dir := filepath.Join(t.TempDir(), "export")
+		if out, code := runCLI(t, via.addr, append([]string{"export", "fx", "--to", dir, "--format", "jsonl"}, args...)...); code != 0 {
+			t.Fatalf("export %v: %s", args, out)
+		}
+		m := checkManifest(t, dir)
+		return m, readRows(dir, m)
 	}
-	m := checkManifest(t, dir)
-	rows := readRows(dir, m)
+	m, rows := exportRows(n, "--parallel", "4")
 	if len(rows) != 200 || m.Rows != 200 {
 		t.Fatalf("the export holds %d rows (manifest: %d), want 200", len(rows), m.Rows)
 	}
@@ -811,12 +814,7 @@ func TestExportReadsFollowersOfACluster(t *testing.T) {
 	for i := range 60 {
 		nodes[i%3].must(200, "PUT", fmt.Sprintf("/fx/Counter/g%d/%d", i%17, i), map[string]any{"n": 1000 + i, "writer": "update"}, "X-Doppio-Timeout", "10s")
 	}
-	cdir := filepath.Join(t.TempDir(), "changes")
-	if out, code := runCLI(t, nodes[2].addr, "export", "fx", "--to", cdir, "--format", "jsonl", "--since", m.Checkpoint); code != 0 {
-		t.Fatalf("change export: %s", out)
-	}
-	cm := checkManifest(t, cdir)
-	changed := readRows(cdir, cm)
+	cm, changed := exportRows(nodes[2], "--since", m.Checkpoint)
 	if len(changed) != 60 || cm.Rows != 60 {
 		t.Fatalf("the change export holds %d rows (manifest: %d), want the 60 updates", len(changed), cm.Rows)
 	}

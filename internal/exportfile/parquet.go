@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/doppio-db/doppio/client/export"
 	"github.com/hamba/avro/v2"
@@ -243,15 +244,7 @@ func (p *pnode) finish(col int) int {
 	case pLeaf:
 		col++
 	case pGroup, pUnion:
-		slices.SortFunc(p.fields, func(a, b pfield) int {
-			switch {
-			case a.name < b.name:
-				return -1
-			case a.name > b.name:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(p.fields, func(a, b pfield) int { return strings.Compare(a.name, b.name) })
 		for _, f := range p.fields {
 			col = f.node.finish(col)
 		}

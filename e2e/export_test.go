@@ -811,6 +811,24 @@ func TestExportReadsFollowersOfACluster(t *testing.T) {
 		}
 	}
 
+	if mode.secure() {
+		// Whoever may read the database may export it; nobody else.
+		for _, u := range []struct{ name, role, db string }{{"reader", "read", "fx"}, {"stranger", "readWrite", "other"}} {
+			n.must(201, "PUT", "/_users/"+u.name, map[string]string{"password": u.name + "-secret"})
+			if st, _, b := n.do("POST", "/_users/"+u.name+"/grants", map[string]string{"role": u.role, "db": u.db}); st >= 300 {
+				t.Fatalf("grant %s: %d %s", u.name, st, b)
+			}
+		}
+		if _, got := exportRows(n, "--user", "reader", "--password", "reader-secret"); len(got) != 200 {
+			t.Fatalf("the reader's export holds %d rows, want 200", len(got))
+		}
+		dir := filepath.Join(t.TempDir(), "refused")
+		out, code := runCLI(t, n.addr, "export", "fx", "--to", dir, "--format", "jsonl", "--user", "stranger", "--password", "stranger-secret")
+		if _, err := os.Stat(dir); code == 0 || err == nil || !strings.Contains(out, `user "stranger" lacks the read privilege on database fx`) {
+			t.Fatalf("an export by a user who may not read fx: exit %d, %q", code, out)
+		}
+	}
+
 	for i := range 60 {
 		nodes[i%3].must(200, "PUT", fmt.Sprintf("/fx/Counter/g%d/%d", i%17, i), map[string]any{"n": 1000 + i, "writer": "update"}, "X-Doppio-Timeout", "10s")
 	}

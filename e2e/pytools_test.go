@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,14 +55,28 @@ func exportPython(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	for _, args := range [][]string{
-		{"python3", "-m", "venv", dir},
-		append([]string{python, "-m", "pip", "install", "--disable-pip-version-check", "--quiet"}, exportReaders...),
-	} {
-		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
-			os.RemoveAll(dir)
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	run := func(args ...string) error {
+		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+		return nil
+	}
+	if err := run("python3", "-m", "venv", dir); err != nil {
+		// A machine without Python's venv module (Debian splits it out):
+		// install it from the distribution, then try again.
+		t.Logf("%v; installing python3-venv", err)
+		os.RemoveAll(dir)
+		for _, args := range [][]string{{"apt-get", "update"}, {"apt-get", "install", "-y", "python3", "python3-venv"}, {"python3", "-m", "venv", dir}} {
+			if err := run(args...); err != nil {
+				os.RemoveAll(dir)
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := run(append([]string{python, "-m", "pip", "install", "--disable-pip-version-check", "--quiet"}, exportReaders...)...); err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(ready, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -517,6 +517,18 @@ func TestExportReadByThirdPartyToolsMatchesTheDatabase(t *testing.T) {
 		t.Fatalf("an export with no change since: %d rows, checkpoint %s (want %s)", m.Rows, m.Checkpoint, cp)
 	}
 
+	// Throttled, an export reads no faster than asked: at 2 KB/s, the
+	// Mailbox rows' bytes (less than the stream carries) take their time.
+	start := time.Now()
+	m = f.runExport(filepath.Join(base, "throttled"), "--format", "jsonl", "--tables", "Mailbox", "--throttle", "2KB", "--parallel", "8")
+	var fileBytes int64
+	for _, p := range m.Partitions {
+		fileBytes += p.Files[0].Bytes
+	}
+	if took, least := time.Since(start), time.Duration(float64(fileBytes-1000)/2000*float64(time.Second)); m.Rows != 40 || took < least {
+		t.Fatalf("a throttled export of %d rows, %d bytes took %s, less than %s", m.Rows, fileBytes, took, least)
+	}
+
 	t.Run("bad input", func(t *testing.T) { checkExportBadInput(t, f) })
 }
 

@@ -511,7 +511,7 @@ func (x *exporter) changes(ctx context.Context, from checkpoint.Position, head s
 	if err != nil {
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Status == http.StatusGone {
-			return pos, "", inputErr("the checkpoint is too old for partition %d: %s (export a snapshot again)", from.Partition, ce.Detail)
+			return pos, "", inputErr("partition %d's change log cannot continue from the checkpoint: %s (export a snapshot again)", from.Partition, ce.Detail)
 		}
 		return pos, "", err
 	}

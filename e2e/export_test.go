@@ -743,7 +743,7 @@ func checkExportBadInput(t *testing.T, f *exportFixture) {
 		{"directory under a file", []string{"export", exportDB, "--to", filepath.Join(file, "sub"), "--format", "jsonl"}, "cannot create the export directory " + filepath.Join(file, "sub") + ": " + file + " is not a directory"},
 		{"directory is a file", []string{"export", exportDB, "--to", file, "--format", "jsonl"}, "the export directory " + file + " is not a directory"},
 		{"unknown format", []string{"export", exportDB, "--to", fresh, "--format", "csv"}, `--format "csv": want parquet, avro or jsonl`},
-		{"bad throttle", []string{"export", exportDB, "--to", fresh, "--format", "jsonl", "--throttle", "fast"}, `--throttle: "fast" is not a byte count`},
+		{"bad throttle", []string{"export", exportDB, "--to", fresh, "--format", "jsonl", "--throttle", "fast"}, `invalid argument "fast" for "--throttle" flag: "fast" is not a size`},
 	} {
 		out, code := runCLI(t, f.n.addr, c.args...)
 		if code == 0 || !strings.Contains(out, c.want) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,8 +17,9 @@ import (
 // exportCommand is `doppio export DB --to DIR --format F [--since CP]`.
 func exportCommand(f *clientFlags) *cobra.Command {
 	var (
-		tables, to, format, since, throttle string
-		parallel                            int
+		tables, to, format, since string
+		throttle                  byteSize
+		parallel                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "export DB --to DIR --format parquet|avro|jsonl",
@@ -41,7 +41,7 @@ shows on stderr (a bar when stdout is a terminal).`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			server, _ := cmd.Flags().GetString("server")
-			o := export.Options{Server: server, HTTP: f.httpClient(), DB: args[0], Dir: to, Since: since, Parallel: parallel}
+			o := export.Options{Server: server, HTTP: f.httpClient(), DB: args[0], Dir: to, Since: since, Parallel: parallel, Throttle: int64(throttle)}
 			switch format {
 			case "parquet":
 				o.Format = exportfile.Parquet
@@ -60,13 +60,6 @@ shows on stderr (a bar when stdout is a terminal).`,
 			}
 			if tables != "" {
 				o.Tables = strings.Split(tables, ",")
-			}
-			if throttle != "" {
-				n, err := parseBytes(throttle)
-				if err != nil {
-					return fmt.Errorf("--throttle: %w", err)
-				}
-				o.Throttle = n
 			}
 			o.Progress = exportProgress(cmd)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -92,7 +85,7 @@ shows on stderr (a bar when stdout is a terminal).`,
 	fl.StringVar(&to, "to", "", "export directory (absent or empty)")
 	fl.StringVar(&format, "format", "", "parquet, avro or jsonl")
 	fl.StringVar(&since, "since", "", "export the changes after this checkpoint (an earlier export's manifest checkpoint)")
-	fl.StringVar(&throttle, "throttle", "", "read at most this many bytes per second, e.g. 50MB (default: unbounded)")
+	fl.Var(&throttle, "throttle", "read at most this many bytes per second, e.g. 50MB (default: unbounded)")
 	fl.IntVar(&parallel, "parallel", 2, "partitions read at a time")
 	return cmd
 }
@@ -121,25 +114,4 @@ func exportProgress(cmd *cobra.Command) func(export.Progress) {
 			fmt.Fprintf(errOut, "%d/%d partitions, %d rows, %d bytes read\n", p.PartitionsDone, p.Partitions, p.Rows, p.Bytes)
 		}
 	}
-}
-
-// parseBytes reads a byte count: a number with an optional unit, B, KB,
-// MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
-func parseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	num, mult := strings.TrimSpace(s), int64(1)
-	for _, u := range units {
-		if v, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(v), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a byte count (e.g. 50MB, 512KiB)", s)
-	}
-	return int64(n * float64(mult)), nil
 }

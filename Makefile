@@ -26,6 +26,7 @@ E2E_SECURE_TESTS += TestRollingRestartFailsNoRequest
 E2E_SECURE_TESTS += TestChangeStreamAcrossACluster
 E2E_SECURE_TESTS += TestBackupAndRestoreIntoAnotherCluster
 E2E_SECURE_TESTS += TestDatastreamDeliversEveryTransactionAcrossANodeKill
+E2E_SECURE_TESTS += TestExportReadsFollowersOfACluster
 empty :=
 space := $(empty) $(empty)
 E2E_SECURE_RUN = ^($(subst $(space),|,$(strip $(E2E_SECURE_TESTS))))$$

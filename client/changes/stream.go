@@ -71,8 +71,9 @@ func IsBootstrapRequired(err error) bool {
 
 // Stream is one open change stream.
 type Stream struct {
-	body io.ReadCloser
-	br   *bufio.Reader
+	body    io.ReadCloser
+	br      *bufio.Reader
+	sources string
 }
 
 // Open starts streaming db's changes from the server at baseURL.
@@ -119,7 +120,7 @@ func Open(ctx context.Context, baseURL, db string, o Options) (*Stream, error) {
 		e.Status = resp.StatusCode
 		return nil, e
 	}
-	return &Stream{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 256<<10)}, nil
+	return &Stream{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 256<<10), sources: resp.Header.Get("X-Doppio-Change-Sources")}, nil
 }
 
 // Next returns the next line. A stream that the server ends with an error
@@ -151,6 +152,10 @@ func (s *Stream) Next() (Line, error) {
 	}
 	return l, nil
 }
+
+// Sources names, per partition, the node and role of the replica the
+// server began reading ("0=n2/follower,1=n3/follower").
+func (s *Stream) Sources() string { return s.sources }
 
 // Close ends the stream.
 func (s *Stream) Close() error { return s.body.Close() }

@@ -20,6 +20,7 @@ func main() {
 	f := addClientCommands(root)
 	root.AddCommand(devCommand(f), startCommand(f), routerCommand(f), certCommand(f))
 	root.AddCommand(changesCommand(f), bulkCommand(f))
+	root.AddCommand(exportCommand(f))
 	root.AddCommand(backupCommands(f)...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)

@@ -10,10 +10,10 @@ FUZZTIME_HTTP ?= 30000x
 .PHONY: run build test unit fuzz bench
 
 # The end-to-end cluster tests (three or more nodes, routers, the
-# controller, the smart client, expansion, failover, change streams)
-# that unit runs a second time in secure mode: TLS and authentication on
-# every link, every request as root by its client certificate
-# (DOPPIO_E2E_SECURE=1, e2e/mode_test.go).
+# controller, the smart client, expansion, failover, change streams,
+# backup and restore, datastreams) that unit runs a second time in secure
+# mode: TLS and authentication on every link, every request as root by
+# its client certificate (DOPPIO_E2E_SECURE=1, e2e/mode_test.go).
 E2E_SECURE_TESTS := TestClusterFailoverLosesNoAcknowledgedWrite
 E2E_SECURE_TESTS += TestPartitionWithoutQuorumAnswers503
 E2E_SECURE_TESTS += TestLeadershipTransfersAreInvisibleToClients
@@ -24,6 +24,8 @@ E2E_SECURE_TESTS += TestSmartClientSendsEachRequestToItsLeader
 E2E_SECURE_TESTS += TestExpandDrainAndRemoveUnderLoad
 E2E_SECURE_TESTS += TestRollingRestartFailsNoRequest
 E2E_SECURE_TESTS += TestChangeStreamAcrossACluster
+E2E_SECURE_TESTS += TestBackupAndRestoreIntoAnotherCluster
+E2E_SECURE_TESTS += TestDatastreamDeliversEveryTransactionAcrossANodeKill
 empty :=
 space := $(empty) $(empty)
 E2E_SECURE_RUN = ^($(subst $(space),|,$(strip $(E2E_SECURE_TESTS))))$$

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -149,11 +150,19 @@ func (m harnessMode) startEtcd(t *testing.T, dir string) *embedetcd.Server {
 	return etcd
 }
 
-// etcdClient is a client of the etcd at endpoint, as root's certificate
-// in secure mode (etcd's client port admits any certificate of the CA).
+// etcdClient is a client of the etcd at endpoint, with the node
+// certificate in secure mode (etcd's client port admits nodes only).
 func (m harnessMode) etcdClient(t *testing.T, endpoint string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: m.tls})
+	var nodeTLS *tls.Config
+	if m.certsDir != "" {
+		l, err := certs.NewLoader(m.certsDir, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodeTLS = l.ClientConfig()
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: nodeTLS})
 	if err != nil {
 		t.Fatal(err)
 	}

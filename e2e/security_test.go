@@ -22,22 +22,31 @@ import (
 	"github.com/doppio-db/doppio/internal/certs"
 )
 
-// secureDev is a running `doppio dev --secure --nodes 3`.
+// secureDev is a running `doppio dev --secure --nodes 3` (or, started by
+// startDevCluster without --secure, an insecure one).
 type secureDev struct {
 	cmd      *exec.Cmd
+	data     string // its --data directory
 	certsDir string
 	mu       sync.Mutex
 	logs     strings.Builder
 	nodes    map[string]string // node id -> host:port of its REST port
-	etcd     string            // https:// client URL of its etcd
+	etcd     string            // client URL of its etcd
 }
 
 // startSecureDev runs `doppio dev --secure --nodes 3` and waits until its
 // three nodes are ready; it is stopped when the test ends.
 func startSecureDev(t *testing.T) *secureDev {
 	t.Helper()
+	return startDevCluster(t, "--secure")
+}
+
+// startDevCluster runs `doppio dev --nodes 3` with args and waits until
+// its three nodes are ready; it is stopped when the test ends.
+func startDevCluster(t *testing.T, args ...string) *secureDev {
+	t.Helper()
 	data := t.TempDir()
-	cmd := exec.Command(binary, "dev", "--secure", "--nodes", "3", "--data", data, "--http", freePort(t))
+	cmd := exec.Command(binary, append([]string{"dev", "--nodes", "3", "--data", data, "--http", freePort(t)}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +66,10 @@ func startSecureDev(t *testing.T) *secureDev {
 			<-done
 		}
 	})
-	d := &secureDev{cmd: cmd, certsDir: filepath.Join(data, "certs"), nodes: map[string]string{}}
+	d := &secureDev{cmd: cmd, data: data, certsDir: filepath.Join(data, "certs"), nodes: map[string]string{}}
 	ready := map[string]bool{}
-	nodeLine := regexp.MustCompile(`^node (n\d): https://(\S+)`)
-	etcdLine := regexp.MustCompile(`^etcd: (https://\S+)`)
+	nodeLine := regexp.MustCompile(`^node (n\d): https?://(\S+)`)
+	etcdLine := regexp.MustCompile(`^etcd: (https?://\S+)`)
 	readyRe := regexp.MustCompile(`^\[(n\d)\] .*doppio node ready`)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -80,7 +89,7 @@ func startSecureDev(t *testing.T) *secureDev {
 			d.mu.Unlock()
 		}
 	}()
-	waitFor(t, 45*time.Second, "three secure nodes ready", func() (bool, string) {
+	waitFor(t, 45*time.Second, "three nodes ready", func() (bool, string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		return len(ready) == 3 && len(d.nodes) == 3 && d.etcd != "", d.logs.String()

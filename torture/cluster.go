@@ -16,6 +16,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Ports every node listens on, each at its own address.
@@ -525,39 +528,45 @@ func (c *Cluster) Controller(ctx context.Context) (*Node, error) {
 }
 
 // EtcdLeader is the node whose embedded etcd member leads the etcd
-// cluster, asked through etcd's JSON gateway.
+// cluster, asked over etcd's gRPC API as a node asks (in secure mode the
+// client port admits node certificates only).
 func (c *Cluster) EtcdLeader(ctx context.Context) (*Node, error) {
+	var nodeTLS *tls.Config
+	if c.certs != nil {
+		nodeTLS = c.certs.node
+	}
 	var errs []error
 	for _, n := range c.Nodes[:etcdMembers] {
 		if n.State() != Running {
 			continue
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s://%s:%d/v3/maintenance/status", c.scheme(), n.IP, etcdClientPort), strings.NewReader("{}"))
-		if err != nil {
-			return nil, err
-		}
-		resp, err := c.nodeClient.Do(req)
-		if err != nil {
-			errs = append(errs, err)
+		leader, self, err := etcdStatus(ctx, fmt.Sprintf("%s://%s:%d", c.scheme(), n.IP, etcdClientPort), nodeTLS)
+		if err != nil || leader == 0 {
+			errs = append(errs, fmt.Errorf("%s: etcd status: leader %d, %v", n.ID, leader, err))
 			continue
 		}
-		var st struct {
-			Header struct {
-				MemberID string `json:"member_id"`
-			} `json:"header"`
-			Leader string `json:"leader"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
-		if err != nil || st.Leader == "" || st.Leader == "0" {
-			errs = append(errs, fmt.Errorf("%s: etcd status: %v %+v", n.ID, err, st))
-			continue
-		}
-		if st.Leader == st.Header.MemberID {
+		if leader == self {
 			return n, nil
 		}
 	}
 	return nil, fmt.Errorf("no etcd member says it leads: %w", errors.Join(errs...))
+}
+
+// etcdStatus asks the etcd member at endpoint which member leads, and
+// which member it is.
+func etcdStatus(ctx context.Context, endpoint string, tlsConf *tls.Config) (leader, self uint64, err error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 3 * time.Second, TLS: tlsConf, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, endpoint)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.Leader, st.Header.GetMemberId(), nil
 }
 
 // Settle waits until every node is ready and, as every node sees it, every

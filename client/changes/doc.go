@@ -24,5 +24,7 @@
 // its lease; its partitions move to the others after the lease's TTL.
 //
 // Groups and EtcdStore speak to etcd through its v3 JSON gateway over
-// HTTP, so this package links neither gRPC nor the etcd client.
+// HTTP, so this package links neither gRPC nor the etcd client. A secure
+// cluster's etcd admits nodes only and serves no gateway: there, groups
+// and checkpoints live in an etcd of the application's own.
 package changes

@@ -18,9 +18,10 @@ import (
 	"github.com/doppio-db/doppio/internal/node"
 )
 
-// TestConsumerGroupOverTLS: against a secure node and etcd, a consumer
-// group reads the change stream and keeps its group and checkpoints in
-// etcd, every request over TLS with root's client certificate.
+// TestConsumerGroupOverTLS: against a secure node, a consumer group reads
+// the change stream over TLS with root's client certificate, and keeps its
+// group and checkpoints in an etcd of the application's own: the
+// cluster's etcd admits node certificates only.
 func TestConsumerGroupOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	certsDir := filepath.Join(dir, "certs")
@@ -41,6 +42,11 @@ func TestConsumerGroupOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	appEtcd, err := embedetcd.Start(ctx, filepath.Join(dir, "app-etcd"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer appEtcd.Close()
 	tlsCfg, err := certs.ClientTLS(certsDir, certs.DevUser)
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +79,8 @@ func TestConsumerGroupOverTLS(t *testing.T) {
 	// Written before the group starts: delivered by its bootstrap.
 	put(0, 5)
 	c := &changes.Consumer{Servers: []string{server}, HTTPClient: hc(), DB: "sec", Handle: rec.handle, Bootstrap: true,
-		Store:         &changes.EtcdStore{Endpoints: etcd.Endpoints(), HTTPClient: hc(), Prefix: "/test/tls/" + u},
-		EtcdEndpoints: etcd.Endpoints(), EtcdHTTPClient: hc(), Group: u, Instance: "a", LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
+		Store:         &changes.EtcdStore{Endpoints: appEtcd.Endpoints(), Prefix: "/test/tls/" + u},
+		EtcdEndpoints: appEtcd.Endpoints(), Group: u, Instance: "a", LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
 	start(t, c)
 	waitUntil(t, "the instance owns both partitions", func() bool { return len(c.Owned()) == 2 })
 	put(5, 10)

@@ -13,14 +13,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// bulkCommand is `doppio bulk`: loading offline builds into a serving
-// cluster and following the loads.
+// bulkCommand is `doppio bulk`: offline builds, their loads into a
+// serving cluster, and following the loads.
 func bulkCommand(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bulk",
-		Short: "Load offline builds into serving tables and follow the loads",
+		Short: "Build partition-aligned files offline, load them into serving tables, follow the loads",
 	}
-	cmd.AddCommand(bulkLoadCommand(f), bulkStatusCommand(f), bulkCancelCommand(f))
+	cmd.AddCommand(bulkBuildCommand(f), bulkLoadCommand(f), bulkStatusCommand(f), bulkCancelCommand(f))
 	return cmd
 }
 

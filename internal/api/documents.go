@@ -316,12 +316,7 @@ var (
 // notModified evaluates If-None-Match, else If-Modified-Since (RFC 9110 13.2.2).
 func notModified(r *http.Request, etag string, mtime time.Time) bool {
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		for _, t := range splitETags(inm) {
-			if t == "*" || t == etag || t == "W/"+etag {
-				return true
-			}
-		}
-		return false
+		return etagMatches(inm, etag)
 	}
 	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
 		if t, err := http.ParseTime(ims); err == nil && !mtime.Truncate(time.Second).After(t) {

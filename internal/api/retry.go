@@ -71,12 +71,18 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 			body = b
 		}
 		if to, ok := partition.AsNotApplied(err, partition.Elsewhere); ok && !w.wrote {
+			early := s.early.Load()
+			k := earlyKey{peer: to.Peer, db: to.DB, user: user(r), method: r.Method, pattern: rt.pattern}
+			if err := early.refuse(k, time.Now()); err != nil {
+				return err
+			}
+			err = s.forward(w, r, body, to.Peer, to)
+			early.learn(k, w, time.Now())
 			if r.Header.Get(headerForwardedBy) != "" {
 				// Never forwarded twice: the node that sent it here routes
 				// it again.
-				return s.forward(w, r, body, to.Peer, to)
+				return err
 			}
-			err = s.forward(w, r, body, to.Peer, to)
 		}
 		if w.wrote || !notApplied(r, err) || r.Context().Err() != nil {
 			return err

@@ -66,6 +66,10 @@ func routes() []*route {
 		{method: "GET", pattern: "/readyz", priv: public, handle: (*Server).readyz},
 		{method: "GET", pattern: "/metrics", priv: authenticated, handle: (*Server).metrics},
 		{method: "GET", pattern: "/_openapi", priv: public, handle: (*Server).openapi},
+		// The web console's files hold no data: its pages call the REST
+		// API with the user's own credentials.
+		{method: "GET", pattern: "/_console", priv: public, handle: (*Server).console},
+		{method: "GET", pattern: "/_console/{name}", priv: public, handle: (*Server).console},
 		{method: "GET", pattern: "/_cluster", priv: authenticated, handle: (*Server).cluster},
 		{method: "POST", pattern: "/_cluster/nodes/{name}/add", priv: clusterAdmin, audit: "node.add", handle: (*Server).nodeIntent},
 		{method: "POST", pattern: "/_cluster/nodes/{name}/drain", priv: clusterAdmin, audit: "node.drain", handle: (*Server).nodeIntent},

@@ -125,6 +125,11 @@ type Server struct {
 
 	auth     atomic.Pointer[auth.Authenticator]
 	auditLog atomic.Pointer[audit.Log]
+
+	// early remembers leaders' over-quota refusals (RefuseEarly); nil
+	// until quotas are loaded.
+	early        atomic.Pointer[earlyRefusals]
+	earlyRefused prometheus.Counter
 }
 
 // New returns a server over catalog and router; registry receives the
@@ -141,10 +146,14 @@ func New(cfg Config, cat *catalog.Catalog, rt *replicas.Registry, registry *prom
 			Name: "doppio_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"route", "method"}),
+		earlyRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "doppio_quota_early_refusals_total",
+			Help: "Requests this node refused as over quota without forwarding them, because their leader had just refused the same caller's same requests.",
+		}),
 	}
 	rs := routes()
 	s.rest, s.peer = newListener(rs, false), newListener(rs, true)
-	registry.MustRegister(s.requests, s.latency)
+	registry.MustRegister(s.requests, s.latency, s.earlyRefused)
 	s.transfers = newTransfers(registry)
 	s.scrape = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	s.streamsEnd, s.endStreams = context.WithCancel(context.Background())
@@ -328,7 +337,7 @@ func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, status int, 
 		kind = problem.Malformed
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	writeProblem(sw, problemFor(problem.New(kind, "%s", detail), r.URL.Path), 0, "", false)
+	writeProblem(sw, problemFor(problem.New(kind, "%s", detail), r.URL.Path), 0, 0, "", false)
 	s.requests.WithLabelValues("unmatched", methodLabel(r.Method), strconv.Itoa(sw.status())).Inc()
 	s.latency.WithLabelValues("unmatched", methodLabel(r.Method)).Observe(time.Since(start).Seconds())
 }
@@ -386,7 +395,7 @@ func (s *Server) fail(l *listener, w *statusWriter, r *http.Request, err error) 
 	if !ok {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		body := internalProblem()
-		writeProblem(w, body, 0, "", false)
+		writeProblem(w, body, 0, 0, "", false)
 		return
 	}
 	body := problemFor(pe, r.URL.EscapedPath())
@@ -395,7 +404,7 @@ func (s *Server) fail(l *listener, w *statusWriter, r *http.Request, err error) 
 		// RFC 9110 15.5.6: a 405 lists the methods the resource supports.
 		allow = l.allowed(r)
 	}
-	writeProblem(w, body, pe.RetryAfter, allow, notApplied(r, err))
+	writeProblem(w, body, pe.RetryAfter, pe.Wait, allow, notApplied(r, err))
 }
 
 // problemFor is the problem+json body of pe about the resource instance.
@@ -428,12 +437,15 @@ func (l *listener) allowed(r *http.Request) string {
 	return strings.Join(out, ", ")
 }
 
-func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, allow string, notApplied bool) {
+func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, wait time.Duration, allow string, notApplied bool) {
 	h := w.Header()
 	for k := range h {
 		delete(h, k)
 	}
 	h.Set("Content-Type", "application/problem+json")
+	if wait > 0 {
+		h.Set(headerRetryAfterMs, strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+	}
 	if notApplied && body.Status == http.StatusServiceUnavailable {
 		h.Set(headerNotApplied, "true")
 	}

@@ -30,8 +30,8 @@ type Config struct {
 	// then LoginRate per second (default 1).
 	LoginRate  float64
 	LoginBurst int
-	// BasicCacheSize bounds the Basic credentials remembered (default
-	// 4096).
+	// BasicCacheSize bounds the Basic credentials remembered, and
+	// separately the verified session tokens (default 4096 each).
 	BasicCacheSize int
 	// Registerer receives the authentication metrics, when set.
 	Registerer prometheus.Registerer
@@ -83,6 +83,10 @@ type Authenticator struct {
 
 	mu    sync.Mutex
 	basic map[[sha256.Size]byte]basicEntry
+	// tokens remembers tokens whose signature verified, so a session's
+	// later requests skip the parse and the HMAC; expiry and the user's
+	// generation are still checked on every request.
+	tokens map[string]token
 
 	refusals *prometheus.CounterVec
 }
@@ -112,6 +116,7 @@ func New(users *Store, cfg Config) *Authenticator {
 	a := &Authenticator{
 		users: users, cfg: cfg, limit: newLimiter(cfg.LoginRate, cfg.LoginBurst),
 		cacheKey: make([]byte, 32), basic: map[[sha256.Size]byte]basicEntry{},
+		tokens: map[string]token{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "doppio_auth_refusals_total", Help: "Requests refused by authentication (401, 429, 503) or authorization (403), by reason.",
 		}, []string{"reason"}),
@@ -202,9 +207,23 @@ func ParseBasic(cred string) (user, password string, ok bool) {
 }
 
 func (a *Authenticator) bearer(s string) (Caller, error) {
-	t, err := parseToken(a.users.key, s)
-	if err != nil {
-		return Caller{}, a.refuse(ReasonBadToken, problem.Unauthenticated, "%s", err)
+	a.mu.Lock()
+	t, hit := a.tokens[s]
+	a.mu.Unlock()
+	if !hit {
+		var err error
+		if t, err = parseToken(a.users.key, s); err != nil {
+			return Caller{}, a.refuse(ReasonBadToken, problem.Unauthenticated, "%s", err)
+		}
+		a.mu.Lock()
+		if len(a.tokens) >= a.cfg.BasicCacheSize {
+			for k := range a.tokens { // any one: map order is random
+				delete(a.tokens, k)
+				break
+			}
+		}
+		a.tokens[s] = t
+		a.mu.Unlock()
 	}
 	if !a.cfg.Now().Before(t.expires) {
 		return Caller{}, a.refuse(ReasonExpired, problem.Unauthenticated, "session token expired at %s; log in again", t.expires.UTC().Format(time.RFC3339))

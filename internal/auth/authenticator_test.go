@@ -22,7 +22,7 @@ import (
 
 const prefix = "/doppio"
 
-func startEtcd(t *testing.T) *clientv3.Client {
+func startEtcd(t testing.TB) *clientv3.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

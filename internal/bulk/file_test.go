@@ -2,7 +2,9 @@ package bulk
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -317,5 +319,48 @@ func TestVerifyFile(t *testing.T) {
 	missing.Path = "p-00009.dpb"
 	if err := VerifyFile(dir, missing); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestReadFileChecksWhatTheManifestClaims(t *testing.T) {
+	dir := t.TempDir()
+	recs := testRecords(t, 5)
+	b, f := writeFile(t, recs)
+	if err := os.WriteFile(filepath.Join(dir, f.Path), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []Record
+	if err := ReadFile(dir, f, func(r Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	equalRecords(t, got, recs)
+
+	noop := func(Record) error { return nil }
+	lie := f
+	lie.Records = 4
+	if err := ReadFile(dir, lie, noop); !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), "p-00003.dpb holds 5 records, the manifest says 4") {
+		t.Fatalf("record count lie: %v", err)
+	}
+	lie = f
+	lie.LastKey = recs[3].Key
+	if err := ReadFile(dir, lie, noop); !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), "p-00003.dpb spans keys") {
+		t.Fatalf("key range lie: %v", err)
+	}
+	// A manifest that vouches for a corrupt file: the checksum passes,
+	// the Reader does not.
+	bad := rawFile([]Record{recs[1], recs[0]}, 2)
+	if err := os.WriteFile(filepath.Join(dir, f.Path), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vouch := f
+	vouch.Bytes = int64(len(bad))
+	sum := sha256.Sum256(bad)
+	vouch.SHA256 = hex.EncodeToString(sum[:])
+	if err := ReadFile(dir, vouch, noop); !errors.Is(err, ErrCorrupt) || !strings.HasPrefix(err.Error(), "p-00003.dpb: corrupt partition file at byte") {
+		t.Fatalf("corrupt file: %v", err)
+	}
+	stop := errors.New("stop")
+	if err := ReadFile(dir, f, func(Record) error { return stop }); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("checksum first: %v", err)
 	}
 }

@@ -199,37 +199,34 @@ func peerURL(p ports, scheme string) url.URL {
 
 // TLSInfo is how a member serves TLS with the files of a certs directory:
 // the node certificate, and client certificates required and verified
-// against the cluster's CA. On the peer port (peer) only node
-// certificates (CommonName certs.NodeCommonName) are admitted. The client
-// port admits any certificate of the CA: etcd's JSON gateway, which
-// consumer groups (client/changes) speak, dials etcd's own gRPC port in a
-// way etcd's CommonName check refuses, so the client port must be kept
-// to nodes and trusted consumers by the network (docs/design/security.md).
+// against the cluster's CA. Both ports admit node certificates only
+// (CommonName certs.NodeCommonName): a user's certificate, signed by the
+// same CA, must not reach the store that holds the users and their grants.
 // etcd reads the certificate files again at each handshake, so a rotated
 // node certificate needs no restart.
-func TLSInfo(certsDir string, peer bool) transport.TLSInfo {
-	info := transport.TLSInfo{
+func TLSInfo(certsDir string) transport.TLSInfo {
+	return transport.TLSInfo{
 		CertFile:       filepath.Join(certsDir, certs.NodeCertFile),
 		KeyFile:        filepath.Join(certsDir, certs.NodeKeyFile),
 		ClientCertFile: filepath.Join(certsDir, certs.NodeCertFile),
 		ClientKeyFile:  filepath.Join(certsDir, certs.NodeKeyFile),
 		TrustedCAFile:  filepath.Join(certsDir, certs.CAFile),
 		ClientCertAuth: true,
+		AllowedCNs:     []string{certs.NodeCommonName},
 	}
-	if peer {
-		info.AllowedCNs = []string{certs.NodeCommonName}
-	}
-	return info
 }
 
 // secure makes cfg serve client and peer traffic with TLSInfo(certsDir),
-// unless certsDir is empty.
+// unless certsDir is empty. It turns off etcd's JSON gateway: the gateway
+// dials the member's own gRPC port without verifying it, which the
+// CommonName check refuses, and nodes speak gRPC.
 func secure(cfg *embed.Config, certsDir string) {
 	if certsDir == "" {
 		return
 	}
-	cfg.ClientTLSInfo = TLSInfo(certsDir, false)
-	cfg.PeerTLSInfo = TLSInfo(certsDir, true)
+	cfg.ClientTLSInfo = TLSInfo(certsDir)
+	cfg.PeerTLSInfo = TLSInfo(certsDir)
+	cfg.EnableGRPCGateway = false
 }
 
 // choosePorts keeps each wanted port that is free now and asks the OS for a

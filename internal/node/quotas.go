@@ -22,6 +22,7 @@ func (n *Node) openQuotas(ctx context.Context, cli *clientv3.Client, registry *p
 	}
 	n.quotas = st
 	n.api.AttachQuotas(st)
+	n.api.RefuseEarly(lim.Version)
 	return nil
 }
 

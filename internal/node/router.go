@@ -18,6 +18,7 @@ import (
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/membership"
+	"github.com/doppio-db/doppio/internal/quota"
 	"github.com/doppio-db/doppio/internal/replicas"
 )
 
@@ -61,7 +62,10 @@ type Router struct {
 	router   *replicas.Registry
 	api      *api.Server
 	users    *auth.Store
-	wg       sync.WaitGroup
+	// quotas are followed only to forget the leaders' over-quota
+	// refusals when a quota changes (api.Server.RefuseEarly).
+	quotas *quota.Store
+	wg     sync.WaitGroup
 }
 
 // StartRouter starts a router; it answers /healthz at once and the rest
@@ -134,6 +138,11 @@ func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 		return err
 	}
 	rt.api.AttachAuth(auth.New(rt.users, cfg.Auth))
+	lim := quota.NewLimiter(quota.LimiterConfig{})
+	if rt.quotas, err = quota.Open(ctx, quota.StoreConfig{Client: cli, Prefix: etcdPrefix, Limiter: lim, Logger: rt.log}); err != nil {
+		return fmt.Errorf("quotas: %w", err)
+	}
+	rt.api.RefuseEarly(lim.Version)
 	// No replica is ever opened here, so every request is routed
 	// elsewhere: to the leader the routing table names.
 	rt.router = replicas.New(replicas.Config{
@@ -177,6 +186,9 @@ func (rt *Router) Close() error {
 	}
 	if rt.users != nil {
 		rt.users.Close()
+	}
+	if rt.quotas != nil {
+		rt.quotas.Close()
 	}
 	if rt.view != nil {
 		rt.view.Close()

@@ -15,19 +15,6 @@ const metaApplied = "applied"
 // a pure function of its inputs, so every replica applies the same bytes.
 // encoded is ws.Encode(); its change-log part is stored as the log entry.
 func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
-	applyTo(b, p, ws, encoded, scn)
-	b.Notify(string(p.LogPrefix()))
-}
-
-// effects receives what a write set writes: a batch, or the points of an
-// ingested table (ApplyIngest).
-type effects interface {
-	Set(key, value []byte)
-	Delete(key []byte)
-	DeleteRange(start, end []byte)
-}
-
-func applyTo[E effects](b E, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
 	for _, w := range ws.Writes {
 		k := p.Document(w.Table, w.Key)
 		if w.After == nil {
@@ -57,6 +44,7 @@ func applyTo[E effects](b E, p keys.Partition, ws *WriteSet, encoded []byte, scn
 	if ws.Load != nil {
 		b.Set(p.Meta(metaLoadPrefix+ws.Load.To.Load), encodeLoadMark(ws.Load.To))
 	}
+	b.Notify(string(p.LogPrefix()))
 }
 
 func encodeSCN(s SCN) []byte {

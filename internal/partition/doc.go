@@ -5,6 +5,14 @@
 // Evaluation happens once, on the leader; apply is a pure function of the
 // write set and its SCN, so followers apply mechanically and idempotently.
 //
+// # Bulk loads
+//
+// LoadChunk applies a chunk of a bulk load: evaluated like a write of many
+// documents, it records how far its load got (a LoadMark, in partition
+// metadata) and applies only from the mark recorded, checked at
+// evaluation and again at apply (Applies), so no chunk applies twice. It
+// is applied as one ingested sstable (ApplyIngest) on every replica.
+//
 // # Consistency checksums
 //
 // ComputeChecksums sums a replica's state at one applied index range by

@@ -188,14 +188,9 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		res.SCN = r.repl.Applied()
 		return res, nil
 	}
-	if ws.Size() > r.limits.MaxWriteSetBytes {
-		return Result{}, problem.New(problem.TooLarge, "transaction writes %d bytes, more than the limit of %d", ws.Size(), r.limits.MaxWriteSetBytes)
-	}
-	scn, err := r.repl.Replicate(ctx, ws)
+	scn, later, err := r.replicate(ctx, ws, "transaction", release)
 	if err != nil {
-		if releaseWhenSettled(err, release) {
-			held = false
-		}
+		held = !later
 		return Result{}, err
 	}
 	res.SCN, res.Changed, res.WriteSetBytes = scn, true, ws.Size()
@@ -225,6 +220,20 @@ func (r *Replica) lockFor(ctx context.Context, group string, ops []Operation) (r
 		return r.latch.acquire(ctx, group)
 	}
 	return r.latch.acquireDocs(ctx, group, docs)
+}
+
+// replicate replicates ws, which what names in the error when it is over
+// the size limit. On failure, later says that release was taken over (see
+// releaseWhenSettled).
+func (r *Replica) replicate(ctx context.Context, ws *WriteSet, what string, release func()) (scn SCN, later bool, err error) {
+	if ws.Size() > r.limits.MaxWriteSetBytes {
+		return SCN{}, false, problem.New(problem.TooLarge, "%s writes %d bytes, more than the limit of %d", what, ws.Size(), r.limits.MaxWriteSetBytes)
+	}
+	scn, err = r.repl.Replicate(ctx, ws)
+	if err != nil {
+		return SCN{}, releaseWhenSettled(err, release), err
+	}
+	return scn, false, nil
 }
 
 // releaseWhenSettled takes over release when err says the write may still

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -204,14 +203,9 @@ func (r *Replica) LoadChunk(ctx context.Context, table string, version uint32, f
 		ws.Index.Deletes = append(ws.Index.Deletes, part.Index.Deletes...)
 		pendingPuts = append(pendingPuts, ev.pendingPuts)
 	}
-	if ws.Size() > r.limits.MaxWriteSetBytes {
-		return SCN{}, problem.New(problem.TooLarge, "chunk writes %d bytes, more than the limit of %d", ws.Size(), r.limits.MaxWriteSetBytes)
-	}
-	scn, err := r.repl.Replicate(ctx, ws)
+	scn, later, err := r.replicate(ctx, ws, "chunk", release)
 	if err != nil {
-		if releaseWhenSettled(err, release) {
-			held = false
-		}
+		held = !later
 		return SCN{}, err
 	}
 	for i, g := range groups {
@@ -312,68 +306,20 @@ func Applies(e *storage.Engine, p keys.Partition, ws *WriteSet, marks map[string
 	return true, nil
 }
 
-// ApplyIngest applies ws at scn as Apply would, as one sstable ingested
-// into e: after a crash either all of it is in or none is. extra are the
-// replicator's own points to hold with it (Raft's applied state), so that
-// what is applied and where the replica resumes never disagree. Every
-// batch committed before is made durable first: the table would otherwise
-// survive a crash that loses them.
+// ApplyIngest applies ws at scn as Apply would, as sstables ingested into
+// e (storage.Engine.IngestBatch): after a crash either all of it is in or
+// none is. extra are the replicator's own points to hold with it (Raft's
+// applied state), so that what is applied and where the replica resumes
+// never disagree.
 func ApplyIngest(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN, extra ...IndexEntry) error {
-	var pts points
-	applyTo(&pts, p, ws, encoded, scn)
-	if pts.ranges {
-		return errors.New("a write set applied by ingestion deletes no key ranges")
-	}
+	b := e.NewBatch()
+	Apply(b, p, ws, encoded, scn)
 	for _, x := range extra {
-		pts.Set(x.Key, x.Value)
+		b.Set(x.Key, x.Value)
 	}
-	slices.SortStableFunc(pts.list, func(a, b point) int { return bytes.Compare(a.key, b.key) })
-	dir, err := e.StagingDir("load-" + hex.EncodeToString(p))
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, "chunk.sst")
-	out, err := storage.FileWritable(path)
-	if err != nil {
-		return err
-	}
-	w := e.NewSSTWriter(out)
-	for i, pt := range pts.list {
-		if i+1 < len(pts.list) && bytes.Equal(pt.key, pts.list[i+1].key) {
-			continue // written again later: the later one is the effect
-		}
-		if pt.del {
-			err = w.Delete(pt.key)
-		} else {
-			err = w.Set(pt.key, pt.value)
-		}
-		if err != nil {
-			w.Close()
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := e.SyncWAL(); err != nil {
-		return err
-	}
-	return e.Ingest(context.Background(), []string{path})
-}
-
-// points gathers a write set's effects, in Apply's order, for a table.
-type points struct {
-	list   []point
-	ranges bool
-}
-
-type point struct {
-	key, value []byte
-	del        bool
-}
-
-func (s *points) Set(key, value []byte) { s.list = append(s.list, point{key: key, value: value}) }
-func (s *points) Delete(key []byte)     { s.list = append(s.list, point{key: key, del: true}) }
-func (s *points) DeleteRange(_, _ []byte) {
-	s.ranges = true
+	// One table per section of the partition (documents, index, log,
+	// metadata, Raft): each spans only its section, so a table of new
+	// documents can go below the tables it does not overlap.
+	section := func(key []byte) int { return int(key[len(p)]) }
+	return e.IngestBatch(context.Background(), b, "load-"+hex.EncodeToString(p), section)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -52,8 +54,13 @@ func msg(subject string, inbox bool, at int64) schema.Document {
 
 // state is every key and value under the partition's prefix.
 func state(t testing.TB, e *storage.Engine, p keys.Partition) map[string]string {
+	return keysIn(t, e, p, p.End())
+}
+
+// keysIn is every key in [start, end), and its value.
+func keysIn(t testing.TB, e *storage.Engine, start, end []byte) map[string]string {
 	t.Helper()
-	it, err := e.NewIter(p, p.End())
+	it, err := e.NewIter(start, end)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +100,10 @@ func TestLoadChunkIndexesEqualAScanOverChangedDocuments(t *testing.T) {
 		t.Fatalf("mark after the chunk = %+v, %v; want %+v", got, err, to)
 	}
 
-	// Every query answers what a scan of the documents does.
+	// Every query answers what a scan of the documents does, and no index
+	// entry is left of a replaced version.
 	for _, box := range []string{"a", "b", "c"} {
+		auditGroup(t, f, tb, box)
 		group, _ := keys.EncodeTuple(keys.Tuple{box})
 		entries, _, err := f.rep.Scan("Msg", group, nil, 1000)
 		if err != nil {
@@ -200,7 +209,7 @@ func TestLoadChunkRefusesAStaleMarkAndBadInputChangingNothing(t *testing.T) {
 		if !ok || pe.Kind != c.kind || (c.detail != "" && pe.Detail != c.detail) {
 			t.Fatalf("%s: %v, want %v %q", c.name, err, c.kind, c.detail)
 		}
-		if after := state(t, f.engine, f.rep.prefix); !mapsEqual(before, after) {
+		if after := state(t, f.engine, f.rep.prefix); !maps.Equal(before, after) {
 			t.Fatalf("%s changed the partition", c.name)
 		}
 	}
@@ -229,7 +238,7 @@ func TestStaleChunkIsANoOpAtApply(t *testing.T) {
 	if pe, ok := problem.As(err); !ok || pe.Kind != problem.Conflict {
 		t.Fatalf("second apply: %v, want a conflict", err)
 	}
-	if !mapsEqual(before, state(t, f.engine, f.rep.prefix)) {
+	if !maps.Equal(before, state(t, f.engine, f.rep.prefix)) {
 		t.Fatal("a stale chunk changed the partition")
 	}
 }
@@ -255,7 +264,7 @@ func TestLoadedChunkSurvivesReopeningRightAfterItsIngestion(t *testing.T) {
 	}
 	f = open(t, dir)
 	defer f.engine.Close()
-	if got := state(t, f.engine, f.rep.prefix); !mapsEqual(got, want) {
+	if got := state(t, f.engine, f.rep.prefix); !maps.Equal(got, want) {
 		t.Fatal("the partition differs after reopening")
 	}
 	if f.rep.Applied() != scn {
@@ -276,18 +285,6 @@ func mustKey(t testing.TB, parts ...any) []byte {
 	return k
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 func TestWriteSetCarriesItsLoadStep(t *testing.T) {
 	ws := &WriteSet{Mtime: 7, Ingest: true, Load: &LoadStep{From: LoadMark{Load: "x", Offset: 1, Records: 2}, To: LoadMark{Load: "x", Offset: 3, Records: 4, Done: true}},
 		Writes: []Write{{Table: "t", Key: []byte("k"), Op: OpInsert, AfterVersion: 1, After: []byte("v")}},
@@ -304,4 +301,51 @@ func TestWriteSetCarriesItsLoadStep(t *testing.T) {
 	if err != nil || log.Load == nil || *log.Load != *ws.Load {
 		t.Fatalf("the change-log part lost the load step: %+v, %v", log, err)
 	}
+}
+
+// BenchmarkLoad loads b.N small documents into a fresh partition, by
+// LoadChunk in chunks of 1000 and by one-document puts from 8 writers,
+// and reports the time per document. The comparison is
+// -benchtime=100000x.
+func BenchmarkLoad(b *testing.B) {
+	const chunk, writers = 10000, 8
+	prepare := func(b *testing.B) (*fixture, *schema.Table, []LoadDoc) {
+		f, tb := loadFixture(b)
+		docs := make([]LoadDoc, b.N)
+		for i := range docs {
+			docs[i] = loadDoc(b, tb, fmt.Sprintf("box%d", i%1000), int64(i), msg(fmt.Sprintf("note %d", i), i%2 == 0, int64(i)))
+		}
+		return f, tb, docs
+	}
+	b.Run("LoadChunk", func(b *testing.B) {
+		f, _, docs := prepare(b)
+		b.ResetTimer()
+		mark := LoadMark{Load: "bench"}
+		for start := 0; start < len(docs); start += chunk {
+			part := docs[start:min(start+chunk, len(docs))]
+			to := LoadMark{Load: "bench", Records: mark.Records + uint64(len(part)), Offset: mark.Offset + uint64(len(part))}
+			if _, err := f.rep.LoadChunk(context.Background(), "Msg", 1, mark, to, part); err != nil {
+				b.Fatal(err)
+			}
+			mark = to
+		}
+	})
+	b.Run("Put", func(b *testing.B) {
+		f, tb, docs := prepare(b)
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := w; i < len(docs); i += writers {
+					tuple, _ := keys.DecodeTuple(docs[i].Key)
+					doc, _ := tb.Decode(docs[i].Avro, 1, 1)
+					if _, err := f.rep.Execute(context.Background(), Request{Ops: []Operation{{Kind: Put, Table: tb, Key: tuple, Doc: doc}}}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

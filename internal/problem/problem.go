@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Kind classifies a user-facing failure.
@@ -96,6 +97,9 @@ type Error struct {
 	// RetryAfter, in seconds, accompanies Unavailable, TooManyRequests
 	// and OverQuota.
 	RetryAfter int
+	// Wait is the exact time RetryAfter rounds up, when known (OverQuota:
+	// until the buckets have repaid their debt).
+	Wait time.Duration
 }
 
 func (e *Error) Error() string { return e.Detail }

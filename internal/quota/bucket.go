@@ -50,11 +50,20 @@ func (b *Bucket) Rate() float64 { return b.rate }
 // when the bucket will have repaid its debt, in whole seconds rounded up
 // (at least 1), as a Retry-After header says it.
 func (b *Bucket) Admit(now time.Time) (ok bool, retryAfter int) {
+	ok, wait := b.admit(now)
+	if ok {
+		return true, 0
+	}
+	return false, retrySeconds(wait.Seconds())
+}
+
+// admit is Admit with the exact wait.
+func (b *Bucket) admit(now time.Time) (ok bool, wait time.Duration) {
 	b.refill(now)
 	if b.balance >= 0 {
 		return true, 0
 	}
-	return false, retrySeconds(-b.balance / b.rate)
+	return false, time.Duration(-b.balance / b.rate * float64(time.Second))
 }
 
 // Charge takes units from the bucket at now, into debt if need be.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/problem"
@@ -93,6 +94,9 @@ type Limiter struct {
 	burst time.Duration
 	now   func() time.Time
 
+	// version moves at every change of a quota (Version).
+	version atomic.Uint64
+
 	mu      sync.RWMutex
 	quotas  [2]map[string]Quota // by Scope
 	shares  Shares
@@ -156,6 +160,7 @@ func (l *Limiter) Replace(sc Scope, qs map[string]Quota) {
 }
 
 func (l *Limiter) setLocked(sc Scope, name string, q Quota) {
+	l.version.Add(1)
 	now := l.now()
 	if q.Unlimited() {
 		if _, ok := l.quotas[sc][name]; ok && sc == User {
@@ -182,6 +187,10 @@ func (l *Limiter) setLocked(sc Scope, name string, q Quota) {
 		}
 	}
 }
+
+// Version moves whenever a quota is set, changed or removed, so that a
+// refusal remembered elsewhere can be dropped when its quota changes.
+func (l *Limiter) Version() uint64 { return l.version.Load() }
 
 // SetShares changes this node's shares of the quotas; every bucket's rate
 // follows from now on.
@@ -220,7 +229,7 @@ func (l *Limiter) Admit(db, user string, u Unit) error {
 	defer l.mu.Unlock()
 	now := l.now()
 	var refused []string
-	retry := 0
+	var wait time.Duration
 	for _, c := range []struct {
 		sc    Scope
 		name  string
@@ -230,9 +239,9 @@ func (l *Limiter) Admit(db, user string, u Unit) error {
 		if c.limit == 0 || b == nil {
 			continue
 		}
-		if ok, after := b.Admit(now); !ok {
+		if ok, w := b.admit(now); !ok {
 			refused = append(refused, fmt.Sprintf("%s %s is over its %s quota of %d units per second", c.sc, c.name, u, c.limit))
-			retry = max(retry, after)
+			wait = max(wait, w)
 			l.throttled.WithLabelValues(c.sc.String(), c.name).Inc()
 		}
 	}
@@ -243,7 +252,8 @@ func (l *Limiter) Admit(db, user string, u Unit) error {
 	if len(refused) > 1 {
 		detail += " and " + refused[1]
 	}
-	return &problem.Error{Kind: problem.OverQuota, Operation: -1, RetryAfter: retry,
+	retry := retrySeconds(wait.Seconds())
+	return &problem.Error{Kind: problem.OverQuota, Operation: -1, RetryAfter: retry, Wait: wait,
 		Detail: fmt.Sprintf("%s; retry in %d s", detail, retry)}
 }
 

@@ -19,7 +19,11 @@
 //     prefix (keys.Partition.Raft...). Applying a committed write set writes,
 //     in one batch, the partition's documents, counters, change-log entry and
 //     applied SCN (partition.Apply) and the Raft applied index, so a restart
-//     resumes exactly after the last applied entry.
+//     resumes exactly after the last applied entry. A bulk-load chunk ends
+//     the batch and is applied as one ingested sstable holding the same
+//     effects and the applied index (partition.ApplyIngest), once the
+//     batches before it are durable; a chunk whose from-mark is no longer
+//     the partition's is a no-op on every replica (partition.Applies).
 //   - SCNs: generation = the Raft term of the entry, sequence = the previous
 //     applied sequence + 1. Sequences count committed write sets, so the
 //     change log has no gaps although Raft indexes also count empty and

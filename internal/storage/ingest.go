@@ -1,10 +1,12 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
@@ -74,11 +76,84 @@ func (e *Engine) Ingest(ctx context.Context, paths []string) error {
 	return nil
 }
 
-// SyncWAL makes every batch applied so far durable. An ingestion that
-// must not survive a crash without the batches before it (a Raft apply
-// committed without a sync) calls it first: an ingested table is durable
-// on its own, apart from the WAL.
-func (e *Engine) SyncWAL() error { return e.db.LogData(nil, pebble.Sync) }
+// IngestBatch applies b, uncommitted, by ingestion instead of through the
+// WAL and memtable: its writes (sets and point deletions; of two writes of
+// a key the later) go into sstables, a new one wherever section(key)
+// changes, ingested at once under the staging directory name. Every batch
+// committed before is made durable first: an ingested table is durable
+// on its own, and must not survive a crash without them (a Raft apply
+// committed without a sync). b is released; it holds no range deletions.
+func (e *Engine) IngestBatch(ctx context.Context, b *Batch, name string, section func(key []byte) int) error {
+	defer b.Close()
+	type write struct {
+		key, value []byte
+		del        bool
+	}
+	var ws []write
+	r := b.b.Reader()
+	for {
+		kind, key, value, ok, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch kind {
+		case pebble.InternalKeyKindSet:
+			ws = append(ws, write{key: key, value: value})
+		case pebble.InternalKeyKindDelete:
+			ws = append(ws, write{key: key, del: true})
+		default:
+			return fmt.Errorf("a batch ingested holds only sets and point deletions, not %s", kind)
+		}
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ws, func(a, b write) int { return bytes.Compare(a.key, b.key) })
+	dir, err := e.StagingDir(name)
+	if err != nil {
+		return err
+	}
+	var paths []string
+	var w *SSTWriter
+	cur := 0
+	for i, x := range ws {
+		if i+1 < len(ws) && bytes.Equal(x.key, ws[i+1].key) {
+			continue // written again later in the batch
+		}
+		if s := section(x.key); w == nil || s != cur {
+			if w != nil {
+				if err := w.Close(); err != nil {
+					return err
+				}
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%d.sst", len(paths)))
+			out, err := FileWritable(path)
+			if err != nil {
+				return err
+			}
+			w, cur, paths = e.NewSSTWriter(out), s, append(paths, path)
+		}
+		if x.del {
+			err = w.Delete(x.key)
+		} else {
+			err = w.Set(x.key, x.value)
+		}
+		if err != nil {
+			w.Close()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := e.db.LogData(nil, pebble.Sync); err != nil {
+		return err
+	}
+	return e.Ingest(ctx, paths)
+}
 
 // StagingDir returns an empty directory next to the store (on the same
 // file system, so Ingest can link files from it) for files about to be

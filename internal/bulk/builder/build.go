@@ -405,16 +405,7 @@ func (b *build) writePartition(p int) error {
 		}
 		return nil
 	})
-	if err == nil {
-		err = w.Close()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := finishFile(f, err, w.Close); err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	b.files[p] = w.File(p, name)
@@ -452,8 +443,14 @@ func (b *build) writeRejects() error {
 		}
 		return bw.err
 	})
+	return finishFile(f, err, bw.flush)
+}
+
+// finishFile completes an output file written so far with err: flush,
+// sync and close, keeping the first error.
+func finishFile(f *os.File, err error, flush func() error) error {
 	if err == nil {
-		err = bw.flush()
+		err = flush()
 	}
 	if err == nil {
 		err = f.Sync()

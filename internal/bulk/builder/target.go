@@ -162,7 +162,34 @@ func (t *Target) fromValues(m map[string]any) (keys.Tuple, schema.Document, erro
 // object without its key members, decoded by the same parser as a PUT
 // body. A syntax error is returned as is (the input is malformed, which
 // fails the build); anything else is a rejection.
+//
+// The fast path cuts the line without decoding it and only ever
+// succeeds; any failure is left to fromJSONSlow, so the two agree on
+// what fails and why (FuzzFromJSONPathsAgree).
 func (t *Target) fromJSON(line []byte) (keys.Tuple, schema.Document, error) {
+	parts, body, ok := t.splitLine(line)
+	if !ok {
+		return t.fromJSONSlow(line)
+	}
+	vals := make([]any, len(parts))
+	for i, raw := range parts {
+		if vals[i], ok = simpleKeyValue(raw); !ok {
+			return t.fromJSONSlow(line)
+		}
+	}
+	key, err := t.table.ParseKeyJSON(vals)
+	if err != nil {
+		return t.fromJSONSlow(line)
+	}
+	doc, err := t.table.DecodeJSON(body)
+	if err != nil {
+		return t.fromJSONSlow(line)
+	}
+	return key, doc, nil
+}
+
+// fromJSONSlow is fromJSON decoding the line with encoding/json first.
+func (t *Target) fromJSONSlow(line []byte) (keys.Tuple, schema.Document, error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(line, &members); err != nil {
 		if _, ok := err.(*json.SyntaxError); ok {

@@ -21,7 +21,6 @@ func main() {
 	root.AddCommand(devCommand(f), startCommand(f), routerCommand(f), certCommand(f))
 	root.AddCommand(changesCommand(f), bulkCommand(f))
 	root.AddCommand(backupCommands(f)...)
-	root.AddCommand(bulkCommand(f))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
 		os.Exit(1)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -30,10 +31,11 @@ const messageSchema = `{"type":"record","name":"M","fields":[{"name":"body","typ
 // cluster is one real node (embedded etcd, Pebble) with database D of
 // partitions partitions and table M.
 type cluster struct {
-	t   *testing.T
-	ctx context.Context
-	n   *node.Node
-	c   *client.Client
+	t    *testing.T
+	ctx  context.Context
+	n    *node.Node
+	c    *client.Client
+	data string // the node's data directory
 }
 
 func startCluster(t *testing.T, cfg node.Config, partitions int) *cluster {
@@ -60,7 +62,7 @@ func startCluster(t *testing.T, cfg node.Config, partitions int) *cluster {
 	if _, _, err := c.PutTable(ctx, "D", "M", client.TableSpec{Key: []client.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(messageSchema)}); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, ctx: ctx, n: n, c: c}
+	return &cluster{t: t, ctx: ctx, n: n, c: c, data: cfg.DataDir}
 }
 
 // build writes a build of docs ("id" → n) for table table of D with
@@ -157,6 +159,20 @@ func TestLoadFromADirectoryThenOverHTTPMergesByKey(t *testing.T) {
 		t.Fatalf("load ended %+v", l)
 	}
 	c.check(first)
+	// This node applied every chunk: /metrics and the audit log say so.
+	res, err := http.Get("http://" + c.n.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := fmt.Sprintf("doppio_bulk_load_applied_records_total{load=%q} 600\n", l.ID); !strings.Contains(string(metrics), want) {
+		t.Fatalf("/metrics lacks %q", want)
+	}
+	auditLog, _ := os.ReadFile(filepath.Join(c.data, "audit.log"))
+	if !strings.Contains(string(auditLog), `"action":"bulk.load.end","target":"`+l.ID+`","outcome":"success"`) {
+		t.Fatalf("audit log lacks the load's end:\n%s", auditLog)
+	}
 
 	// The same build again: the load as it is, done at once.
 	again, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: "file://" + dir})

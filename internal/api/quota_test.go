@@ -73,17 +73,23 @@ func consumed(t *testing.T, scope, name, unit string) float64 {
 	return metric(t, "doppio_quota_consumed_units_total", "name", name, "scope", scope, "unit", unit)
 }
 
-// overQuota checks a is a 429 problem with Retry-After retry whose detail
-// names what.
+// overQuota checks a is a 429 problem whose detail names what, with
+// Retry-After retry: the debt's seconds at 1 unit a second, rounded up,
+// or one less when a second passed since the debt was made (a loaded
+// machine), and X-Doppio-Retry-After-Ms the exact wait it rounds up.
 func overQuota(t *testing.T, a answer, retry int, what string) {
 	t.Helper()
 	expect(t, a, 429, what)
-	if got := a.header.Get("Retry-After"); got != strconv.Itoa(retry) {
-		t.Fatalf("%s: Retry-After %q, want %d", what, got, retry)
+	got, err := strconv.Atoi(a.header.Get("Retry-After"))
+	if err != nil || got > retry || got < max(retry-1, 1) {
+		t.Fatalf("%s: Retry-After %q, want %d", what, a.header.Get("Retry-After"), retry)
+	}
+	if ms, err := strconv.Atoi(a.header.Get("X-Doppio-Retry-After-Ms")); err != nil || ms > got*1000 || ms <= (got-1)*1000 {
+		t.Fatalf("%s: X-Doppio-Retry-After-Ms %q with Retry-After %d", what, a.header.Get("X-Doppio-Retry-After-Ms"), got)
 	}
 	p := decode(t, a.body)
 	if a.header.Get("Content-Type") != "application/problem+json" || p["type"] != "https://doppio.dev/problems/over-quota" ||
-		p["retryAfter"] != jsonNumber(retry) || !strings.Contains(fmt.Sprint(p["detail"]), what) {
+		p["retryAfter"] != jsonNumber(got) || !strings.Contains(fmt.Sprint(p["detail"]), what) {
 		t.Fatalf("%s: %s %s", what, a.header.Get("Content-Type"), a.body)
 	}
 }
@@ -173,7 +179,7 @@ func TestWritesOverQuotaAreRefusedAndChangeNothing(t *testing.T) {
 	overQuota(t, send(t, "POST", "/"+db+"/_txn", `{"ops":[{"op":"put","table":"T","key":["g","t"],"document":{"s":""}}]}`), 4, "write quota")
 	b := send(t, "POST", "/"+db+"/_batch", `{"ops":[{"op":"put","table":"T","key":["g","t"],"document":{"s":""}}]}`)
 	expect(t, b, 200, "batch")
-	if !strings.Contains(string(b.body), `"status":429`) || !strings.Contains(string(b.body), `"retryAfter":4`) {
+	if !strings.Contains(string(b.body), `"status":429`) || !(strings.Contains(string(b.body), `"retryAfter":4`) || strings.Contains(string(b.body), `"retryAfter":3`)) {
 		t.Fatalf("batch under a spent quota: %s", b.body)
 	}
 	expect(t, send(t, "GET", "/"+db+"/T/g/t", nil), 404, "the refused transaction's document")

@@ -6,6 +6,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/doppio-db/doppio/internal/buildinfo"
 
 	"github.com/spf13/cobra"
 )
@@ -16,11 +19,18 @@ func main() {
 		Short:         "Doppio: a distributed, schema-aware document store",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Version makes cobra add --version; the template prints what
+		// `doppio version` does.
+		Version: buildinfo.Get().Version,
 	}
+	var version strings.Builder
+	printVersion(&version)
+	root.SetVersionTemplate(version.String())
 	f := addClientCommands(root)
 	root.AddCommand(devCommand(f), startCommand(f), routerCommand(f), certCommand(f))
 	root.AddCommand(changesCommand(f))
 	root.AddCommand(backupCommands(f)...)
+	root.AddCommand(versionCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
 		os.Exit(1)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/buildinfo"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/membership"
@@ -84,7 +85,7 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	}
 	rt.sec = sec
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	sec.register(registry)
 	rt.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, rt.log, nil)
 	cfg.Auth.Registerer = registry

@@ -52,7 +52,10 @@ prints how to connect (or give your own --certs-dir).`,
 				}
 			}
 			if nodes <= 1 {
-				logger := newLogger()
+				logger, err := f.log.logger()
+				if err != nil {
+					return err
+				}
 				cfg, err := f.config(logger)
 				if err != nil {
 					return err
@@ -111,7 +114,10 @@ or with curl:
 // loopback ports, their logs prefixed with their ids. A child that dies
 // stays dead; its restart command is printed at start.
 func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int) error {
-	logger := newLogger()
+	logger, err := f.log.logger()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	certsDir := f.common.certsDir

@@ -46,6 +46,7 @@ type nodeFlags struct {
 	common        *clientFlags
 	auditLog      string
 	tokenLifetime time.Duration
+	log           logFlags
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -70,6 +71,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS and authentication although listening off loopback (refused without --certs-dir otherwise)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "file the audit log (logins, user, grant and schema changes, restores) is appended to (default DATA/audit.log)")
 	fl.DurationVar(&f.tokenLifetime, "token-lifetime", time.Hour, "how long a session token from POST /_auth/login is valid")
+	f.log.register(fl)
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -186,10 +188,6 @@ func reloadOnHangup(ctx context.Context, logger *slog.Logger, reload func() erro
 	}()
 }
 
-func newLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
 func startCommand(common *clientFlags) *cobra.Command {
 	f := &nodeFlags{common: common}
 	cmd := &cobra.Command{
@@ -218,7 +216,10 @@ node refuses to listen anywhere but loopback unless --insecure is given.`,
 			if f.id == "" {
 				return fmt.Errorf("--id is required")
 			}
-			logger := newLogger()
+			logger, err := f.log.logger()
+			if err != nil {
+				return err
+			}
 			cfg, err := f.config(logger)
 			if err != nil {
 				return err

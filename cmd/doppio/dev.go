@@ -275,7 +275,7 @@ func nthPort(addr string, k int) (string, error) {
 // perNodeFlags are the dev flags each node of a dev cluster gets its own
 // value of (or that are dev's alone); every other node flag reaches every
 // node as given.
-var perNodeFlags = map[string]bool{"data": true, "http": true, "grpc": true, "etcd": true, "pprof": true, "nodes": true, "help": true, "secure": true, "insecure": true}
+var perNodeFlags = map[string]bool{"data": true, "http": true, "grpc": true, "etcd": true, "pprof": true, "nodes": true, "help": true, "secure": true, "insecure": true, printConfigFlag: true}
 
 // sharedNodeArgs passes dev's node flags (nodeFlags.register, shared with
 // start) on to each `doppio start` child, so a flag added there reaches a

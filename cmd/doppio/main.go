@@ -14,6 +14,14 @@ import (
 )
 
 func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "doppio:", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot is the doppio command with every subcommand.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "doppio",
 		Short:         "Doppio: a distributed, schema-aware document store",
@@ -27,12 +35,9 @@ func main() {
 	printVersion(&version)
 	root.SetVersionTemplate(version.String())
 	f := addClientCommands(root)
-	root.AddCommand(devCommand(f), startCommand(f), routerCommand(f), certCommand(f))
+	root.AddCommand(withPrintConfig(f, devCommand(f)), withPrintConfig(f, startCommand(f)), withPrintConfig(f, routerCommand(f)), certCommand(f))
 	root.AddCommand(changesCommand(f))
 	root.AddCommand(backupCommands(f)...)
 	root.AddCommand(versionCommand())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "doppio:", err)
-		os.Exit(1)
-	}
+	return root
 }

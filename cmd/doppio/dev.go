@@ -77,7 +77,7 @@ prints how to connect (or give your own --certs-dir).`,
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().IntVar(&nodes, "nodes", 1, "number of node processes; above 1, etcd runs in this process and each node is a `doppio start` child (n1, n2, …)")
+	cmd.Flags().IntVar(&nodes, "nodes", 1, "number of node processes; above 1, etcd runs in this process and each node is a doppio start child (n1, n2, …)")
 	cmd.Flags().BoolVar(&secure, "secure", false, "TLS on every link, with certificates made in DATA/certs on first start (unless --certs-dir names others)")
 	return cmd
 }

@@ -78,7 +78,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	}
 	fl.StringVar(&f.id, "id", "", "node id, unique in the cluster and kept across restarts (required)")
 	fl.StringVar(&f.zone, "zone", "", "failure domain (rack, availability zone) for placement")
-	fl.BoolVar(&f.standby, "standby", false, "join without taking replicas until `doppio cluster add` (add several nodes in one rebalance)")
+	fl.BoolVar(&f.standby, "standby", false, "join without taking replicas until doppio cluster add (add several nodes in one rebalance)")
 	fl.StringSliceVar(&f.etcd, "etcd", nil, "etcd endpoints, comma-separated (or use --embed-etcd)")
 	fl.BoolVar(&f.embedEtcd, "embed-etcd", false, "run an etcd member inside this node (see --etcd-name, --etcd-peer, --etcd-client, --initial-cluster)")
 	fl.StringVar(&f.etcdName, "etcd-name", "", "name of the embedded etcd member (default: --id)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,14 +118,26 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	return rt, nil
 }
 
+// etcdProbeTimeout bounds a router's first exchange with etcd.
+const etcdProbeTimeout = 5 * time.Second
+
 func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: quietZap(), TLS: rt.sec.etcdTLS()})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	rt.client = cli
+	// The client dials lazily and the watches below retry forever: a
+	// wrong endpoint must fail here, with the endpoint named.
+	probe, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
+	_, err = cli.Get(probe, etcdPrefix+"probe", clientv3.WithCountOnly())
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("cannot reach etcd at %s within %s (doppio dev prints its endpoint on its first line, \"etcd: …\"): %w",
+			strings.Join(cfg.EtcdEndpoints, ","), etcdProbeTimeout, err)
+	}
 	if rt.catalog, err = catalog.Open(ctx, cli, etcdPrefix); err != nil {
-		return fmt.Errorf("catalog: %w", err)
+		return err
 	}
 	if rt.view, err = membership.Open(ctx, cli, etcdPrefix, rt.log); err != nil {
 		return err

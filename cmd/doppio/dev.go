@@ -332,7 +332,26 @@ func (c *devChild) lastLine() string {
 
 // commandLine is the shell command that starts the child again.
 func (c *devChild) commandLine() string {
-	return c.bin + " " + strings.Join(c.args, " ")
+	words := []string{shellQuote(c.bin)}
+	for _, a := range c.args {
+		words = append(words, shellQuote(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote is s as one word of a POSIX shell command: as is when plain,
+// else in single quotes ('' for an empty value such as --audit-log's).
+func shellQuote(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
+			plain = false
+		}
+	}
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // signal sends sig to the child if it runs.

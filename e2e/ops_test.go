@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,5 +208,56 @@ func TestRouterWithoutEtcdSaysSoAndExits(t *testing.T) {
 	}
 	if out := p.output(); !strings.Contains(out, "cannot reach etcd at "+dead) {
 		t.Errorf("output does not name the endpoint:\n%s", out)
+	}
+}
+
+// TestNodeTakesConfigFromFileAndEnvironmentAndReportsItsVersion: a dev
+// node configured by a --config file (its address) and a DOPPIO_*
+// variable (JSON logs) serves there, logs JSON, and reports the binary's
+// version in /metrics, /_cluster and doppio cluster status.
+func TestNodeTakesConfigFromFileAndEnvironmentAndReportsItsVersion(t *testing.T) {
+	out, err := exec.Command(binary, "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Version, GoVersion string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Version == "" || info.GoVersion == "" {
+		t.Fatalf("version --json: %s, %v", out, err)
+	}
+	addr := freePort(t)
+	config := filepath.Join(t.TempDir(), "doppio.yaml")
+	if err := os.WriteFile(config, []byte("http: "+addr+"\ndata: "+t.TempDir()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, []string{"DOPPIO_LOG_FORMAT=json"}, binary, "dev", "--config", config)
+	p.await(t, 60*time.Second, `"msg":"doppio node ready".*"http":"`+regexp.QuoteMeta(addr)+`"`)
+	for _, line := range strings.Split(strings.TrimSpace(p.output()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("a log line is not JSON: %s", line)
+		}
+	}
+	url := "http://" + addr
+	get := func(path string) string {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if m := get("/metrics"); !regexp.MustCompile(`(?m)^doppio_build_info\{.*version="` + regexp.QuoteMeta(info.Version) + `"\} 1$`).MatchString(m) {
+		t.Errorf("/metrics has no doppio_build_info for %s", info.Version)
+	}
+	var cluster struct {
+		Nodes         []struct{ ID, Version string }
+		MixedVersions bool
+	}
+	if err := json.Unmarshal([]byte(get("/_cluster")), &cluster); err != nil || len(cluster.Nodes) != 1 || cluster.Nodes[0].Version != info.Version || cluster.MixedVersions {
+		t.Errorf("/_cluster: %+v, %v; want one node at %s, not mixed", cluster, err, info.Version)
+	}
+	status, err := exec.Command(binary, "cluster", "status", "--server", url).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^NODE\s+STATE\s+INTENT\s+ZONE\s+VERSION`).Match(status) || !regexp.MustCompile(`(?m)^dev\s+alive\s+active\s+-\s+`+regexp.QuoteMeta(info.Version)+`\s`).Match(status) {
+		t.Errorf("cluster status: %v\n%s", err, status)
 	}
 }

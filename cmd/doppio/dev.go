@@ -340,7 +340,8 @@ func (c *devChild) commandLine() string {
 }
 
 // shellQuote is s as one word of a POSIX shell command: as is when plain,
-// else in single quotes ('' for an empty value such as --audit-log's).
+// else single-quoted (an empty value, such as --audit-log's, becomes a
+// pair of quotes).
 func shellQuote(s string) string {
 	plain := s != ""
 	for _, r := range s {

@@ -7,7 +7,16 @@ FUZZTIME ?= 100000x
 # FuzzRequest sends each input over HTTP to a real node: fewer executions.
 FUZZTIME_HTTP ?= 30000x
 
-.PHONY: run build test unit fuzz bench
+.PHONY: run build test unit fuzz bench release
+
+# What `doppio version` says: the nearest v* tag (else the CHANGELOG's
+# next version, marked -dev), the commit and its time (reproducible).
+VERSION ?= $(or $(patsubst v%,%,$(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null)),0.1.0-dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+BUILDINFO := github.com/doppio-db/doppio/internal/buildinfo
+LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
 
 # The end-to-end cluster tests (three or more nodes, routers, the
 # controller, the smart client, expansion, failover, change streams,
@@ -31,11 +40,28 @@ empty :=
 space := $(empty) $(empty)
 E2E_SECURE_RUN = ^($(subst $(space),|,$(strip $(E2E_SECURE_TESTS))))$$
 
+# Ctrl-C reaches make, go run and doppio alike; make must not report the
+# interrupted recipe as a failure, so the recipe itself traps SIGINT.
 run:
-	$(GO) run ./cmd/doppio dev --data ./doppio-data --http 127.0.0.1:8080
+	@trap 'exit 0' INT; $(GO) run -ldflags '$(LDFLAGS)' ./cmd/doppio dev --data ./doppio-data --http 127.0.0.1:8080
 
 build:
-	$(GO) build -o bin/doppio ./cmd/doppio
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/doppio ./cmd/doppio
+
+# dist/doppio-VERSION-OS-ARCH.tar.gz (the static binary, LICENSE,
+# CHANGELOG.md, README.md, the systemd unit) for each platform, and
+# dist/SHA256SUMS over them.
+release:
+	rm -rf dist && mkdir -p dist
+	set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=doppio-$(VERSION)-$$os-$$arch; \
+		mkdir -p dist/$$name; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/$$name/doppio ./cmd/doppio; \
+		cp LICENSE CHANGELOG.md README.md packaging/doppio.service dist/$$name/; \
+		tar -C dist --sort=name --owner=0 --group=0 --numeric-owner --mtime='$(DATE)' -czf dist/$$name.tar.gz $$name; \
+		rm -rf dist/$$name; \
+	done
+	cd dist && sha256sum *.tar.gz > SHA256SUMS
 
 # The whole suite: vet, every package's tests with the race detector
 # (end-to-end tests run the built binary), then each fuzz target briefly.

@@ -20,6 +20,8 @@ type ClusterInfo struct {
 	// Insecure: the node that answered runs without TLS (no certs
 	// directory), by its operator's explicit choice off loopback.
 	Insecure bool `json:"insecure"`
+	// MixedVersions: the live nodes do not all run the same version.
+	MixedVersions bool `json:"mixedVersions,omitempty"`
 }
 
 // NodeInfo describes one node in /_cluster.
@@ -30,8 +32,9 @@ type NodeInfo struct {
 	Zone    string     `json:"zone"`
 	State   string     `json:"state"` // alive, or dead (placed replicas but no registration)
 	Started *time.Time `json:"started,omitempty"`
-	Leads   int        `json:"leads"`   // partitions it leads
-	Follows int        `json:"follows"` // partitions it holds a non-leading replica of
+	Version string     `json:"version,omitempty"` // the Doppio version it runs ("" when dead)
+	Leads   int        `json:"leads"`             // partitions it leads
+	Follows int        `json:"follows"`           // partitions it holds a non-leading replica of
 	// Intent is what the operator wants of the node: active, standby,
 	// draining or removed (`doppio cluster add|drain|remove`).
 	Intent string `json:"intent"`

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -201,15 +200,4 @@ func bar(on bool, done, total uint64) string {
 func loadTotals(l client.Load) string {
 	return fmt.Sprintf("%s / %s, %d / %d records, %d / %d partitions done", humanize.Bytes(l.Bytes), humanize.Bytes(l.TotalBytes),
 		l.Records, l.TotalRecords, l.PartitionsDone, l.TotalPartitions)
-}
-
-// isTerminal reports whether w is a terminal: progress bars are drawn in
-// place there only.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

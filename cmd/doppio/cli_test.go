@@ -186,13 +186,20 @@ table MailboxDB/Mailbox: created, version 1
 table MailboxDB/Message: created, version 1
 skipped deliver-txn.json: a transaction, not a table
 `)
-	expect(t, "schema apply again", c.ok("", "schema", "apply", examples), `database MailboxDB: updated
-table MailboxDB/Mailbox: updated, version 1
-table MailboxDB/Message: updated, version 1
+	expect(t, "schema apply again", c.ok("", "schema", "apply", examples), `database MailboxDB: unchanged
+table MailboxDB/Mailbox: unchanged, version 1
+table MailboxDB/Message: unchanged, version 1
 skipped deliver-txn.json: a transaction, not a table
 `)
 
 	expect(t, "schema status", c.ok("", "schema", "status", "MailboxDB/Message"), `subject    text       [##############################] 100%  0/0  ready
+body       text       [##############################] 100%  0/0  ready
+senderId   attribute  [##############################] 100%  0/0  ready
+isInbox    attribute  [##############################] 100%  0/0  ready
+createdOn  attribute  [##############################] 100%  0/0  ready
+`)
+	// Into a pipe, --wait draws each state once and writes no escape codes.
+	expect(t, "schema status --wait into a pipe", c.ok("", "schema", "status", "MailboxDB/Message", "--wait"), `subject    text       [##############################] 100%  0/0  ready
 body       text       [##############################] 100%  0/0  ready
 senderId   attribute  [##############################] 100%  0/0  ready
 isInbox    attribute  [##############################] 100%  0/0  ready

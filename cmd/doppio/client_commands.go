@@ -27,6 +27,9 @@ type clientFlags struct {
 	auth     authFlags // see user_commands.go
 	// tls is the client's TLS, set by setupTLS when certsDir is.
 	tls *tls.Config
+	// sources says where each flag of the running command got its value
+	// (applyConfig), for --print-config.
+	sources map[string]configSource
 }
 
 func (f *clientFlags) client() *client.Client {
@@ -97,15 +100,19 @@ func (f *clientFlags) setupTLS(cmd *cobra.Command) error {
 // command sees.
 func addClientCommands(root *cobra.Command) *clientFlags {
 	f := &clientFlags{}
-	def := os.Getenv("DOPPIO_SERVER")
-	if def == "" {
-		def = "http://127.0.0.1:8080"
-	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&f.server, "server", def, "Doppio server URL ($DOPPIO_SERVER sets the default; http:// becomes https:// with --certs-dir)")
+	pf.String(configFlag, "", "YAML `FILE` of flag values (flag names as keys, lists for several values); DOPPIO_CONFIG names it too. A flag given wins over its DOPPIO_<FLAG> environment variable, which wins over the file")
+	pf.StringVar(&f.server, "server", "http://127.0.0.1:8080", "Doppio server `URL` (http:// becomes https:// with --certs-dir)")
 	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable, over quota or refuses connections")
-	pf.StringVar(&f.certsDir, "certs-dir", os.Getenv("DOPPIO_CERTS_DIR"), "certificates directory ($DOPPIO_CERTS_DIR): a client speaks TLS trusting its ca.crt and presents client.USER.crt; a node runs in secure mode with its ca.crt, node.crt, node.key")
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return f.setupTLS(cmd) }
+	pf.StringVar(&f.certsDir, "certs-dir", "", "certificates `DIR`: a client speaks TLS trusting its ca.crt and presents client.USER.crt; a node runs in secure mode with its ca.crt, node.crt, node.key")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		sources, err := applyConfig(cmd)
+		if err != nil {
+			return err
+		}
+		f.sources = sources
+		return f.setupTLS(cmd)
+	}
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
 	root.AddCommand(checkCommand(f), quotaCommand(f))
 	f.auth.register(pf)
@@ -166,6 +173,7 @@ func (b *bodyFlags) register(cmd *cobra.Command, what string) {
 	cmd.Flags().StringVarP(&b.data, "data", "d", "", what+" as inline JSON")
 	cmd.Flags().StringVarP(&b.file, "file", "f", "", what+" from a JSON file (default: stdin)")
 	cmd.MarkFlagsMutuallyExclusive("data", "file")
+	markNotConfig(cmd, "data", "file")
 }
 
 func (b *bodyFlags) read(cmd *cobra.Command) ([]byte, error) {

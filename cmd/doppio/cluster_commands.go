@@ -162,11 +162,14 @@ func printRebalance(out io.Writer, info client.ClusterInfo) {
 func printCluster(out io.Writer, info client.ClusterInfo) {
 	fmt.Fprintf(out, "active controller: %s\n", dash(info.Controller))
 	printRebalance(out, info)
+	if info.MixedVersions {
+		fmt.Fprintln(out, "warning: mixed versions: the live nodes do not all run the same Doppio (see VERSION)")
+	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tINTENT\tZONE\tHTTP\tGRPC\tLEADS\tFOLLOWS")
+	fmt.Fprintln(tw, "NODE\tSTATE\tINTENT\tZONE\tVERSION\tHTTP\tGRPC\tLEADS\tFOLLOWS")
 	for _, n := range info.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.ID, n.State, dash(n.Intent), dash(n.Zone), dash(n.HTTP), dash(n.GRPC), n.Leads, n.Follows)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.ID, n.State, dash(n.Intent), dash(n.Zone), dash(n.Version), dash(n.HTTP), dash(n.GRPC), n.Leads, n.Follows)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)

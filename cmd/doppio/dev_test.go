@@ -49,3 +49,13 @@ func TestDevClusterPassesEveryNodeFlagToItsNodes(t *testing.T) {
 		t.Fatalf("start refuses what dev passes on: %v", err)
 	}
 }
+
+// TestRestartCommandsSurviveTheShell: a printed restart command keeps
+// empty and special values one word each.
+func TestRestartCommandsSurviveTheShell(t *testing.T) {
+	c := &devChild{bin: "/opt/doppio dir/doppio", args: []string{"start", "--audit-log", "", "--zone", "it's", "--http", "127.0.0.1:8080"}}
+	want := `'/opt/doppio dir/doppio' start --audit-log '' --zone 'it'\''s' --http 127.0.0.1:8080`
+	if got := c.commandLine(); got != want {
+		t.Errorf("%s\nwant %s", got, want)
+	}
+}

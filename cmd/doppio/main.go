@@ -6,24 +6,38 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/doppio-db/doppio/internal/buildinfo"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "doppio:", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot is the doppio command with every subcommand.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "doppio",
 		Short:         "Doppio: a distributed, schema-aware document store",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Version makes cobra add --version; the template prints what
+		// `doppio version` does.
+		Version: buildinfo.Get().Version,
 	}
+	var version strings.Builder
+	printVersion(&version)
+	root.SetVersionTemplate(version.String())
 	f := addClientCommands(root)
-	root.AddCommand(devCommand(f), startCommand(f), routerCommand(f), certCommand(f))
-	root.AddCommand(changesCommand(f), bulkCommand(f))
-	root.AddCommand(exportCommand(f))
+	root.AddCommand(withPrintConfig(f, devCommand(f)), withPrintConfig(f, startCommand(f)), withPrintConfig(f, routerCommand(f)), certCommand(f))
+	root.AddCommand(changesCommand(f), bulkCommand(f), exportCommand(f))
 	root.AddCommand(backupCommands(f)...)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "doppio:", err)
-		os.Exit(1)
-	}
+	root.AddCommand(versionCommand())
+	return root
 }

@@ -19,6 +19,7 @@ func routerCommand(common *clientFlags) *cobra.Command {
 		maxDoc       int
 		timeout      time.Duration
 		insecure     bool
+		log          logFlags
 	)
 	cmd := &cobra.Command{
 		Use:         "router",
@@ -38,7 +39,10 @@ With --certs-dir (ca.crt, node.crt, node.key) it serves TLS, reaches etcd
 reloads the certificates on SIGHUP or when they change. Without it, it
 refuses to listen anywhere but loopback unless --insecure is given.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := newLogger()
+			logger, err := log.logger()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rt, err := node.StartRouter(ctx, node.RouterConfig{
@@ -62,6 +66,7 @@ refuses to listen anywhere but loopback unless --insecure is given.`,
 	fl.IntVar(&maxDoc, "max-document-bytes", 1<<20, "largest accepted document")
 	fl.DurationVar(&timeout, "request-timeout", 5*time.Second, "longest a request waits for a leader (X-Doppio-Timeout shortens it)")
 	fl.BoolVar(&insecure, "insecure", false, "run without TLS although listening off loopback (refused without --certs-dir otherwise)")
+	log.register(fl)
 	_ = cmd.MarkFlagRequired("etcd")
 	return cmd
 }

@@ -152,11 +152,13 @@ func schemaApplyCommand(f *clientFlags) *cobra.Command {
 				}
 				name = filepath.Base(abs)
 			}
-			_, created, err := c.PutDatabase(ctx, name, dbf.DatabaseSpec)
+			before, _ := c.GetDatabase(ctx, name) // absent: the zero Database
+			after, created, err := c.PutDatabase(ctx, name, dbf.DatabaseSpec)
 			if err != nil {
 				return fmt.Errorf("database.json: %w", err)
 			}
-			fmt.Fprintf(out, "database %s: %s\n", name, createdWord(created))
+			same := before.Partitions == after.Partitions && before.Replicas == after.Replicas && before.Partitioner == after.Partitioner
+			fmt.Fprintf(out, "database %s: %s\n", name, outcomeWord(created, same))
 
 			files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 			if err != nil {
@@ -188,11 +190,15 @@ func schemaApplyCommand(f *clientFlags) *cobra.Command {
 					return fmt.Errorf("%s: %w", base, err)
 				}
 				table := strings.TrimSuffix(base, ".json")
+				before, _ := c.GetTable(ctx, name, table) // absent: the zero Table
 				t, created, err := c.PutTable(ctx, name, table, ts)
 				if err != nil {
 					return fmt.Errorf("%s: %w", base, err)
 				}
-				fmt.Fprintf(out, "table %s/%s: %s, version %d\n", name, table, createdWord(created), t.Version)
+				same := before.Version == t.Version && slices.EqualFunc(before.Indexes, t.Indexes, func(a, b client.IndexStatus) bool {
+					return a.Field == b.Field && a.Kind == b.Kind
+				})
+				fmt.Fprintf(out, "table %s/%s: %s, version %d\n", name, table, outcomeWord(created, same), t.Version)
 			}
 			return nil
 		}),
@@ -201,9 +207,18 @@ func schemaApplyCommand(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-func createdWord(created bool) string {
-	if created {
+// outcomeWord says what applying did: created, unchanged (the server
+// holds what it held before) or updated.
+func outcomeWord(created, same bool) string {
+	switch {
+	case created:
 		return "created"
+	case same:
+		return "unchanged"
 	}
 	return "updated"
+}
+
+func createdWord(created bool) string {
+	return outcomeWord(created, false)
 }

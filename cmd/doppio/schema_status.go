@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -28,16 +29,24 @@ func schemaStatusCommand(f *clientFlags) *cobra.Command {
 			}
 			c := f.client()
 			out := cmd.OutOrStdout()
-			lines := 0
+			// Only a terminal redraws in place; a pipe or file gets each
+			// new state once, without escape codes.
+			redraw := wait && isTerminal(out)
+			lines, last := 0, ""
 			for {
 				t, err := c.GetTable(cmd.Context(), db, table)
 				if err != nil {
 					return err
 				}
-				if lines > 0 {
-					fmt.Fprintf(out, "\033[%dA", lines) // redraw in place
+				var now strings.Builder
+				n := printIndexes(&now, t, redraw)
+				if now.String() != last {
+					if lines > 0 && redraw {
+						fmt.Fprintf(out, "\033[%dA", lines) // redraw in place
+					}
+					fmt.Fprint(out, now.String())
+					lines, last = n, now.String()
 				}
-				lines = printIndexes(out, t, wait)
 				if !wait || allReady(t) {
 					return nil
 				}
@@ -82,6 +91,16 @@ func printIndexes(w io.Writer, t client.Table, redraw bool) int {
 		fmt.Fprintf(w, "%-*s  %-9s  %s %3.0f%%  %d/%d  %s%s", width, ix.Field, ix.Kind, progressBar(ix.Progress, 30), ix.Progress*100, ix.Done, ix.Total, ix.State, eol)
 	}
 	return len(t.Indexes)
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func progressBar(fraction float64, width int) string {

@@ -49,6 +49,7 @@ type nodeFlags struct {
 	tokenLifetime time.Duration
 	bulkThrottle  byteSize
 	bulkParallel  int
+	log           logFlags
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -75,13 +76,14 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.DurationVar(&f.tokenLifetime, "token-lifetime", time.Hour, "how long a session token from POST /_auth/login is valid")
 	fl.Var(&f.bulkThrottle, "bulk-throttle", "bytes per second of bulk-load files this node applies, all loads together, e.g. 50MB (0 = unbounded)")
 	fl.IntVar(&f.bulkParallel, "bulk-partitions", bulkload.DefaultParallel, "partitions this node bulk-loads at once at most")
+	f.log.register(fl)
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
 	}
 	fl.StringVar(&f.id, "id", "", "node id, unique in the cluster and kept across restarts (required)")
 	fl.StringVar(&f.zone, "zone", "", "failure domain (rack, availability zone) for placement")
-	fl.BoolVar(&f.standby, "standby", false, "join without taking replicas until `doppio cluster add` (add several nodes in one rebalance)")
+	fl.BoolVar(&f.standby, "standby", false, "join without taking replicas until doppio cluster add (add several nodes in one rebalance)")
 	fl.StringSliceVar(&f.etcd, "etcd", nil, "etcd endpoints, comma-separated (or use --embed-etcd)")
 	fl.BoolVar(&f.embedEtcd, "embed-etcd", false, "run an etcd member inside this node (see --etcd-name, --etcd-peer, --etcd-client, --initial-cluster)")
 	fl.StringVar(&f.etcdName, "etcd-name", "", "name of the embedded etcd member (default: --id)")
@@ -192,10 +194,6 @@ func reloadOnHangup(ctx context.Context, logger *slog.Logger, reload func() erro
 	}()
 }
 
-func newLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
 func startCommand(common *clientFlags) *cobra.Command {
 	f := &nodeFlags{common: common}
 	cmd := &cobra.Command{
@@ -224,7 +222,10 @@ node refuses to listen anywhere but loopback unless --insecure is given.`,
 			if f.id == "" {
 				return fmt.Errorf("--id is required")
 			}
-			logger := newLogger()
+			logger, err := f.log.logger()
+			if err != nil {
+				return err
+			}
 			cfg, err := f.config(logger)
 			if err != nil {
 				return err

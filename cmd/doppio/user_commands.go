@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -22,9 +21,9 @@ type authFlags struct {
 }
 
 func (a *authFlags) register(pf *pflag.FlagSet) {
-	pf.StringVar(&a.user, "user", os.Getenv("DOPPIO_USER"), "user to authenticate as: with --password by password, else by its client certificate client.USER.crt in --certs-dir (default root) ($DOPPIO_USER sets the default)")
-	pf.StringVar(&a.password, "password", os.Getenv("DOPPIO_PASSWORD"), "the user's password ($DOPPIO_PASSWORD sets the default)")
-	pf.StringVar(&a.token, "token", os.Getenv("DOPPIO_TOKEN"), "session token from `doppio login` ($DOPPIO_TOKEN sets the default)")
+	pf.StringVar(&a.user, "user", "", "`USER` to authenticate as: with --password by password, else by its client certificate client.USER.crt in --certs-dir (default root)")
+	pf.StringVar(&a.password, "password", "", "the user's password")
+	pf.StringVar(&a.token, "token", "", "session token from doppio login")
 }
 
 // options are the client options the credentials make: a token wins over

@@ -130,11 +130,13 @@ func Assemble(nodes []membership.Node, intent func(id string) membership.Intent,
 		}
 	}
 	known := map[string]bool{}
+	versions := map[string]bool{}
 	for _, nd := range nodes {
+		versions[nd.Version] = true
 		started := nd.Started
 		known[nd.ID] = true
 		info.Nodes = append(info.Nodes, wire.NodeInfo{
-			ID: nd.ID, HTTP: nd.HTTP, GRPC: nd.GRPC, Zone: nd.Zone, State: "alive", Started: &started, Intent: string(intent(nd.ID).State),
+			ID: nd.ID, HTTP: nd.HTTP, GRPC: nd.GRPC, Zone: nd.Zone, State: "alive", Started: &started, Version: nd.Version, Intent: string(intent(nd.ID).State),
 			Leads: leads[nd.ID], Follows: follows[nd.ID],
 		})
 	}
@@ -192,6 +194,7 @@ func Assemble(nodes []membership.Node, intent func(id string) membership.Intent,
 			info.Partitions = append(info.Partitions, pi)
 		}
 	}
+	info.MixedVersions = len(versions) > 1
 	slices.SortFunc(info.Nodes, func(a, b wire.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	sort.Slice(info.Partitions, func(i, j int) bool {
 		a, b := info.Partitions[i], info.Partitions[j]

@@ -73,3 +73,27 @@ func TestAssembleJoinsReportsWithPlacements(t *testing.T) {
 		t.Fatalf("assembled\n%s\nwant\n%s", got, wantJSON)
 	}
 }
+
+// TestAssembleFlagsMixedVersions: each live node shows the version it
+// registered, and the cluster is flagged once two live nodes differ.
+func TestAssembleFlagsMixedVersions(t *testing.T) {
+	for _, tc := range []struct {
+		versions []string
+		mixed    bool
+	}{
+		{[]string{"1.2.0", "1.2.0"}, false},
+		{[]string{"1.2.0", "1.3.0"}, true},
+		{[]string{"1.2.0", ""}, true}, // a node older than the version field
+	} {
+		nodes := []membership.Node{{ID: "a", Version: tc.versions[0]}, {ID: "b", Version: tc.versions[1]}}
+		got := Assemble(nodes, func(string) membership.Intent { return membership.Intent{} }, nil, nil)
+		if got.MixedVersions != tc.mixed {
+			t.Errorf("versions %q: mixedVersions %t, want %t", tc.versions, got.MixedVersions, tc.mixed)
+		}
+		for i, n := range got.Nodes {
+			if n.Version != tc.versions[i] {
+				t.Errorf("versions %q: node %s shows %q", tc.versions, n.ID, n.Version)
+			}
+		}
+	}
+}

@@ -43,6 +43,9 @@ type Node struct {
 	GRPC    string    `json:"grpc"` // host:port of node-to-node traffic (Raft)
 	Zone    string    `json:"zone"`
 	Started time.Time `json:"started"`
+	// Version is the Doppio version the node runs ("" for a node older
+	// than the field).
+	Version string `json:"version,omitempty"`
 	// Leaving: the node is shutting down and handing its leaderships
 	// over; no leadership should be handed to it.
 	Leaving bool `json:"leaving,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/doppio-db/doppio/internal/buildinfo"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/storage"
 )
@@ -20,7 +21,9 @@ import (
 //
 //	1: the first format recorded (2026-11-26): write-set format 3, text
 //	   index segments.
-const storeFormat = 1
+//
+// The value lives in buildinfo, which reports it with the version.
+const storeFormat = buildinfo.StoreFormat
 
 // storeFormatKey is the node-wide key holding the store's format.
 var storeFormatKey = keys.Node("format")

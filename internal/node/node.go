@@ -24,6 +24,7 @@ import (
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/buildinfo"
 	"github.com/doppio-db/doppio/internal/bulkload"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/clusterinfo"
@@ -240,7 +241,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	n.cfg.Controller.OnProgress = operator.RebalanceMetrics(registry)
 	sec.register(registry)
 	n.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, n.log, clusterView{n})
@@ -397,6 +398,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	}
 	n.reg, err = membership.Register(ctx, cli, etcdPrefix, membership.Node{
 		ID: n.cfg.ID, HTTP: advertised(n.Addr()), GRPC: advertised(n.PeerAddr()), Zone: n.cfg.Zone, Started: time.Now().UTC(),
+		Version: buildinfo.Get().Version,
 	}, membership.DefaultTTL, n.log)
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)

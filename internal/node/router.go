@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/api"
 	"github.com/doppio-db/doppio/internal/auth"
+	"github.com/doppio-db/doppio/internal/buildinfo"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/membership"
@@ -88,7 +90,7 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	}
 	rt.sec = sec
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	sec.register(registry)
 	rt.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, rt.log, nil)
 	cfg.Auth.Registerer = registry
@@ -120,14 +122,26 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	return rt, nil
 }
 
+// etcdProbeTimeout bounds a router's first exchange with etcd.
+const etcdProbeTimeout = 5 * time.Second
+
 func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: quietZap(), TLS: rt.sec.etcdTLS()})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	rt.client = cli
+	// The client dials lazily and the watches below retry forever: a
+	// wrong endpoint must fail here, with the endpoint named.
+	probe, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
+	_, err = cli.Get(probe, etcdPrefix+"probe", clientv3.WithCountOnly())
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("cannot reach etcd at %s within %s (doppio dev prints its endpoint on its first line, \"etcd: …\"): %w",
+			strings.Join(cfg.EtcdEndpoints, ","), etcdProbeTimeout, err)
+	}
 	if rt.catalog, err = catalog.Open(ctx, cli, etcdPrefix); err != nil {
-		return fmt.Errorf("catalog: %w", err)
+		return err
 	}
 	if rt.view, err = membership.Open(ctx, cli, etcdPrefix, rt.log); err != nil {
 		return err

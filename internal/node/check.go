@@ -14,7 +14,7 @@ import (
 type checkCluster struct{ n *Node }
 
 func (c checkCluster) Hosted(db string, p int) (consistency.Group, bool) {
-	if _, g, ok := c.n.router.Hosted(db, p); ok {
+	if _, g, ok := c.n.registry.Hosted(db, p); ok {
 		return g, true
 	}
 	return nil, false
@@ -70,11 +70,11 @@ func (n *Node) rebuildReplica(ctx context.Context, p keys.Partition) error {
 	n.rebuildingHere.Store(ref, struct{}{})
 	defer n.rebuildingHere.Delete(ref)
 	n.log.Warn("rebuilding replica from a snapshot (its leader found it inconsistent)", "db", ref.db, "partition", ref.p)
-	n.router.Drop(ref.db, ref.p)
+	n.registry.Drop(ref.db, ref.p)
 	g, err := n.host.StartRebuilt(p)
 	if err != nil {
 		return err
 	}
-	_, err = n.router.Open(ref.db, ref.p, g)
+	_, err = n.registry.Open(ref.db, ref.p, g)
 	return err
 }

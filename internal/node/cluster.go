@@ -58,7 +58,7 @@ func (n *Node) local() wire.LocalInfo {
 		transfers = n.api.Transfers()
 	}
 	var hosted iter.Seq2[consistency.Ref, clusterinfo.Replica]
-	if n.router != nil {
+	if n.registry != nil {
 		hosted = func(yield func(consistency.Ref, clusterinfo.Replica) bool) {
 			for ref, g := range n.hosted() {
 				if !yield(consistency.Ref{DB: ref.db, Partition: ref.p}, g) {

@@ -1,7 +1,8 @@
 // Package node wires one Doppio process together and holds no decisions:
-// it opens the REST listener, the peer listener, etcd (embedded or external), the schema
-// catalog, the storage engine and the router with its partition replicas,
-// and runs the node's background loops. Each decision belongs to another
+// it opens the REST listener, the peer listener, etcd (embedded or
+// external), the schema catalog, the storage engine and the replica
+// registry (replicas.Registry) with its partition replicas, and runs the
+// node's background loops. Each decision belongs to another
 // package: a replica's lifecycle to lifecycle.Next, consistency checks to
 // consistency, operator intents and the graceful stop to operator,
 // /_cluster and the node's metrics to clusterinfo, placement to
@@ -162,19 +163,19 @@ type Node struct {
 	peerDone chan struct{}
 	peers    *peer.Client
 
-	etcd    *embedetcd.Server
-	client  *clientv3.Client
-	catalog *catalog.Catalog
-	engine  *storage.Engine
-	host    *replication.Host
-	view    *membership.View
-	reg     *membership.Registration
-	router  *replicas.Registry
-	api     *api.Server
-	streams *datastream.Manager
-	loads   *bulkload.Manager
-	quotas  *quota.Store
-	self    uint64 // Raft id
+	etcd     *embedetcd.Server
+	client   *clientv3.Client
+	catalog  *catalog.Catalog
+	engine   *storage.Engine
+	host     *replication.Host
+	view     *membership.View
+	reg      *membership.Registration
+	registry *replicas.Registry
+	api      *api.Server
+	streams  *datastream.Manager
+	loads    *bulkload.Manager
+	quotas   *quota.Store
+	self     uint64 // Raft id
 
 	// parts maps a partition prefix to its (database, partition), for
 	// leadership callbacks from the replication loop.
@@ -403,7 +404,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	n.router = replicas.New(replicas.Config{
+	n.registry = replicas.New(replicas.Config{
 		Engine:    n.engine,
 		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes, BackfillRate: n.cfg.BackfillRate},
 		Tables:    n.catalog.Tables,
@@ -411,12 +412,12 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Directory: directory{n.view},
 		Logger:    n.log,
 	})
-	n.api.Attach(n.catalog, n.router)
+	n.api.Attach(n.catalog, n.registry)
 	n.ops = operator.New(operator.Config{
 		Self: n.self, Client: cli, Prefix: etcdPrefix, Cluster: n.view, Databases: n.catalog,
 		Registration: n.reg, Hosted: n.hostedReplicas, Server: n.api, Logger: n.log,
 	})
-	registry.MustRegister(clusterinfo.NewCollector(n.router, n.engine, n.host), clusterinfo.NewHealthCollector(clusterinfo.HealthSources{
+	registry.MustRegister(clusterinfo.NewCollector(n.registry, n.engine, n.host), clusterinfo.NewHealthCollector(clusterinfo.HealthSources{
 		Host: n.host, Database: n.databaseOf, Databases: n.catalog.Databases, Cluster: n.view,
 		Controlling: n.controlling.Load, DataDir: n.cfg.DataDir,
 	}))
@@ -431,7 +432,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	}))
 	n.streams, err = datastream.Open(ctx, datastream.Config{
 		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Schemas: n.catalog,
-		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.router, n.self}, Registry: registry, Logger: n.log,
+		Cluster: streamCluster{n.view}, Replicas: streamReplicas{n.registry, n.self}, Registry: registry, Logger: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("datastreams: %w", err)
@@ -439,7 +440,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	n.api.AttachDatastreams(n.streams)
 	n.loads = bulkload.Open(bulkload.Config{
 		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Catalog: n.catalog,
-		Replicas: loadReplicas{n.router, n.self}, Staging: filepath.Join(n.cfg.DataDir, "bulk"),
+		Replicas: loadReplicas{n.registry, n.self}, Staging: filepath.Join(n.cfg.DataDir, "bulk"),
 		Throttle: n.cfg.BulkThrottle, Parallel: n.cfg.BulkParallel, Registry: registry, Audit: n.audit, Logger: n.log,
 	})
 	n.api.AttachLoads(n.loads)
@@ -588,8 +589,8 @@ func (n *Node) Close() error {
 	if n.peerMux != nil {
 		errs = append(errs, n.peerMux.Close())
 	}
-	if n.router != nil {
-		n.router.Close()
+	if n.registry != nil {
+		n.registry.Close()
 	}
 	if n.view != nil {
 		n.view.Close()
@@ -655,7 +656,7 @@ func (n *Node) trimLoop() {
 		case <-n.stop:
 			return
 		case now := <-t.C:
-			for _, ps := range n.router.All() {
+			for _, ps := range n.registry.All() {
 				for _, p := range ps {
 					if _, err := p.TrimLog(n.cfg.Retention, now); err != nil {
 						n.log.Error("trim change log", "db", p.DB, "partition", p.ID, "err", err)
@@ -680,8 +681,8 @@ func (n *Node) followCatalog() {
 		case <-changes:
 		case <-n.led:
 		}
-		for db := range n.router.All() {
-			if err := n.router.SyncIndexes(db); err != nil {
+		for db := range n.registry.All() {
+			if err := n.registry.SyncIndexes(db); err != nil {
 				n.log.Error("sync indexes", "db", db, "err", err)
 			}
 		}
@@ -691,9 +692,9 @@ func (n *Node) followCatalog() {
 // hosted yields every partition hosted here with its Raft group.
 func (n *Node) hosted() iter.Seq2[partRef, *replication.Member] {
 	return func(yield func(partRef, *replication.Member) bool) {
-		for db, ps := range n.router.All() {
+		for db, ps := range n.registry.All() {
 			for _, rep := range ps {
-				if _, g, ok := n.router.Hosted(db, rep.ID); ok && !yield(partRef{db, rep.ID}, g) {
+				if _, g, ok := n.registry.Hosted(db, rep.ID); ok && !yield(partRef{db, rep.ID}, g) {
 					return
 				}
 			}

@@ -47,9 +47,9 @@ func (n *Node) quotaShares() quota.Shares {
 		partitions[d.Name] = d.Partitions
 	}
 	led := map[string]int{}
-	for db, reps := range n.router.All() {
+	for db, reps := range n.registry.All() {
 		for _, rep := range reps {
-			if _, g, ok := n.router.Hosted(db, rep.ID); ok {
+			if _, g, ok := n.registry.Hosted(db, rep.ID); ok {
 				if _, leading := g.Leader(); leading {
 					led[db]++
 				}

@@ -83,7 +83,7 @@ func (h lifecycleHost) PlacedReplicas(p lifecycle.Partition) ([]uint64, bool) {
 }
 
 func (h lifecycleHost) Hosted(p lifecycle.Partition) (lifecycle.Replica, bool) {
-	_, g, hosted := h.n.router.Hosted(p.DB, p.P)
+	_, g, hosted := h.n.registry.Hosted(p.DB, p.P)
 	if !hosted || g == nil {
 		return nil, hosted
 	}
@@ -119,7 +119,7 @@ func (h lifecycleHost) OnDisk() map[lifecycle.Partition]uint64 {
 	out := map[lifecycle.Partition]uint64{}
 	for _, d := range h.n.catalog.Databases() {
 		for p := range d.Partitions {
-			if _, _, hosted := h.n.router.Hosted(d.Name, p); hosted {
+			if _, _, hosted := h.n.registry.Hosted(d.Name, p); hosted {
 				continue
 			}
 			v, err := h.n.engine.Get(keys.PartitionPrefix(d.Name, p).RaftHardState())
@@ -149,7 +149,7 @@ func (h lifecycleHost) RestartEmpty(ctx context.Context, p lifecycle.Partition) 
 }
 
 func (h lifecycleHost) Drop(p lifecycle.Partition) error {
-	h.n.router.Drop(p.DB, p.P)
+	h.n.registry.Drop(p.DB, p.P)
 	err := h.n.host.Remove(keys.PartitionPrefix(p.DB, p.P))
 	h.n.parts.Delete(string(keys.PartitionPrefix(p.DB, p.P)))
 	h.n.reg.SetLeader(p.DB, p.P, 0)
@@ -196,7 +196,7 @@ func (n *Node) startReplica(ctx context.Context, ref partRef) (*replication.Memb
 	if err != nil {
 		return nil, err
 	}
-	if _, err := n.router.Open(ref.db, ref.p, g); err != nil {
+	if _, err := n.registry.Open(ref.db, ref.p, g); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -61,7 +61,7 @@ type Router struct {
 	client   *clientv3.Client
 	catalog  *catalog.Catalog
 	view     *membership.View
-	router   *replicas.Registry
+	registry *replicas.Registry
 	api      *api.Server
 	users    *auth.Store
 	// quotas are followed only to forget the leaders' over-quota
@@ -159,12 +159,12 @@ func (rt *Router) open(ctx context.Context, cfg RouterConfig) error {
 	rt.api.RefuseEarly(lim.Version)
 	// No replica is ever opened here, so every request is routed
 	// elsewhere: to the leader the routing table names.
-	rt.router = replicas.New(replicas.Config{
+	rt.registry = replicas.New(replicas.Config{
 		Tables:    rt.catalog.Tables,
 		Directory: directory{rt.view},
 		Logger:    rt.log,
 	})
-	rt.api.Attach(rt.catalog, rt.router)
+	rt.api.Attach(rt.catalog, rt.registry)
 	rt.api.Relay(func() []api.Peer {
 		nodes := rt.view.Nodes()
 		out := make([]api.Peer, len(nodes))
@@ -195,8 +195,8 @@ func (rt *Router) Close() error {
 		errs = append(errs, rt.http.Shutdown(ctx))
 	}
 	rt.wg.Wait()
-	if rt.router != nil {
-		rt.router.Close()
+	if rt.registry != nil {
+		rt.registry.Close()
 	}
 	if rt.users != nil {
 		rt.users.Close()

@@ -19,6 +19,7 @@ func routerCommand(common *clientFlags) *cobra.Command {
 		maxDoc       int
 		timeout      time.Duration
 		insecure     bool
+		httpServer   string
 		log          logFlags
 	)
 	cmd := &cobra.Command{
@@ -43,12 +44,16 @@ refuses to listen anywhere but loopback unless --insecure is given.`,
 			if err != nil {
 				return err
 			}
+			netHTTP, err := netHTTPOnly(httpServer)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rt, err := node.StartRouter(ctx, node.RouterConfig{
 				ID: id, HTTPAddr: httpAddr, EtcdEndpoints: etcd, Logger: logger,
 				API:      api.Config{MaxDocumentBytes: maxDoc, RequestTimeout: timeout},
-				CertsDir: common.certsDir, Insecure: insecure,
+				CertsDir: common.certsDir, Insecure: insecure, NetHTTPOnly: netHTTP,
 			})
 			if err != nil {
 				return err
@@ -66,6 +71,7 @@ refuses to listen anywhere but loopback unless --insecure is given.`,
 	fl.IntVar(&maxDoc, "max-document-bytes", 1<<20, "largest accepted document")
 	fl.DurationVar(&timeout, "request-timeout", 5*time.Second, "longest a request waits for a leader (X-Doppio-Timeout shortens it)")
 	fl.BoolVar(&insecure, "insecure", false, "run without TLS although listening off loopback (refused without --certs-dir otherwise)")
+	registerHTTPServer(fl, &httpServer)
 	log.register(fl)
 	_ = cmd.MarkFlagRequired("etcd")
 	return cmd

@@ -19,6 +19,7 @@ import (
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/placement"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // nodeFlags are the flags of `doppio start` (and of a single-node
@@ -70,7 +71,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.DurationVar(&f.checkInterval, "check-interval", 6*time.Hour, "how long after a partition's last consistency check its leader checks it again (0 = only on demand: doppio check)")
 	fl.Int64Var(&f.checkRate, "check-rate", 32<<20, "bytes per second a node reads for consistency checks")
 	fl.Int64Var(&f.rowCache, "row-cache-bytes", node.DefaultRowCacheBytes, "memory for recently read documents, answered without reading Pebble (0 = no row cache)")
-	fl.StringVar(&f.httpServer, "http-server", "fast-path", "how HTTP/1.1 is served: fast-path (plain requests by internal/http1, the rest by net/http) or net-http (net/http alone)")
+	registerHTTPServer(fl, &f.httpServer)
 	fl.BoolVar(&f.insecure, "insecure", false, "run without TLS and authentication although listening off loopback (refused without --certs-dir otherwise)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "file the audit log (logins, user, grant and schema changes, restores) is appended to (default DATA/audit.log)")
 	fl.DurationVar(&f.tokenLifetime, "token-lifetime", time.Hour, "how long a session token from POST /_auth/login is valid")
@@ -112,12 +113,8 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 	}
 	cfg.Controller = controller.Options{DeadNodeDelay: f.deadNodeDelay, MaxMoves: f.maxMoves, MaxMovesPerNode: f.maxMovesPerNode, Mode: mode}
 	cfg.Standby = f.standby
-	switch f.httpServer {
-	case "fast-path":
-	case "net-http":
-		cfg.NetHTTPOnly = true
-	default:
-		return cfg, fmt.Errorf("--http-server %q: want fast-path or net-http", f.httpServer)
+	if cfg.NetHTTPOnly, err = netHTTPOnly(f.httpServer); err != nil {
+		return cfg, err
 	}
 	if err := servePprof(f.pprofAddr, logger); err != nil {
 		return cfg, err
@@ -243,4 +240,20 @@ func (f *nodeFlags) rowCacheBytes() int64 {
 		return -1
 	}
 	return f.rowCache
+}
+
+// registerHTTPServer adds --http-server, shared by start, dev and router.
+func registerHTTPServer(fl *pflag.FlagSet, v *string) {
+	fl.StringVar(v, "http-server", "fast-path", "how HTTP/1.1 is served: fast-path (plain requests by internal/http1, the rest by net/http) or net-http (net/http alone)")
+}
+
+// netHTTPOnly reads --http-server.
+func netHTTPOnly(v string) (bool, error) {
+	switch v {
+	case "fast-path":
+		return false, nil
+	case "net-http":
+		return true, nil
+	}
+	return false, fmt.Errorf("--http-server %q: want fast-path or net-http", v)
 }

@@ -44,6 +44,9 @@ type RouterConfig struct {
 	// nodes over TLS with the node certificate.
 	CertsDir string
 	Insecure bool
+	// NetHTTPOnly serves the REST API with net/http alone, as on a node
+	// (Config.NetHTTPOnly).
+	NetHTTPOnly bool
 }
 
 // Router is a stateless `doppio router`: the REST API of the cluster with
@@ -101,6 +104,7 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	rt.listener = ln
 	rt.http = rt.api.HTTPServer()
 	rt.http.TLSConfig = sec.serverTLS()
+	rt.http.FallbackOnly = cfg.NetHTTPOnly
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()

@@ -342,7 +342,7 @@ func (b *build) decode(bt batch, it item) (key keysTuple, doc docMap, err error)
 	case it.cells != nil:
 		return b.t.fromCells(bt.header, it.cells)
 	case bt.pq != nil:
-		m, err := parquetRecord(bt.pq, b.t.fields, it.values)
+		m, err := parquetFields(bt.pq, b.t.fields, it.values)
 		if err != nil {
 			return nil, nil, err
 		}

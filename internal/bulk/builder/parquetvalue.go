@@ -9,15 +9,15 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// parquetRecord converts a Parquet row, as parquet-go reconstructs it
-// into a map, into the form schema.Table.Normalize takes. Each column is
-// read by its Parquet logical type and given the unit the table's Avro
-// field wants (fields: the table's fields by name); parquet-go alone
-// hands back pointers for optional nested columns, strings for binary
-// columns and raw integers for dates and timestamps.
-func parquetRecord(root parquet.Node, fields map[string]avro.Schema, m map[string]any) (map[string]any, error) {
+// parquetFields converts the members of group n (a Parquet row or
+// struct as parquet-go decodes it into a map) into the form
+// schema.Table.Normalize takes, each by its Parquet logical type and in
+// the unit its Avro field (fields, by name) wants: parquet-go alone gives
+// pointers for optional members, strings for binary columns and raw
+// counts for dates and timestamps. A member's failure names it.
+func parquetFields(n parquet.Node, fields map[string]avro.Schema, m map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(m))
-	for _, f := range root.Fields() {
+	for _, f := range n.Fields() {
 		v, ok := m[f.Name()]
 		if !ok {
 			continue
@@ -81,19 +81,7 @@ func parquetValue(n parquet.Node, want avro.Schema, v any) (any, error) {
 			fields[f.Name()] = f.Type()
 		}
 	}
-	out := make(map[string]any, len(m))
-	for _, f := range n.Fields() {
-		x, ok := m[f.Name()]
-		if !ok {
-			continue
-		}
-		c, err := parquetValue(f, fields[f.Name()], x)
-		if err != nil {
-			return nil, err
-		}
-		out[f.Name()] = c
-	}
-	return out, nil
+	return parquetFields(n, fields, m)
 }
 
 func parquetList(elem parquet.Node, items avro.Schema, v any) (any, error) {

@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +10,6 @@ import (
 	"github.com/doppio-db/doppio/internal/bulk"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/schema"
-	"github.com/parquet-go/parquet-go"
 )
 
 const typedSpec = `{
@@ -82,15 +80,7 @@ func TestParquetValuesTakeTheAvroFieldsForm(t *testing.T) {
 		{ID: 2, Raw: []byte{}, Label: "", Tags: []*string{}, Attrs: map[string]*int64{},
 			Day: -1, Midnight: -1, MS: -1, US: -1001, USDay: -1, Count: -7},
 	}
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[typedRow](&buf)
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	in := writeInput(t, t.TempDir(), "typed.parquet", buf.String())
+	in := writeInput(t, t.TempDir(), "typed.parquet", string(parquetBytes(t, rows)))
 	out := filepath.Join(t.TempDir(), "out")
 	m, err := runBuild(t, tg, out, Config{}, in)
 	if err != nil {

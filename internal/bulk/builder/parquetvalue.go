@@ -60,7 +60,7 @@ func parquetValue(n parquet.Node, want avro.Schema, v any) (any, error) {
 		if ms, ok := want.(*avro.MapSchema); ok {
 			values = ms.Values()
 		}
-		return parquetMap(mapValue(n), values, v)
+		return parquetMap(n, values, v)
 	}
 	if n.Repeated() {
 		// A repeated field without the LIST annotation: its values are the items.
@@ -100,10 +100,15 @@ func parquetList(elem parquet.Node, items avro.Schema, v any) (any, error) {
 	return out, nil
 }
 
-func parquetMap(value parquet.Node, values avro.Schema, v any) (any, error) {
+func parquetMap(n parquet.Node, values avro.Schema, v any) (any, error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Map {
 		return nativeValue(nil, v)
+	}
+	key, value := mapNodes(n)
+	if k := key; rv.Len() > 0 && k != nil && k.Leaf() && k.Type().Kind() != parquet.ByteArray && k.Type().Kind() != parquet.FixedLenByteArray {
+		// parquet-go makes text of other keys by their code point.
+		return nil, reject("map keys must be strings, not Parquet %s", k.Type())
 	}
 	out := make(map[string]any, rv.Len())
 	for it := rv.MapRange(); it.Next(); {
@@ -268,17 +273,20 @@ func listElement(n parquet.Node) parquet.Node {
 	return rep.Fields()[0]
 }
 
-// mapValue is the value node of a MAP-annotated group, nil when the
-// group is not the standard key_value form.
-func mapValue(n parquet.Node) parquet.Node {
+// mapNodes are the key and value nodes of a MAP-annotated group, nil
+// when the group is not the standard key_value form.
+func mapNodes(n parquet.Node) (key, value parquet.Node) {
 	fs := n.Fields()
 	if len(fs) != 1 {
-		return nil
+		return nil, nil
 	}
 	for _, f := range fs[0].Fields() {
-		if f.Name() == "value" {
-			return f
+		switch f.Name() {
+		case "key":
+			key = f
+		case "value":
+			value = f
 		}
 	}
-	return nil
+	return key, value
 }

@@ -113,3 +113,55 @@ func TestParquetValuesTakeTheAvroFieldsForm(t *testing.T) {
 		t.Fatalf("documents:\n got %#v\nwant %#v", got, want)
 	}
 }
+
+type intKeyedRow struct {
+	ID     int64            `parquet:"id"`
+	Attrs  map[string]int64 `parquet:"attrs"`
+	Counts map[int64]int64  `parquet:"counts,optional"`
+	Inner  *intKeyedInner   `parquet:"inner,optional"`
+}
+
+type intKeyedInner struct {
+	Attrs map[int64]int64 `parquet:"attrs"`
+}
+
+// TestParquetMapWithNonStringKeysIsRejected: Avro maps are keyed by
+// strings, so a value of a Parquet map column keyed otherwise is a reject
+// naming the column's path (a null one loads), and the build goes on.
+func TestParquetMapWithNonStringKeysIsRejected(t *testing.T) {
+	spec, err := ParseSpec([]byte(`{"key": [{"name": "id", "type": "long"}],
+	  "schema": {"type": "record", "name": "M", "fields": [
+	    {"name": "attrs", "type": {"type": "map", "values": "long"}},
+	    {"name": "counts", "type": ["null", {"type": "map", "values": "long"}]},
+	    {"name": "inner", "type": ["null", {"type": "record", "name": "I", "fields": [
+	      {"name": "attrs", "type": {"type": "map", "values": "long"}}]}]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := NewTarget("DB", "M", 2, 1, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []intKeyedRow{
+		{ID: 1, Attrs: map[string]int64{"a": 1}},
+		{ID: 2, Attrs: map[string]int64{}, Counts: map[int64]int64{7: 1}},
+		{ID: 3, Attrs: map[string]int64{}, Inner: &intKeyedInner{Attrs: map[int64]int64{8: 2}}},
+	}
+	in := writeInput(t, t.TempDir(), "m.parquet", string(parquetBytes(t, rows)))
+	out := filepath.Join(t.TempDir(), "out")
+	m, err := runBuild(t, tg, out, Config{}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(out, bulk.RejectsName))
+	want := `{"input":"` + in + `","record":2,"reason":"counts: map keys must be strings, not Parquet INT(64,true)"}` + "\n" +
+		`{"input":"` + in + `","record":3,"reason":"inner: attrs: map keys must be strings, not Parquet INT(64,true)"}` + "\n"
+	if m.Records != 1 || m.Rejected != 2 || string(got) != want {
+		t.Fatalf("%d records, %d rejected, rejects:\n%s\nwant:\n%s", m.Records, m.Rejected, got, want)
+	}
+	if docs := readBuild(t, tg, out); !reflect.DeepEqual(docs, map[string]schema.Document{
+		keys.Tuple{int64(1)}.String(): {"attrs": map[string]any{"a": int64(1)}, "counts": nil, "inner": nil},
+	}) {
+		t.Fatalf("documents: %#v", docs)
+	}
+}

@@ -76,10 +76,6 @@ func messageCase(t *testing.T) *bulkCase {
 // logical date) with a two-part integer key.
 func readingCase(t *testing.T) *bulkCase {
 	c := &bulkCase{db: "SensorDB", table: "Reading", partitions: 5,
-		// doppio bulk build reads optional Parquet columns of lists, maps
-		// and structs as pointers and binary columns as strings, and
-		// refuses or misreads them: it is held to the other formats here.
-		goFormats: []string{"jsonl", "csv", "avro"},
 		def: `{"key": [{"name": "sensorId", "type": "long"}, {"name": "seq", "type": "int"}],
 		"schema": {"type": "record", "name": "Reading", "namespace": "com.example.sensors", "fields": [
 			{"name": "value", "type": "double"},

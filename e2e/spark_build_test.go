@@ -43,18 +43,14 @@ func TestSparkBuildMatchesTheGoRules(t *testing.T) {
 				"--schema-version", "1", "--partitions", strconv.Itoa(c.partitions)}
 			sparkOut, goOut := filepath.Join(dir, "spark"), filepath.Join(dir, "go")
 			env.Build(t, append(c.inputArgs(bulkFormats), append(args, "--out", sparkOut)...)...)
-			goFormats := bulkFormats
-			if c.goFormats != nil {
-				goFormats = c.goFormats
-			}
-			goArgs := append([]string{"bulk", "build", "--out", goOut}, append(args, c.inputArgs(goFormats)...)...)
+			goArgs := append([]string{"bulk", "build", "--out", goOut}, append(args, c.inputArgs(bulkFormats)...)...)
 			if out, err := exec.Command(binary, goArgs...).CombinedOutput(); err != nil {
 				t.Fatalf("doppio bulk build: %v\n%s", err, out)
 			}
 			spark := c.check(t, "Spark", sparkOut, bulkFormats)
-			gob := c.check(t, "Go", goOut, goFormats)
+			gob := c.check(t, "Go", goOut, bulkFormats)
 			spark.Builder, gob.Builder = "", ""
-			if c.goFormats == nil && !reflect.DeepEqual(spark, gob) {
+			if !reflect.DeepEqual(spark, gob) {
 				t.Errorf("the manifests differ beyond the builder's name\nSpark: %+v\n   Go: %+v", spark, gob)
 			}
 		})
@@ -74,9 +70,6 @@ type bulkCase struct {
 	parquet    [][2]string
 	compiled   *schema.Table
 	inputs     []string // the inputs' paths, in bulkFormats order
-	// goFormats are the inputs doppio bulk build is given (nil: all);
-	// both builds are held to what Doppio's packages make of their inputs.
-	goFormats []string
 }
 
 // inputArgs are the --input flags of the inputs of formats.

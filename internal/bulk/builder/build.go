@@ -341,6 +341,12 @@ func (b *build) decode(bt batch, it item) (key keysTuple, doc docMap, err error)
 		return b.t.fromJSON(it.line)
 	case it.cells != nil:
 		return b.t.fromCells(bt.header, it.cells)
+	case bt.pq != nil:
+		m, err := parquetFields(bt.pq, b.t.fields, it.values)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b.t.fromValues(m)
 	}
 	v, err := nativeValue(bt.schema, it.values)
 	if err != nil {

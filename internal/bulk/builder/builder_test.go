@@ -137,11 +137,11 @@ func avroBytes(t *testing.T, evs []event) []byte {
 	return buf.Bytes()
 }
 
-func parquetBytes(t *testing.T, evs []event) []byte {
+func parquetBytes[T any](t *testing.T, rows []T) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[event](&buf)
-	if _, err := w.Write(evs); err != nil {
+	w := parquet.NewGenericWriter[T](&buf)
+	if _, err := w.Write(rows); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

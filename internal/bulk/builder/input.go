@@ -73,8 +73,9 @@ type item struct {
 // batch is consecutive items of one input, the unit handed to workers.
 type batch struct {
 	input  int
-	header []string    // CSV
-	schema avro.Schema // Avro: the file's record schema
+	header []string     // CSV
+	schema avro.Schema  // Avro: the file's record schema
+	pq     parquet.Node // Parquet: the file's schema
 	items  []item
 }
 
@@ -127,7 +128,7 @@ func (ir *inputReader) flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	ir.cur = batch{input: ir.idx, header: ir.cur.header, schema: ir.cur.schema}
+	ir.cur = batch{input: ir.idx, header: ir.cur.header, schema: ir.cur.schema, pq: ir.cur.pq}
 	ir.bytes = 0
 	return nil
 }
@@ -274,6 +275,7 @@ func (ir *inputReader) parquet(ctx context.Context, f *os.File) error {
 	if err != nil {
 		return fmt.Errorf("%s: not a Parquet file: %w", ir.in.Path, err)
 	}
+	ir.cur.pq = pf.Schema()
 	pr := parquet.NewReader(pf)
 	defer pr.Close()
 	for ord := uint64(1); ; ord++ {

@@ -27,16 +27,7 @@ func nativeValue(s avro.Schema, v any) (any, error) {
 				}
 			}
 		}
-		var only avro.Schema
-		for _, b := range u.Types() {
-			if b.Type() != avro.Null {
-				if only != nil {
-					return nativeValue(nil, v)
-				}
-				only = b
-			}
-		}
-		return nativeValue(only, v)
+		return nativeValue(nonNull(u), v)
 	}
 	switch x := v.(type) {
 	case bool, string, int64, float64, []byte:

@@ -40,10 +40,12 @@ empty :=
 space := $(empty) $(empty)
 E2E_SECURE_RUN = ^($(subst $(space),|,$(strip $(E2E_SECURE_TESTS))))$$
 
-# Ctrl-C reaches make, go run and doppio alike; make must not report the
-# interrupted recipe as a failure, so the recipe itself traps SIGINT.
-run:
-	@trap 'exit 0' INT; $(GO) run -ldflags '$(LDFLAGS)' ./cmd/doppio dev --data ./doppio-data --http 127.0.0.1:8080
+# Ctrl-C reaches make and doppio alike; make must not report the
+# interrupted recipe as a failure, so the recipe itself traps SIGINT. The
+# binary is built first: `go run` exits 1 when interrupted, whatever
+# doppio's own status.
+run: build
+	@trap 'exit 0' INT; ./bin/doppio dev --data ./doppio-data --http 127.0.0.1:8080
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/doppio ./cmd/doppio

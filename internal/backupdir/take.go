@@ -21,6 +21,7 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/internal/backup"
+	"github.com/doppio-db/doppio/internal/fsutil"
 )
 
 // Options say how to reach the cluster and report progress.
@@ -275,7 +276,7 @@ func Take(ctx context.Context, o Options, db, dir string, full bool) (*Manifest,
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(tmp, ManifestName), append(b, '\n')); err != nil {
+	if err := fsutil.WriteFileSync(filepath.Join(tmp, ManifestName), append(b, '\n')); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, m.ID)); err != nil {
@@ -373,22 +374,6 @@ func (o *Options) backupPartition(ctx context.Context, t *tracker, db string, p 
 			return part, fmt.Errorf("backup stream: unknown frame %q", kind)
 		}
 	}
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func syncDir(dir string) error {

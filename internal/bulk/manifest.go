@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/doppio-db/doppio/internal/fsutil"
 )
 
 // Names and constants of a build directory.
@@ -152,19 +154,7 @@ func WriteManifest(dir string, m *Manifest) error {
 		return err
 	}
 	tmp := filepath.Join(dir, ManifestName+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fsutil.WriteFileSync(tmp, b); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(dir, ManifestName))

@@ -65,6 +65,11 @@ type folding struct {
 	mu      sync.Mutex
 	counts  map[string]int  // table "\x00" group -> pending entries written since
 	running map[string]bool // folds at work; true: asked for again meanwhile
+	// active holds the groups a Fold is at work on, closed when it ends:
+	// one Fold of a group at a time, whoever calls it, since a purge
+	// rewrites posting blocks from what it read (index.PurgeDead) and two
+	// at once would put back postings the other dropped.
+	active map[string]chan struct{}
 	// drop: a fold holds it shared from before it reads which indexes are
 	// text until its write is applied; dropping an index takes it
 	// exclusively once its build is gone, so no fold writes entries of an
@@ -162,7 +167,8 @@ func (r *Replica) startFold(table string, group []byte) {
 // table into segments, foldDocs documents per write set, until none is
 // left. It runs on the leader only; a replica that does not lead
 // returns its Lead error. It latches only the documents it folds, so the
-// group's other writes go on meanwhile.
+// group's other writes go on meanwhile; a second Fold of the same group
+// waits for the first.
 func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 	if err := r.repl.Lead(ctx); err != nil {
 		return err
@@ -170,6 +176,11 @@ func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 	if err := r.refuseWhileRestoring(); err != nil {
 		return err
 	}
+	leave, err := r.folds.enter(ctx, table+"\x00"+string(group))
+	if err != nil {
+		return err
+	}
+	defer leave()
 	r.folds.drop.RLock()
 	defer r.folds.drop.RUnlock()
 	fields := r.textFields(table)
@@ -191,6 +202,36 @@ func (r *Replica) Fold(ctx context.Context, table string, group []byte) error {
 		}
 	}
 	return nil
+}
+
+// enter waits until no Fold of the group k (table "\x00" group) is at
+// work, then marks one at work until leave is called, or fails when ctx
+// ends first.
+func (f *folding) enter(ctx context.Context, k string) (leave func(), err error) {
+	for {
+		f.mu.Lock()
+		if f.active == nil {
+			f.active = map[string]chan struct{}{}
+		}
+		busy, ok := f.active[k]
+		if !ok {
+			done := make(chan struct{})
+			f.active[k] = done
+			f.mu.Unlock()
+			return func() {
+				f.mu.Lock()
+				delete(f.active, k)
+				f.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // purge drops the dead postings of the text list starting at list from

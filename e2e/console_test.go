@@ -239,10 +239,18 @@ func TestConsoleShowsALiveClusterInABrowser(t *testing.T) {
 	if got := eval[string](t, ctx, `document.getElementById('card-partitions').dataset.count`); got != "1000" {
 		t.Errorf("overview shows %s partitions, want 1000", got)
 	}
-	if got := eval[int](t, ctx, `document.querySelectorAll('#partitions .cell').length`); got != 1000 {
+	if got := eval[int](t, ctx, `[...document.querySelectorAll('#partitions canvas.grid')].reduce((n, c) => n + Number(c.dataset.cells), 0)`); got != 1000 {
 		t.Errorf("overview draws %d partition cells, want 1000", got)
 	}
-	do(t, ctx, "open a partition", chromedp.Click(chromedp.CSS(`.grid[data-db="shop"] .cell`)))
+	// A click on the grid's first cell opens partition 0 of shop.
+	xy := eval[[]float64](t, ctx, `(() => {
+		const c = document.querySelector('canvas.grid[data-db="shop"]');
+		c.scrollIntoView({ block: 'center' });
+		const b = c.getBoundingClientRect();
+		return [b.left + 3, b.top + 3];
+	})()`)
+	do(t, ctx, "open a partition", chromedp.MouseClickXY(xy[0], xy[1]))
+	waitIn(t, ctx, `document.querySelector('#partition-detail h2')?.textContent === 'Partition shop/0'`, "partition shop/0 opened")
 	waitIn(t, ctx, `document.querySelectorAll('#partition-detail tbody tr').length === 3`, "the partition's three replicas listed")
 	screenshot(t, ctx, shots, "overview")
 

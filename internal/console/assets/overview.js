@@ -42,6 +42,55 @@ function underReplicated(p) {
   return healthy.length < p.replicas.length;
 }
 
+// The partition grid is one canvas, a cell per partition coloured by its
+// leader: a thousand elements (or a hundred thousand at scale) cost the
+// browser more to build and lay out than everything else on the page.
+const cell = 12, gap = 2, step = cell + gap;
+
+function partitionGrid(db, ps, rank, width, pick) {
+  const cols = Math.max(10, Math.floor((width || 700) / step));
+  const rows = Math.ceil(ps.length / cols);
+  const dpr = window.devicePixelRatio || 1;
+  const canvas = h('canvas', { class: 'grid', role: 'img', 'aria-label': `${ps.length} partitions of ${db} by leader`, dataset: { db } });
+  canvas.width = cols * step * dpr;
+  canvas.height = Math.max(1, rows * step * dpr);
+  canvas.style.width = `${cols * step}px`;
+  const css = getComputedStyle(document.documentElement);
+  const bad = css.getPropertyValue('--bad').trim(), warn = css.getPropertyValue('--warn').trim();
+  const ctx = canvas.getContext('2d');
+  ctx.scale(dpr, dpr);
+  ctx.lineWidth = 2;
+  let drawn = 0;
+  ps.forEach((p, i) => {
+    const x = (i % cols) * step, y = Math.floor(i / cols) * step;
+    const r = rank.get(p.leader);
+    ctx.fillStyle = !p.leader ? bad : r == null ? '#cbd5e0' : colour(r);
+    ctx.fillRect(x, y, cell, cell);
+    if (underReplicated(p)) {
+      ctx.strokeStyle = warn;
+      ctx.strokeRect(x + 1, y + 1, cell - 2, cell - 2);
+    }
+    drawn++;
+  });
+  canvas.dataset.cells = drawn;
+  const at = e => {
+    // The canvas may be drawn narrower than its pixels (max-width).
+    const b = canvas.getBoundingClientRect();
+    const col = Math.floor((e.clientX - b.left) / b.width * cols), row = Math.floor((e.clientY - b.top) / b.height * rows);
+    const i = row * cols + col;
+    return col >= 0 && col < cols && i >= 0 && i < ps.length ? i : -1;
+  };
+  canvas.addEventListener('mousemove', e => {
+    const i = at(e);
+    canvas.title = i < 0 ? '' : `${db}/${ps[i].partition} leader ${ps[i].leader || 'none'} scn ${ps[i].scn}`;
+  });
+  canvas.addEventListener('click', e => {
+    const i = at(e);
+    if (i >= 0) pick(i);
+  });
+  return canvas;
+}
+
 function maxLag(p) { return Math.max(0, ...(p.members || []).map(m => m.lag ?? 0)); }
 
 export async function render(root, { signal }) {
@@ -107,17 +156,9 @@ export async function render(root, { signal }) {
       return h('span', null, sw, `led by ${id}`);
     }), h('span', null, badge('no leader', 'bad')), h('span', null, badge('under-replicated', 'warn')));
     const rows = [];
+    const rank = new Map(order.map((id, i) => [id, i]));
     for (const [db, ps] of byDb) {
-      const grid = h('div', { class: 'grid', dataset: { db } });
-      for (const p of ps) {
-        const cell = h('div', {
-          class: 'cell' + (p.leader ? '' : ' noleader') + (underReplicated(p) ? ' under' : ''),
-          title: `${db}/${p.partition} leader ${p.leader || 'none'} scn ${p.scn}`,
-          onclick: () => { selected = [db, p.partition]; drawDetail(); },
-        });
-        if (p.leader) cell.style.background = colour(order.indexOf(p.leader));
-        grid.append(cell);
-      }
+      const grid = partitionGrid(db, ps, rank, parts.clientWidth, i => { selected = [db, ps[i].partition]; drawDetail(); });
       const leaders = {};
       for (const p of ps) if (p.leader) leaders[p.leader] = (leaders[p.leader] || 0) + 1;
       rows.push(h('div', { class: 'panel', dataset: { db } },

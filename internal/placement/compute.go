@@ -58,11 +58,23 @@ type state struct {
 	// fresh[d][n] counts target replicas of database d on n that do not
 	// exist yet (free to retarget).
 	fresh [][]int
+	// on[d][n] lists, in partition order (positions in parts), the
+	// partitions of database d with a target replica on n: a move from n
+	// looks at n's replicas only, not at every partition of d.
+	on [][][]int
+	// epoch[n] changes whenever a partition with a target replica on n
+	// changes its target replicas; stuck[{d, a, b}] is a's epoch when no
+	// replica of d could move from a to b. Until a's epoch moves, that
+	// answer stands (it depends only on the partitions on a and the zones
+	// of a and b), so a balance does not search the same pair again.
+	epoch []uint64
+	stuck map[[3]int]uint64
 }
 
 // part is one partition: what its replicas report and its target.
 type part struct {
 	id       PartitionID
+	pos      int // index in state.parts
 	db, rf   int
 	voters   []int
 	learners []int
@@ -170,10 +182,13 @@ func newState(in Input) (*state, error) {
 	}
 	nn := len(s.ids)
 	s.cnt, s.lcnt, s.fresh = make([][]int, len(s.dbs)), make([][]int, len(s.dbs)), make([][]int, len(s.dbs))
+	s.on = make([][][]int, len(s.dbs))
 	for i := range s.dbs {
 		s.cnt[i], s.lcnt[i], s.fresh[i] = make([]int, nn), make([]int, nn), make([]int, nn)
+		s.on[i] = make([][]int, nn)
 	}
 	s.tot, s.ltot = make([]int, nn), make([]int, nn)
+	s.epoch, s.stuck = make([]uint64, nn), map[[3]int]uint64{}
 	s.pairs = make([][]int, nn)
 	for i := range s.pairs {
 		s.pairs[i] = make([]int, nn)
@@ -181,7 +196,7 @@ func newState(in Input) (*state, error) {
 
 	for d, db := range s.dbs {
 		for i := range db.Partitions {
-			p := &part{id: PartitionID{db.Name, i}, db: d, rf: db.Replicas, leader: -1, tleader: -1}
+			p := &part{id: PartitionID{db.Name, i}, pos: len(s.parts), db: d, rf: db.Replicas, leader: -1, tleader: -1}
 			a := in.Current[p.id]
 			seen := map[NodeID]bool{}
 			for _, id := range a.Replicas {
@@ -233,6 +248,7 @@ func newState(in Input) (*state, error) {
 
 // add and drop keep the replica counts in step with the target.
 func (s *state) add(p *part, n int) {
+	s.touch(p, n)
 	for _, m := range p.members {
 		s.pairs[m][n]++
 		s.pairs[n][m]++
@@ -243,9 +259,13 @@ func (s *state) add(p *part, n int) {
 	}
 	s.cnt[p.db][n]++
 	s.tot[n]++
+	on := s.on[p.db][n]
+	i, _ := slices.BinarySearch(on, p.pos)
+	s.on[p.db][n] = slices.Insert(on, i, p.pos)
 }
 
 func (s *state) drop(p *part, n int) {
+	s.touch(p, n)
 	i := slices.Index(p.members, n)
 	p.members = slices.Delete(p.members, i, i+1)
 	for _, m := range p.members {
@@ -257,6 +277,18 @@ func (s *state) drop(p *part, n int) {
 	}
 	s.cnt[p.db][n]--
 	s.tot[n]--
+	on := s.on[p.db][n]
+	if i, ok := slices.BinarySearch(on, p.pos); ok {
+		s.on[p.db][n] = slices.Delete(on, i, i+1)
+	}
+}
+
+// touch moves the epoch of every node p's target change concerns.
+func (s *state) touch(p *part, n int) {
+	s.epoch[n]++
+	for _, m := range p.members {
+		s.epoch[m]++
+	}
 }
 
 func (s *state) setLeader(p *part, n int) {

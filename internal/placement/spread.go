@@ -302,8 +302,13 @@ func (s *state) balanceStep(count, order func(n int) int, dbs []int) bool {
 // moveReplica moves database d's most movable replica from a to b, if one
 // can move.
 func (s *state) moveReplica(d, a, b int) bool {
+	key := [3]int{d, a, b}
+	if e, ok := s.stuck[key]; ok && e == s.epoch[a] {
+		return false
+	}
 	p := s.movable(d, a, b)
 	if p == nil {
+		s.stuck[key] = s.epoch[a]
 		return false
 	}
 	s.drop(p, a)
@@ -318,8 +323,9 @@ func (s *state) moveReplica(d, a, b int) bool {
 // a constraint.
 func (s *state) movable(d, a, b int) *part {
 	var notLed, led *part
-	for _, p := range s.byDB(d) {
-		if p.fixed || !p.has(a) || p.has(b) || p.isLearner(a) {
+	for _, i := range s.on[d][a] {
+		p := s.parts[i]
+		if p.fixed || p.has(b) || p.isLearner(a) {
 			continue
 		}
 		if p.moving && slices.Contains(p.previous, a) {

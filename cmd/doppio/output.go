@@ -22,7 +22,7 @@ const outputFlag = "output"
 var outputFormats = []string{"json", "yaml", "table"}
 
 func registerOutputFlag(pf *pflag.FlagSet) {
-	pf.StringP(outputFlag, "o", "", "print data as `json`, yaml or table (default: a table for cluster, status and list commands, JSON for documents and schemas)")
+	pf.StringP(outputFlag, "o", "", "print data as `FORMAT`: json, yaml or table (default: a table for cluster, status and list commands, JSON for documents and schemas)")
 }
 
 // outputFormat is cmd's -o, or def when none was given.

@@ -104,6 +104,9 @@ type request struct {
 	// once the routed leader failed, so retries go through the seed server.
 	route    *routeKey
 	unrouted bool
+	// stream leaves a 200 answer's body open (response.stream) for the
+	// caller to read for as long as it lasts, free of WithTimeout.
+	stream bool
 }
 
 func newRequest(method, path string) *request {
@@ -142,6 +145,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	stream io.ReadCloser // the open body of a streamed 200 answer
 }
 
 // do sends r, retrying as configured, and returns the answer when its
@@ -211,11 +215,22 @@ func (c *Client) once(ctx context.Context, r *request) (*response, error) {
 	for k, v := range r.header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Accept", "application/json")
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
 	c.authorize(req)
-	res, err := c.hc.Do(req)
+	hc := c.hc
+	if r.stream && hc.Timeout != 0 {
+		unbounded := *hc
+		unbounded.Timeout = 0
+		hc = &unbounded
+	}
+	res, err := hc.Do(req)
 	if err != nil {
 		return nil, err
+	}
+	if r.stream && res.StatusCode == http.StatusOK {
+		return &response{status: res.StatusCode, header: res.Header, stream: res.Body}, nil
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)

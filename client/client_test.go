@@ -488,7 +488,7 @@ func TestRetryHonoursRetryAfterOn503(t *testing.T) {
 	start = time.Now()
 	_, err = client.New(srv.URL, client.WithRetry(300*time.Millisecond)).Get(ctxT(t), "D", "T", client.Key{"k"})
 	var e *client.Error
-	if !errors.As(err, &e) || e.Status != 503 || e.RetryAfter != 1 || e.Detail != "node is starting" {
+	if !errors.As(err, &e) || !errors.Is(err, client.ErrUnavailable) || e.Status != 503 || e.RetryAfter != 1 || e.Detail != "node is starting" {
 		t.Fatalf("err = %#v; want the 503 problem", err)
 	}
 	if el := time.Since(start); el < 300*time.Millisecond || el > 900*time.Millisecond {

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,34 @@ func checkLight(t *testing.T, deps []string) {
 // consumer groups speak to etcd through its JSON gateway.
 func TestClientLinksNoneOfTheServersDependencies(t *testing.T) {
 	checkLight(t, goListDeps(t, "./..."))
+}
+
+// clientDeps is every package outside the standard library that the
+// client packages link, exactly: a new one is a decision to make here,
+// in review, not a side effect of an import.
+var clientDeps = []string{
+	"github.com/cespare/xxhash/v2",
+	"github.com/doppio-db/doppio/client",
+	"github.com/doppio-db/doppio/client/changes",
+	"github.com/doppio-db/doppio/client/changes/internal/etcdhttp",
+	"github.com/doppio-db/doppio/client/export",
+	"github.com/doppio-db/doppio/client/wire",
+	"github.com/doppio-db/doppio/internal/backoff",
+	"github.com/doppio-db/doppio/internal/changes/checkpoint",
+	"github.com/doppio-db/doppio/internal/keys",
+	"github.com/doppio-db/doppio/internal/scn",
+}
+
+func TestClientLinksExactlyItsListedPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	got := strings.Fields(string(out))
+	slices.Sort(got)
+	if !slices.Equal(got, clientDeps) {
+		t.Fatalf("the client packages link\n%s\nwant exactly\n%s", strings.Join(got, "\n"), strings.Join(clientDeps, "\n"))
+	}
 }
 
 // The server speaks to clients over HTTP; it does not link the public

@@ -77,7 +77,7 @@ func TestRetryHonoursRetryAfterOn429(t *testing.T) {
 		_, err = once.Put(ctx, qdb, "T", client.Key{"k"}, doc)
 	}
 	var e *client.Error
-	if !client.IsOverQuota(err) || !errors.As(err, &e) || e.RetryAfter < 2 || e.RetryAfter > 3 {
+	if !errors.Is(err, client.ErrOverQuota) || !errors.As(err, &e) || e.RetryAfter < 2 || e.RetryAfter > 3 {
 		t.Fatalf("writing past the quota: %v, want a 429 with Retry-After 2 or 3", err)
 	}
 

@@ -75,8 +75,9 @@ func TestBulkLoadSurvivesKill9UnderConcurrentWrites(t *testing.T) {
 	n1.must(201, "PUT", "/_schemas/B", map[string]any{"partitions": partitions, "replicas": 3})
 	n1.must(201, "PUT", "/_schemas/B/M", map[string]any{"key": []map[string]string{{"name": "id", "type": "string"}}, "schema": json.RawMessage(bulkSchema)})
 	waitFor(t, 60*time.Second, "partitions settled", func() (bool, string) { return settled(clusterInfo(t, n1), partitions, 3) })
-	// A build for another partition count is refused, naming the field.
-	if out, code := runCLI(t, n1.addr, "bulk", "load", buildBulk(t, partitions-1, 10)); code != 1 ||
+	// A build for another partition count is refused, naming the field,
+	// as a conflict (exit 4).
+	if out, code := runCLI(t, n1.addr, "bulk", "load", buildBulk(t, partitions-1, 10)); code != 4 ||
 		!strings.Contains(out, fmt.Sprintf("the build has %d partitions, database B has %d", partitions-1, partitions)) {
 		t.Fatalf("doppio bulk load of a 3-partition build exited %d:\n%s", code, out)
 	}

@@ -151,7 +151,7 @@ func partitionData(t *testing.T, n *clusterNode, db string, p int) map[string][]
 // TestConsistencyCheckRebuildsACorruptFollower runs three node processes,
 // corrupts one document in one follower's store while it is down, and
 // checks with `doppio check`: a report-only check names that follower and
-// range and exits 1; a repairing check rebuilds it from a snapshot; a
+// range and exits 6; a repairing check rebuilds it from a snapshot; a
 // check under concurrent writes then finds every replica equal.
 func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 	const partitions = 2
@@ -179,8 +179,8 @@ func TestConsistencyCheckRebuildsACorruptFollower(t *testing.T) {
 	// Any node serves /_cluster/check (it runs at the leader), and a
 	// router relays it.
 	out, code := runCLI(t, victim.addr, "check", "chk", "--no-repair")
-	if code != 1 {
-		t.Fatalf("report-only check of a corrupt replica exited %d, want 1:\n%s", code, out)
+	if code != 6 {
+		t.Fatalf("report-only check of a corrupt replica exited %d, want 6 (inconsistency):\n%s", code, out)
 	}
 	wantLine := fmt.Sprintf("  replica %s differs in documents/Counter: not repaired: repair not requested\n", victim.id)
 	if !strings.Contains(out, "[1/2] partition 0: inconsistent at scn ") || !strings.Contains(out, wantLine) ||

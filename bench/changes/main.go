@@ -125,7 +125,7 @@ type load struct {
 // and, if ks is not nil, observes the datastream meanwhile (its status,
 // the probe, CPU).
 func lag(ctx context.Context, base string, rate int, d time.Duration, writers int, ks *kafkaStream) load {
-	s, err := changes.Open(ctx, base, "bench", changes.Options{})
+	s, err := changes.Open(ctx, client.New(base), "bench", changes.Options{})
 	check(err)
 	defer s.Close()
 	first, err := s.Next() // the start checkpoint: subscribed
@@ -264,7 +264,7 @@ func keyText(key []any) string {
 }
 
 func throughput(ctx context.Context, c *client.Client, base string, events int) {
-	s, err := changes.Open(ctx, base, "bench", changes.Options{})
+	s, err := changes.Open(ctx, client.New(base), "bench", changes.Options{})
 	check(err)
 	l, err := s.Next()
 	check(err)
@@ -325,7 +325,7 @@ func throughput(ctx context.Context, c *client.Client, base string, events int) 
 	fmt.Printf("| raw NDJSON lines | %d | %.2f | %.0f | %.1f | %.2f | %.0f |\n", got, el.Seconds(), float64(got)/el.Seconds(), float64(bytesRead)/el.Seconds()/1e6, cpu.Seconds(), float64(got)/cpu.Seconds())
 
 	// Decoded events through client/changes.
-	s, err = changes.Open(ctx, base, "bench", changes.Options{From: from})
+	s, err = changes.Open(ctx, client.New(base), "bench", changes.Options{From: from})
 	check(err)
 	start, cpu0 = time.Now(), cpuTime()
 	got = 0

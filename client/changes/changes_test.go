@@ -163,7 +163,7 @@ func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
 	u := unique()
 	store := &changes.EtcdStore{Endpoints: etcdEPs, HTTPClient: etcdClient(t).client, Prefix: "/test/resume/" + u}
 	rec := &recorder{}
-	c := &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec.handle, SaveInterval: 50 * time.Millisecond}
+	c := &changes.Consumer{Client: client.New(serverURL), DB: "cdc", Store: store, Handle: rec.handle, SaveInterval: 50 * time.Millisecond}
 	stop := start(t, c)
 	// Start positions are known (and saved) before writing, so nothing is
 	// missed between subscribing and the first write.
@@ -191,7 +191,7 @@ func TestConsumerDeliversWholeTransactionsAndResumesFromItsStore(t *testing.T) {
 	// nothing it already handled comes again.
 	put(t, u, 4)
 	rec2 := &recorder{}
-	c2 := &changes.Consumer{Servers: []string{"http://127.0.0.1:1", serverURL}, DB: "cdc", Store: store, Handle: rec2.handle}
+	c2 := &changes.Consumer{Client: client.New("http://127.0.0.1:1"), Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec2.handle}
 	start(t, c2)
 	waitUntil(t, "the write made while stopped", func() bool { return rec2.count(u+"/4") == 1 })
 	put(t, u, 5)
@@ -209,7 +209,7 @@ func TestHandleErrorsAreRetriedNotSkipped(t *testing.T) {
 	var seen []string
 	fails := 2
 	store := &changes.MemoryStore{}
-	c := &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Partitions: []int{0, 1, 2, 3}, Store: store, SaveInterval: 20 * time.Millisecond, Handle: func(_ context.Context, tx changes.Txn) error {
+	c := &changes.Consumer{Client: client.New(serverURL), DB: "cdc", Partitions: []int{0, 1, 2, 3}, Store: store, SaveInterval: 20 * time.Millisecond, Handle: func(_ context.Context, tx changes.Txn) error {
 		mu.Lock()
 		defer mu.Unlock()
 		k := fmt.Sprintf("%v/%v", tx.Events[0].Key[0], tx.Events[0].Key[1])
@@ -240,7 +240,7 @@ func TestBootstrapDeliversTheSnapshotThenTheLog(t *testing.T) {
 	put(t, u, 1)
 	put(t, u, 2)
 	rec := &recorder{}
-	c := &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Bootstrap: true, Handle: rec.handle}
+	c := &changes.Consumer{Client: client.New(serverURL), DB: "cdc", Bootstrap: true, Handle: rec.handle}
 	start(t, c)
 	waitUntil(t, "snapshot", func() bool { return rec.count(u+"/2") == 1 })
 	put(t, u, 3)
@@ -263,7 +263,7 @@ func TestGroupSplitsPartitionsAndRebalances(t *testing.T) {
 	store := &changes.EtcdStore{Endpoints: etcdEPs, HTTPClient: cli.client, Prefix: "/test/group/" + u}
 	rec := &recorder{}
 	mk := func(id string, etcd *severable) *changes.Consumer {
-		return &changes.Consumer{Servers: []string{serverURL}, DB: "cdc", Store: store, Handle: rec.handle,
+		return &changes.Consumer{Client: client.New(serverURL), DB: "cdc", Store: store, Handle: rec.handle,
 			EtcdEndpoints: etcdEPs, EtcdHTTPClient: etcd.client, Group: u, Instance: id, LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
 	}
 	a, b := mk("a", cli), mk("b", etcdClient(t))

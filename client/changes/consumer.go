@@ -26,8 +26,12 @@ type Txn struct {
 // Consumer subscribes to a database's change stream and hands whole
 // transactions to Handle; see the package documentation.
 type Consumer struct {
-	// Servers are base URLs of Doppio nodes (any node serves any
-	// partition); a failing one is left for the next.
+	// Client reaches the first server, with the transport, TLS and
+	// credentials every stream uses (New sets it).
+	Client *client.Client
+	// Servers are more base URLs of Doppio nodes (any node serves any
+	// partition), reached with Client's settings; a failing server is
+	// left for the next.
 	Servers []string
 	DB      string
 	// Tables and Partitions filter the stream (default: all).
@@ -48,7 +52,6 @@ type Consumer struct {
 	SaveInterval time.Duration
 	// SnapshotChunk bounds the events of one snapshot Txn (default 1000).
 	SnapshotChunk int
-	HTTPClient    *http.Client
 	// Handle applies one transaction. Calls are sequential. An error is
 	// retried with backoff until Handle succeeds or the consumer stops.
 	Handle func(ctx context.Context, t Txn) error
@@ -78,6 +81,22 @@ type Consumer struct {
 	ownedMu  sync.Mutex
 }
 
+// New returns a consumer of db's changes through c that hands each
+// transaction to handle; set its other fields before Run.
+func New(c *client.Client, db string, handle func(ctx context.Context, t Txn) error) *Consumer {
+	return &Consumer{Client: c, DB: db, Handle: handle}
+}
+
+// servers are the clients the consumer streams from, in turn. Each gives
+// up at once: the consumer's own loop is the retry, moving to the next.
+func (c *Consumer) servers() []*client.Client {
+	out := []*client.Client{c.Client.At(c.Client.BaseURL(), client.WithRetry(0))}
+	for _, s := range c.Servers {
+		out = append(out, c.Client.At(s, client.WithRetry(0)))
+	}
+	return out
+}
+
 // Owned returns the partitions this instance consumes now.
 func (c *Consumer) Owned() []int {
 	c.ownedMu.Lock()
@@ -100,8 +119,8 @@ func (c *Consumer) logf(format string, args ...any) {
 // Run consumes until ctx ends (returning nil) or a failure it cannot
 // recover from.
 func (c *Consumer) Run(ctx context.Context) error {
-	if c.Handle == nil || c.DB == "" || len(c.Servers) == 0 {
-		return errors.New("changes: Consumer needs Servers, DB and Handle")
+	if c.Handle == nil || c.DB == "" || c.Client == nil {
+		return errors.New("changes: Consumer needs Client, DB and Handle (see New)")
 	}
 	if c.Store == nil {
 		c.Store = &MemoryStore{}
@@ -131,12 +150,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 func (c *Consumer) partitionCount(ctx context.Context) (int, error) {
 	var last error
-	for _, s := range c.Servers {
-		opts := []client.Option{client.WithRetry(0)} // the next server is the retry
-		if c.HTTPClient != nil {
-			opts = append(opts, client.WithHTTPClient(c.HTTPClient))
-		}
-		db, err := client.New(s, opts...).GetDatabase(ctx, c.DB)
+	for _, s := range c.servers() {
+		db, err := s.GetDatabase(ctx, c.DB)
 		if err == nil {
 			return db.Partitions, nil
 		}
@@ -254,6 +269,7 @@ var errRestart = errors.New("restart")
 // position resume from it, the others start afresh (or with a snapshot);
 // a failed stream is reopened on the next server.
 func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, saveErr <-chan error) error {
+	servers := c.servers()
 	server := 0
 	bo := backoff.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
@@ -268,12 +284,12 @@ func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, sa
 				return err
 			}
 			n++
-			go func() { errs <- c.stream(sctx, c.Servers[server%len(c.Servers)], with, Options{From: cp}, pr) }()
+			go func() { errs <- c.stream(sctx, servers[server%len(servers)], with, Options{From: cp}, pr) }()
 		}
 		if len(without) > 0 {
 			n++
 			go func() {
-				errs <- c.stream(sctx, c.Servers[server%len(c.Servers)], without, Options{Bootstrap: c.Bootstrap}, pr)
+				errs <- c.stream(sctx, servers[server%len(servers)], without, Options{Bootstrap: c.Bootstrap}, pr)
 			}()
 		}
 		var first error
@@ -309,7 +325,7 @@ func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, sa
 		if errors.As(first, &ce) && ce.Status >= 400 && ce.Status < 500 {
 			return first // the request itself is wrong: retrying cannot help
 		}
-		c.logf("changes: stream from %s failed: %v; retrying", c.Servers[server%len(c.Servers)], first)
+		c.logf("changes: stream from %s failed: %v; retrying", servers[server%len(servers)].BaseURL(), first)
 		server++
 		if bo.Wait(ctx) != nil {
 			return nil
@@ -321,8 +337,8 @@ func (c *Consumer) streamLoop(ctx context.Context, parts []int, pr *progress, sa
 // stream reads one stream and hands its transactions to Handle. It
 // returns errRestart once a stream without positions has given them (so
 // the loop reopens everything from positions), or the stream's error.
-func (c *Consumer) stream(ctx context.Context, server string, parts []int, o Options, pr *progress) error {
-	o.Tables, o.Partitions, o.HTTPClient = c.Tables, parts, c.HTTPClient
+func (c *Consumer) stream(ctx context.Context, server *client.Client, parts []int, o Options, pr *progress) error {
+	o.Tables, o.Partitions = c.Tables, parts
 	s, err := Open(ctx, server, c.DB, o)
 	if err != nil {
 		return err

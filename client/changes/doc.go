@@ -1,6 +1,9 @@
 // Package changes consumes Doppio's change stream (GET /_changes/{db}).
 //
-// Open reads one stream line by line: events and checkpoint-only lines.
+// Both ways go through a *client.Client, with its transport, TLS,
+// credentials and retries: Open(ctx, c, db, o) reads one stream line by
+// line (events and checkpoint-only lines); New(c, db, handle) makes a
+// Consumer.
 //
 // A Consumer is the managed way: it subscribes to a database (optionally
 // filtered by tables and partitions), groups events into whole

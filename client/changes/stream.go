@@ -52,9 +52,6 @@ type Options struct {
 	// commit (or with a snapshot, when Bootstrap is set).
 	From      string
 	Bootstrap bool
-	// HTTPClient sends the request (default: a client without timeout;
-	// a stream lasts as long as it is read).
-	HTTPClient *http.Client
 }
 
 // ErrBootstrapRequired is returned (wrapped in a *client.Error with status
@@ -76,8 +73,10 @@ type Stream struct {
 	sources string
 }
 
-// Open starts streaming db's changes from the server at baseURL.
-func Open(ctx context.Context, baseURL, db string, o Options) (*Stream, error) {
+// Open starts streaming db's changes from c's server, through c's
+// transport, TLS, credentials and retries; the stream lasts as long as it
+// is read, whatever c's WithTimeout.
+func Open(ctx context.Context, c *client.Client, db string, o Options) (*Stream, error) {
 	q := url.Values{}
 	if len(o.Tables) > 0 {
 		q.Set("tables", strings.Join(o.Tables, ","))
@@ -95,32 +94,11 @@ func Open(ctx context.Context, baseURL, db string, o Options) (*Stream, error) {
 	if o.Bootstrap {
 		q.Set("bootstrap", "true")
 	}
-	u := strings.TrimRight(baseURL, "/") + "/_changes/" + url.PathEscape(db)
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	a, err := c.Stream(ctx, "/_changes/"+url.PathEscape(db), q, "application/x-ndjson")
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/x-ndjson")
-	hc := o.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		e := &client.Error{Status: resp.StatusCode}
-		_ = json.Unmarshal(b, e)
-		e.Status = resp.StatusCode
-		return nil, e
-	}
-	return &Stream{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 256<<10), sources: resp.Header.Get("X-Doppio-Change-Sources")}, nil
+	return &Stream{body: a.Body, br: bufio.NewReaderSize(a.Body, 256<<10), sources: a.Header.Get("X-Doppio-Change-Sources")}, nil
 }
 
 // Next returns the next line. A stream that the server ends with an error

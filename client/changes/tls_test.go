@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -62,11 +61,6 @@ func TestConsumerGroupOverTLS(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	hc := func() *http.Client {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tlsCfg.Clone()
-		return &http.Client{Transport: tr}
-	}
 	u := unique()
 	rec := &recorder{}
 	put := func(from, to int) {
@@ -78,7 +72,7 @@ func TestConsumerGroupOverTLS(t *testing.T) {
 	}
 	// Written before the group starts: delivered by its bootstrap.
 	put(0, 5)
-	c := &changes.Consumer{Servers: []string{server}, HTTPClient: hc(), DB: "sec", Handle: rec.handle, Bootstrap: true,
+	c := &changes.Consumer{Client: docs, DB: "sec", Handle: rec.handle, Bootstrap: true,
 		Store:         &changes.EtcdStore{Endpoints: appEtcd.Endpoints(), Prefix: "/test/tls/" + u},
 		EtcdEndpoints: appEtcd.Endpoints(), Group: u, Instance: "a", LeaseTTL: 2, SaveInterval: 50 * time.Millisecond}
 	start(t, c)

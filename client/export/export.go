@@ -219,6 +219,7 @@ func probe(dir, want string) error {
 // exporter is one planned export.
 type exporter struct {
 	o      Options
+	c      *client.Client
 	db     client.Database
 	tables []Table
 	byName map[string]Table
@@ -236,7 +237,7 @@ type exporter struct {
 // plan checks the database, tables and checkpoint and reads what the
 // export needs before it writes anything.
 func plan(ctx context.Context, c *client.Client, o Options) (*exporter, error) {
-	x := &exporter{o: o, byName: map[string]Table{}, limit: newLimiter(o.Throttle)}
+	x := &exporter{o: o, c: c, byName: map[string]Table{}, limit: newLimiter(o.Throttle)}
 	db, err := c.GetDatabase(ctx, o.DB)
 	if client.IsNotFound(err) {
 		return nil, inputErr("database %q does not exist", o.DB)
@@ -471,7 +472,7 @@ func (x *exporter) tableNames() []string {
 // snapshot writes partition p's documents as of one SCN: the bootstrap of
 // a change stream, up to its first checkpoint.
 func (x *exporter) snapshot(ctx context.Context, p int, pf *partFiles) (checkpoint.Position, string, error) {
-	s, err := changes.Open(ctx, x.o.Server, x.db.Name, changes.Options{Tables: x.tableNames(), Partitions: []int{p}, Bootstrap: true, HTTPClient: x.o.HTTP})
+	s, err := changes.Open(ctx, x.c, x.db.Name, changes.Options{Tables: x.tableNames(), Partitions: []int{p}, Bootstrap: true})
 	if err != nil {
 		return checkpoint.Position{}, "", err
 	}
@@ -507,7 +508,7 @@ func (x *exporter) changes(ctx context.Context, from checkpoint.Position, head s
 		return pos, "", nil
 	}
 	cp := checkpoint.Checkpoint{DB: x.db.Name, Positions: []checkpoint.Position{from}}
-	s, err := changes.Open(ctx, x.o.Server, x.db.Name, changes.Options{Tables: x.tableNames(), Partitions: []int{from.Partition}, From: cp.String(), HTTPClient: x.o.HTTP})
+	s, err := changes.Open(ctx, x.c, x.db.Name, changes.Options{Tables: x.tableNames(), Partitions: []int{from.Partition}, From: cp.String()})
 	if err != nil {
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Status == http.StatusGone {

@@ -24,7 +24,7 @@ func TestCertCommandsAndSecureDev(t *testing.T) {
 	if _, errs, code := c.run("", "cert", "create-client", "node"); code != 1 || !strings.Contains(errs, `user name "node" is reserved`) {
 		t.Fatalf("create-client node: exit %d, %s", code, errs)
 	}
-	if _, errs, code := c.run("", "cert", "create-node"); code != 1 || !strings.Contains(errs, "requires at least 1 arg") {
+	if _, errs, code := c.run("", "cert", "create-node"); code != exitUsage || !strings.Contains(errs, "requires at least 1 arg") {
 		t.Fatalf("create-node without a host: exit %d, %s", code, errs)
 	}
 	list := c.ok("", "cert", "list")

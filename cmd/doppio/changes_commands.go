@@ -34,9 +34,7 @@ A dropped connection is resumed from the last checkpoint for as long as
 --retry allows.`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			server, _ := cmd.Flags().GetString("server")
-			retry, _ := cmd.Flags().GetDuration("retry")
-			o := changes.Options{From: from, Bootstrap: bootstrap, HTTPClient: f.httpClient()}
+			o := changes.Options{From: from, Bootstrap: bootstrap}
 			if tables != "" {
 				o.Tables = strings.Split(tables, ",")
 			}
@@ -51,7 +49,10 @@ A dropped connection is resumed from the last checkpoint for as long as
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return tailChanges(ctx, cmd, server, args[0], o, retry, checkpoints, count)
+			// The loop below is the retry: it resumes from the last
+			// checkpoint, which the client's own retry could not.
+			c := f.client().At(f.server, client.WithRetry(0))
+			return tailChanges(ctx, cmd, c, args[0], o, f.retry, checkpoints, count)
 		}),
 	}
 	fl := tail.Flags()
@@ -66,12 +67,12 @@ A dropped connection is resumed from the last checkpoint for as long as
 	return cmd
 }
 
-func tailChanges(ctx context.Context, cmd *cobra.Command, server, db string, o changes.Options, retry time.Duration, checkpoints bool, count int) error {
+func tailChanges(ctx context.Context, cmd *cobra.Command, c *client.Client, db string, o changes.Options, retry time.Duration, checkpoints bool, count int) error {
 	out := cmd.OutOrStdout()
 	printed := 0
 	var failingSince time.Time
 	for {
-		s, err := changes.Open(ctx, server, db, o)
+		s, err := changes.Open(ctx, c, db, o)
 		if err == nil {
 			failingSince = time.Time{}
 			for {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/client/wire"
 
 	"github.com/spf13/cobra"
@@ -24,8 +25,9 @@ func checkCommand(f *clientFlags) *cobra.Command {
 		Long: `Runs a consistency check of each partition of DB at its leader: every
 replica sums its data at the same log position and the leader compares them.
 A follower that differs from the majority is rebuilt from a snapshot unless
---no-repair. Exits 1 if a partition is left inconsistent or could not be
-checked.`,
+--no-repair. Exits 6 if a partition is left inconsistent, else 5 if the
+server cannot be reached, 3 if DB does not exist, 1 if a partition could
+not be checked otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db := args[0]
@@ -45,10 +47,14 @@ checked.`,
 			}
 			bad := 0
 			counts := map[string]int{}
+			var failure error // the first partition that could not be checked
 			for i, p := range partitions {
 				pc, err := checkPartition(hc, base, db, p, !noRepair)
 				if err != nil {
 					pc = wire.PartitionCheck{Database: db, Partition: p, Result: "failed", Error: err.Error()}
+					if failure == nil {
+						failure = err
+					}
 				}
 				counts[pc.Result]++
 				printPartitionCheck(out, i+1, len(partitions), pc)
@@ -64,7 +70,12 @@ checked.`,
 			}
 			fmt.Fprintf(out, "%s: %d partitions checked: %s\n", db, len(partitions), strings.Join(parts, ", "))
 			if bad > 0 {
-				return fmt.Errorf("%d of %d partitions of %s are inconsistent or could not be checked", bad, len(partitions), db)
+				// Inconsistency wins the exit code; else the first failure's.
+				cause := failure
+				if counts["inconsistent"] > 0 {
+					cause = errInconsistent
+				}
+				return detailError{msg: fmt.Sprintf("%d of %d partitions of %s are inconsistent or could not be checked", bad, len(partitions), db), err: cause}
 			}
 			return nil
 		},
@@ -136,13 +147,13 @@ func callJSON(hc *http.Client, method, u string, v any) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		var pb struct {
-			Detail string `json:"detail"`
+		pe := &client.Error{}
+		if json.Unmarshal(b, pe) != nil || pe.Detail == "" {
+			pe.Detail = string(b)
 		}
-		if json.Unmarshal(b, &pb) == nil && pb.Detail != "" {
-			return fmt.Errorf("%s", pb.Detail)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, b)
+		pe.Status = resp.StatusCode
+		// Printed as the detail alone; the status decides the exit code.
+		return detailError{msg: pe.Detail, err: pe}
 	}
 	return json.Unmarshal(b, v)
 }

@@ -303,11 +303,11 @@ createdOn  attribute  [##############################] 100%  0/0  ready
 
 	// Failures print the problem's detail and exit non-zero.
 	_, errs, code := c.run("", "put", "MailboxDB/Mailbox/alice", "-d", "{}", "--if-match", `"0000"`)
-	if code != 1 || !strings.HasPrefix(errs, `doppio: If-Match: the document's ETag is "`) {
+	if code != exitConflict || !strings.HasPrefix(errs, `doppio: If-Match: the document's ETag is "`) {
 		t.Fatalf("conditional put: exit %d, stderr %q", code, errs)
 	}
 	_, errs, code = c.run("", "get", "MailboxDB/Mailbox/nobody")
-	if code != 1 || errs != "doppio: document Mailbox [\"nobody\"] does not exist\n" {
+	if code != exitNotFound || errs != "doppio: document Mailbox [\"nobody\"] does not exist\n" {
 		t.Fatalf("get missing: exit %d, stderr %q", code, errs)
 	}
 	_, errs, code = c.run("", "put", "MailboxDB/Mailbox/alice", "-d", `{"unreadCount":"x"}`)
@@ -355,11 +355,11 @@ func TestCLISchemaPutDatabaseAndTable(t *testing.T) {
 	// Incompatible: a new field without a default.
 	bad := `{"key":[{"name":"sku","type":"string"}],"schema":{"type":"record","name":"Item","fields":[{"name":"price","type":"long"},{"name":"qty","type":"long"}]}}`
 	_, errs, code := c.run(bad, "schema", "put", "Shop/Item")
-	if code != 1 || !strings.Contains(errs, "qty") {
+	if code != exitConflict || !strings.Contains(errs, "qty") {
 		t.Fatalf("incompatible schema: exit %d, stderr %q", code, errs)
 	}
 	_, errs, code = c.run("", "schema", "get", "Nope")
-	if code != 1 || errs != "doppio: database \"Nope\" does not exist\n" {
+	if code != exitNotFound || errs != "doppio: database \"Nope\" does not exist\n" {
 		t.Fatalf("schema get missing: exit %d, stderr %q", code, errs)
 	}
 }
@@ -385,11 +385,11 @@ $`)
 		t.Fatalf("doppio check Shop --partition 1:\n%s", out)
 	}
 	_, errs, code := c.run("", "check", "Nope")
-	if code != 1 || errs != "doppio: database \"Nope\" does not exist\n" {
+	if code != exitNotFound || errs != "doppio: database \"Nope\" does not exist\n" {
 		t.Fatalf("check of a missing database: exit %d, stderr %q", code, errs)
 	}
 	out, errs, code = c.run("", "check", "Shop", "--partition", "7")
-	if code != 1 || !strings.Contains(out, "[1/1] partition 7: failed: database \"Shop\" has partitions 0 to 1, not 7\n") ||
+	if code != exitNotFound || !strings.Contains(out, "[1/1] partition 7: failed: database \"Shop\" has partitions 0 to 1, not 7\n") ||
 		errs != "doppio: 1 of 1 partitions of Shop are inconsistent or could not be checked\n" {
 		t.Fatalf("check of a missing partition: exit %d, stdout %q, stderr %q", code, out, errs)
 	}

@@ -101,6 +101,7 @@ func (f *clientFlags) setupTLS(cmd *cobra.Command) error {
 func addClientCommands(root *cobra.Command) *clientFlags {
 	f := &clientFlags{}
 	pf := root.PersistentFlags()
+	registerOutputFlag(pf)
 	pf.String(configFlag, "", "YAML `FILE` of flag values (flag names as keys, lists for several values); DOPPIO_CONFIG names it too. A flag given wins over its DOPPIO_<FLAG> environment variable, which wins over the file")
 	pf.StringVar(&f.server, "server", "http://127.0.0.1:8080", "Doppio server `URL` (http:// becomes https:// with --certs-dir)")
 	pf.DurationVar(&f.retry, "retry", client.DefaultRetry, "how long to retry while the server is unavailable, over quota or refuses connections")
@@ -131,12 +132,22 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command,
 			if msg == "" {
 				msg = fmt.Sprintf("%d %s", pe.Status, pe.Title)
 			}
-			// Keep the context a wrapper added ("Message.json: …").
-			return errors.New(strings.Replace(err.Error(), pe.Error(), msg, 1))
+			// Keep the context a wrapper added ("Message.json: …"), and
+			// the problem itself for the exit code.
+			return detailError{msg: strings.Replace(err.Error(), pe.Error(), msg, 1), err: err}
 		}
 		return err
 	}
 }
+
+// detailError prints as msg and unwraps to the error it rephrases.
+type detailError struct {
+	msg string
+	err error
+}
+
+func (e detailError) Error() string { return e.msg }
+func (e detailError) Unwrap() error { return e.err }
 
 // docPath is a parsed "DB/Table/k1/…/kn" argument.
 type docPath struct {
@@ -150,14 +161,14 @@ func parseDocPath(arg string, minKey int) (docPath, error) {
 	segs := strings.Split(arg, "/")
 	if len(segs) < 2+minKey {
 		if minKey > 0 {
-			return docPath{}, fmt.Errorf("%q: want DB/Table/k1[/k2…]", arg)
+			return docPath{}, usageError{fmt.Errorf("%q: want DB/Table/k1[/k2…]", arg)}
 		}
-		return docPath{}, fmt.Errorf("%q: want DB/Table", arg)
+		return docPath{}, usageError{fmt.Errorf("%q: want DB/Table", arg)}
 	}
 	p := docPath{db: segs[0], table: segs[1]}
 	for i, s := range segs {
 		if s == "" {
-			return docPath{}, fmt.Errorf("%q: segment %d is empty", arg, i+1)
+			return docPath{}, usageError{fmt.Errorf("%q: segment %d is empty", arg, i+1)}
 		}
 	}
 	for _, s := range segs[2:] {
@@ -210,22 +221,4 @@ func decodeStrict(raw []byte, v any) error {
 		return errors.New("data after the JSON value")
 	}
 	return nil
-}
-
-// printJSON writes v as indented JSON, re-indenting raw documents.
-func printJSON(cmd *cobra.Command, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if raw, ok := v.(json.RawMessage); ok {
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return err
-		}
-		buf.WriteByte('\n')
-	} else if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := cmd.OutOrStdout().Write(buf.Bytes())
-	return err
 }

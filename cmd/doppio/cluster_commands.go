@@ -27,8 +27,7 @@ func clusterCommand(f *clientFlags) *cobra.Command {
 					return err
 				}
 				if watch <= 0 {
-					printCluster(cmd.OutOrStdout(), info)
-					return nil
+					return printOutput(cmd, info, func(w io.Writer) error { printCluster(w, info); return nil })
 				}
 				printRebalance(cmd.OutOrStdout(), info)
 				if info.Rebalance == nil || !info.Rebalance.Active {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -181,16 +182,18 @@ func datastreamListCommand(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tDATABASE\tSTATE\tTOPICS\tFORMAT\tBROKERS")
-			for _, d := range ds {
-				state := d.State
-				if len(d.PausedPartitions) > 0 {
-					state += fmt.Sprint(d.PausedPartitions)
+			return printOutput(cmd, ds, func(out io.Writer) error {
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NAME\tDATABASE\tSTATE\tTOPICS\tFORMAT\tBROKERS")
+				for _, d := range ds {
+					state := d.State
+					if len(d.PausedPartitions) > 0 {
+						state += fmt.Sprint(d.PausedPartitions)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\t%s\t%s\n", d.Name, d.Database, state, d.Sink.TopicPrefix, d.Sink.Topics, d.Sink.Format, strings.Join(d.Sink.Brokers, ","))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\t%s\t%s\n", d.Name, d.Database, state, d.Sink.TopicPrefix, d.Sink.Topics, d.Sink.Format, strings.Join(d.Sink.Brokers, ","))
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		}),
 	}
 }
@@ -264,7 +267,7 @@ func datastreamPauseCommand(f *clientFlags, verb string) *cobra.Command {
 func datastreamStatusCommand(f *clientFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status NAME [--json]",
+		Use:   "status NAME [-o json|yaml|table]",
 		Short: "Show each partition's task: state, owner, checkpoint, lag, throughput, last error",
 		Args:  cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
@@ -275,32 +278,33 @@ func datastreamStatusCommand(f *clientFlags) *cobra.Command {
 			if asJSON {
 				return printJSON(cmd, st)
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "datastream %s (database %s): %s\n", st.Name, st.Database, st.State)
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PARTITION\tSTATE\tOWNER\tCHECKPOINT\tLATEST\tLAG TXNS\tLAG\tEVENTS/S\tLAST ERROR")
-			for _, p := range st.Partitions {
-				state := p.State
-				if p.AutoPausedUntil != nil {
-					state += " until " + p.AutoPausedUntil.Local().Format(time.TimeOnly)
+			return printOutput(cmd, st, func(out io.Writer) error {
+				fmt.Fprintf(out, "datastream %s (database %s): %s\n", st.Name, st.Database, st.State)
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "PARTITION\tSTATE\tOWNER\tCHECKPOINT\tLATEST\tLAG TXNS\tLAG\tEVENTS/S\tLAST ERROR")
+				for _, p := range st.Partitions {
+					state := p.State
+					if p.AutoPausedUntil != nil {
+						state += " until " + p.AutoPausedUntil.Local().Format(time.TimeOnly)
+					}
+					if p.Detail != "" {
+						state += " (" + p.Detail + ")"
+					}
+					lag := "-"
+					if p.Lag.Seconds != nil {
+						lag = (time.Duration(*p.Lag.Seconds * float64(time.Second))).Round(time.Millisecond).String()
+					}
+					lastErr := "-"
+					if p.LastError != nil {
+						lastErr = p.LastError.At.Local().Format(time.TimeOnly) + " " + p.LastError.Message
+					}
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f\t%s\n", p.Partition, state, dash(p.Owner), dash(p.Checkpoint), dash(p.Latest),
+						p.Lag.Transactions, lag, p.Throughput, lastErr)
 				}
-				if p.Detail != "" {
-					state += " (" + p.Detail + ")"
-				}
-				lag := "-"
-				if p.Lag.Seconds != nil {
-					lag = (time.Duration(*p.Lag.Seconds * float64(time.Second))).Round(time.Millisecond).String()
-				}
-				lastErr := "-"
-				if p.LastError != nil {
-					lastErr = p.LastError.At.Local().Format(time.TimeOnly) + " " + p.LastError.Message
-				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f\t%s\n", p.Partition, state, dash(p.Owner), dash(p.Checkpoint), dash(p.Latest),
-					p.Lag.Transactions, lag, p.Throughput, lastErr)
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON (the same as -o json)")
 	return cmd
 }

@@ -16,7 +16,7 @@ import (
 func main() {
 	if err := newRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "doppio:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -39,5 +39,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(changesCommand(f), bulkCommand(f), exportCommand(f))
 	root.AddCommand(backupCommands(f)...)
 	root.AddCommand(versionCommand())
+	addCompletions(root, f)
+	markUsageErrors(root)
 	return root
 }

@@ -58,22 +58,23 @@ func TestCLIQuotaSetGetListDelete(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(errs, "doppio: database Shop is over its write quota of 1 units per second; retry in ") {
 		t.Fatalf("put over quota: exit %d, stderr %q", code, errs)
 	}
-	if _, errs, code := c.run("", "get", "Shop/Item/d"); code != 1 || !strings.Contains(errs, "does not exist") {
+	if _, errs, code := c.run("", "get", "Shop/Item/d"); code != exitNotFound || !strings.Contains(errs, "does not exist") {
 		t.Fatalf("the refused write's document: exit %d, stderr %q", code, errs)
 	}
 
 	for _, bad := range []struct {
 		args []string
+		code int
 		err  string
 	}{
-		{[]string{"quota", "set", "database", "Shop"}, "doppio: give --read, --write or both (units per second, 0 = unlimited)\n"},
-		{[]string{"quota", "set", "table", "Shop", "--read", "1"}, "doppio: \"table\" is not a quota's scope: say database or user\n"},
-		{[]string{"quota", "set", "database", "Shop", "--write", "-1"}, "doppio: writeUnitsPerSecond is -1; it must be 0 (unlimited) to 1099511627776\n"},
-		{[]string{"quota", "set", "database", "Nope", "--write", "1"}, "doppio: database Nope does not exist\n"},
-		{[]string{"quota", "get", "user", "bob"}, "doppio: user bob has no quota\n"},
+		{[]string{"quota", "set", "database", "Shop"}, exitFailure, "doppio: give --read, --write or both (units per second, 0 = unlimited)\n"},
+		{[]string{"quota", "set", "table", "Shop", "--read", "1"}, exitFailure, "doppio: \"table\" is not a quota's scope: say database or user\n"},
+		{[]string{"quota", "set", "database", "Shop", "--write", "-1"}, exitFailure, "doppio: writeUnitsPerSecond is -1; it must be 0 (unlimited) to 1099511627776\n"},
+		{[]string{"quota", "set", "database", "Nope", "--write", "1"}, exitNotFound, "doppio: database Nope does not exist\n"},
+		{[]string{"quota", "get", "user", "bob"}, exitNotFound, "doppio: user bob has no quota\n"},
 	} {
-		if _, errs, code := c.run("", bad.args...); code != 1 || errs != bad.err {
-			t.Errorf("doppio %s: exit %d, stderr %q; want 1, %q", strings.Join(bad.args, " "), code, errs, bad.err)
+		if _, errs, code := c.run("", bad.args...); code != bad.code || errs != bad.err {
+			t.Errorf("doppio %s: exit %d, stderr %q; want %d, %q", strings.Join(bad.args, " "), code, errs, bad.code, bad.err)
 		}
 	}
 	// Nothing changed.
@@ -82,7 +83,7 @@ func TestCLIQuotaSetGetListDelete(t *testing.T) {
 	}
 
 	expect(t, "quota delete", c.ok("", "quota", "delete", "database", "Shop"), "quota of database Shop deleted\n")
-	if _, errs, code := c.run("", "quota", "get", "database", "Shop"); code != 1 || errs != "doppio: database Shop has no quota\n" {
+	if _, errs, code := c.run("", "quota", "get", "database", "Shop"); code != exitNotFound || errs != "doppio: database Shop has no quota\n" {
 		t.Fatalf("quota get after delete: exit %d, stderr %q", code, errs)
 	}
 	c.ok("", "put", "Shop/Item/d", "-d", doc)

@@ -44,6 +44,11 @@ its value came from. Request bodies (`+"`-d`"+`, `+"`-f`"+` of the document
 commands) are arguments, not configuration: no variable or key sets them.
 
 `)
+	fmt.Fprint(w, "## Exit codes\n\nA script can tell these apart; the message on standard error says more.\n\n| Code | Meaning |\n|---|---|\n")
+	for _, e := range exitCodes {
+		fmt.Fprintf(w, "| %d | %s |\n", e.code, e.what)
+	}
+	fmt.Fprint(w, "\nCommands that print data take `-o json`, `-o yaml` or `-o table` (or `DOPPIO_OUTPUT`): a table by default where a person reads it (cluster status, datastream list and status, user list, schema get of every database), JSON where a program does (documents, schemas, transactions). `--json` stays an alias of `-o json` where it was. Names of databases, tables, nodes and datastreams complete from the server (`doppio completion bash|zsh|fish|powershell` prints the shell's script).\n\n")
 	fmt.Fprint(w, "## Global flags\n\nEvery command takes these.\n\n")
 	flagTable(w, root.PersistentFlags())
 	var walk func(*cobra.Command)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,7 +82,8 @@ func schemaGetCommand(f *clientFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(cmd, map[string]any{"databases": ds})
+				list := map[string]any{"databases": ds}
+				return printOutput(cmd, list, func(w io.Writer) error { return genericTable(w, list) })
 			}
 			db, table, isTable := strings.Cut(args[0], "/")
 			switch {

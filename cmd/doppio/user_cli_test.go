@@ -97,11 +97,11 @@ root   yes       root
 	}
 	c.ok("", append(root, "user", "delete", "alice")...)
 	_, errs, code = c.run("", append(root, "user", "get", "alice")...)
-	if code != 1 || !strings.Contains(errs, `no user "alice"`) {
+	if code != exitNotFound || !strings.Contains(errs, `no user "alice"`) {
 		t.Fatalf("get a deleted user: exit %d, %s", code, errs)
 	}
 	_, errs, code = c.run("", append(root, "user", "delete", "root")...)
-	if code != 1 || !strings.Contains(errs, "cannot be deleted") {
+	if code != exitConflict || !strings.Contains(errs, "cannot be deleted") {
 		t.Fatalf("delete root: exit %d, %s", code, errs)
 	}
 }

@@ -191,20 +191,22 @@ func userListCommand(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tPASSWORD\tROLES")
-			for _, u := range us {
-				roles := make([]string, len(u.Grants))
-				for i, g := range u.Grants {
-					roles[i] = grantText(g)
+			return printOutput(cmd, us, func(out io.Writer) error {
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NAME\tPASSWORD\tROLES")
+				for _, u := range us {
+					roles := make([]string, len(u.Grants))
+					for i, g := range u.Grants {
+						roles[i] = grantText(g)
+					}
+					pw := "no"
+					if u.HasPassword {
+						pw = "yes"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", u.Name, pw, strings.Join(roles, ", "))
 				}
-				pw := "no"
-				if u.HasPassword {
-					pw = "yes"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\n", u.Name, pw, strings.Join(roles, ", "))
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		}),
 	}
 }

@@ -19,8 +19,7 @@ func versionCommand() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(buildinfo.Get())
 			}
-			printVersion(cmd.OutOrStdout())
-			return nil
+			return printOutput(cmd, buildinfo.Get(), func(w io.Writer) error { printVersion(w); return nil })
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the same as one JSON object")

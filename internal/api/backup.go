@@ -147,8 +147,10 @@ func (c countingTable) Write(p []byte) error {
 // linearizable point (GET /_cluster/backup/{db}/{partition}[?since=g:s]).
 func (s *Server) backupPartition(w http.ResponseWriter, r *http.Request, p params) (err error) {
 	var since *partition.BackupPoint
-	if v := r.URL.Query().Get("since"); v != "" {
-		scn, err := partition.ParseSCN(v)
+	// Present but empty is a mistake (a script's unset variable), not a
+	// request for a full backup.
+	if v, ok := r.URL.Query()["since"]; ok {
+		scn, err := partition.ParseSCN(v[0])
 		if err != nil {
 			return problem.Field(problem.Malformed, "since", "%v", err)
 		}

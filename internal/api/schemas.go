@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -85,16 +86,32 @@ func (s *Server) getDatabase(w http.ResponseWriter, r *http.Request, p params) e
 }
 
 func (s *Server) putDatabase(w http.ResponseWriter, r *http.Request, p params) error {
+	// Raw fields: an absent setting takes its default, but an explicit 0,
+	// null or "" is a mistake, not a request for the default.
 	var body struct {
-		Partitions  int    `json:"partitions"`
-		Replicas    int    `json:"replicas"`
-		Partitioner string `json:"partitioner"`
+		Partitions  json.RawMessage `json:"partitions"`
+		Replicas    json.RawMessage `json:"replicas"`
+		Partitioner json.RawMessage `json:"partitioner"`
 	}
 	if err := decodeStrict(r, maxSchemaBytes, &body); err != nil {
 		return err
 	}
+	partitions, err := positiveSetting(body.Partitions, "partitions")
+	if err != nil {
+		return err
+	}
+	replicas, err := positiveSetting(body.Replicas, "replicas")
+	if err != nil {
+		return err
+	}
+	var partitioner string
+	if body.Partitioner != nil {
+		if err := json.Unmarshal(body.Partitioner, &partitioner); err != nil || partitioner == "" {
+			return problem.Field(problem.Malformed, "partitioner", "partitioner must be \"hash\", not %s", body.Partitioner)
+		}
+	}
 	d, created, err := s.catalog.PutDatabase(r.Context(), schema.Database{
-		Name: p.db, Partitions: body.Partitions, Replicas: body.Replicas, Partitioner: body.Partitioner,
+		Name: p.db, Partitions: partitions, Replicas: replicas, Partitioner: partitioner,
 	})
 	if err != nil {
 		return err
@@ -105,6 +122,20 @@ func (s *Server) putDatabase(w http.ResponseWriter, r *http.Request, p params) e
 		w.Header().Set("Location", "/_schemas/"+d.Name)
 	}
 	return writeJSON(w, status, s.databaseView(d))
+}
+
+// positiveSetting reads an optional whole-number setting of a database:
+// 0 when absent (the default), else an integer of at least 1, written as
+// JSON allows (8, 8.0 or 8e0).
+func positiveSetting(raw json.RawMessage, field string) (int, error) {
+	if raw == nil {
+		return 0, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) || f < 1 || f > math.MaxInt32 {
+		return 0, problem.Field(problem.Malformed, field, "%s must be a whole number of at least 1, not %s", field, raw)
+	}
+	return int(f), nil
 }
 
 func (s *Server) table(ctx context.Context, db, name string) (*schema.Table, error) {

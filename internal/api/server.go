@@ -543,5 +543,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 // internalProblem answers a failure that is not the client's: the detail
 // stays in the node's log, not in the answer.
 func internalProblem() problemBody {
-	return problemBody{Type: "https://doppio.dev/problems/internal", Title: "Internal error", Status: 500, Detail: "internal error; the node's log has the cause"}
+	return problemBody{Type: problem.InternalType, Title: "Internal error", Status: 500, Detail: "internal error; the node's log has the cause"}
 }

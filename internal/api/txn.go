@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/keys"
@@ -20,14 +21,16 @@ import (
 
 // opBody is one operation of a transaction or batch.
 type opBody struct {
-	Op                string          `json:"op"`
-	Table             string          `json:"table"`
-	Key               []any           `json:"key"`
-	Document          json.RawMessage `json:"document,omitempty"`
-	Patch             json.RawMessage `json:"patch,omitempty"`
-	IfMatch           string          `json:"ifMatch,omitempty"`
-	IfNoneMatch       string          `json:"ifNoneMatch,omitempty"`
-	IfUnmodifiedSince string          `json:"ifUnmodifiedSince,omitempty"`
+	Op       string          `json:"op"`
+	Table    string          `json:"table"`
+	Key      []any           `json:"key"`
+	Document json.RawMessage `json:"document,omitempty"`
+	Patch    json.RawMessage `json:"patch,omitempty"`
+	// The conditions are pointers so that an empty one, which names no
+	// ETag or date, is refused rather than read as absent.
+	IfMatch           *string `json:"ifMatch,omitempty"`
+	IfNoneMatch       *string `json:"ifNoneMatch,omitempty"`
+	IfUnmodifiedSince *string `json:"ifUnmodifiedSince,omitempty"`
 }
 
 type opResult struct {
@@ -104,7 +107,7 @@ func (s *Server) operation(ctx context.Context, db schema.Database, b opBody) (p
 		if !full {
 			// A collection delete evaluates no condition: refuse one
 			// rather than delete unconditionally (as DELETE does).
-			if b.IfMatch != "" || b.IfNoneMatch != "" || b.IfUnmodifiedSince != "" {
+			if b.IfMatch != nil || b.IfNoneMatch != nil || b.IfUnmodifiedSince != nil {
 				return op, problem.Field(problem.Malformed, "key", "conditions apply to one document, not to a collection: give all %d key parts of %s", t.Arity(), t.Def.Name)
 			}
 			op.Kind = partition.DeleteCollection
@@ -126,13 +129,22 @@ func firstErr(errs ...error) error {
 
 func opConditions(b opBody) (partition.Condition, error) {
 	var c partition.Condition
-	if b.IfMatch != "" {
-		c.IfMatch = splitETags(b.IfMatch)
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"ifMatch", b.IfMatch}, {"ifNoneMatch", b.IfNoneMatch}, {"ifUnmodifiedSince", b.IfUnmodifiedSince}} {
+		if f.v != nil && strings.TrimSpace(*f.v) == "" {
+			return c, problem.Field(problem.Malformed, f.name, "%s is empty: give an ETag list (or *) or a date, or leave it out", f.name)
+		}
 	}
-	if b.IfNoneMatch != "" {
-		c.IfNoneMatch = splitETags(b.IfNoneMatch)
+	if b.IfMatch != nil {
+		c.IfMatch = splitETags(*b.IfMatch)
 	}
-	if v := b.IfUnmodifiedSince; v != "" {
+	if b.IfNoneMatch != nil {
+		c.IfNoneMatch = splitETags(*b.IfNoneMatch)
+	}
+	if b.IfUnmodifiedSince != nil {
+		v := *b.IfUnmodifiedSince
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
 			if t, err = http.ParseTime(v); err != nil {
@@ -255,6 +267,13 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
 	}
 	if len(body.Ops) > s.cfg.MaxOps {
 		return problem.New(problem.TooLarge, "a batch has at most %d operations, got %d", s.cfg.MaxOps, len(body.Ops))
+	}
+	// A condition that cannot be read makes the body itself malformed:
+	// refuse the whole batch before any operation runs.
+	for i, b := range body.Ops {
+		if _, err := opConditions(b); err != nil {
+			return withOperation(err, i)
+		}
 	}
 	results := make([]batchResult, len(body.Ops))
 	var refused error

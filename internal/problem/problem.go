@@ -79,7 +79,24 @@ var kinds = [...]struct {
 func (k Kind) Status() int { return kinds[k].status }
 
 // Type is the problem type URI of k.
-func (k Kind) Type() string { return "https://doppio.dev/problems/" + kinds[k].slug }
+func (k Kind) Type() string { return typeBase + kinds[k].slug }
+
+// typeBase prefixes every problem type URI.
+const typeBase = "https://doppio.dev/problems/"
+
+// InternalType is the problem type of a failure that is not the client's
+// (500), the one answer no Kind names.
+const InternalType = typeBase + "internal"
+
+// Kinds returns every Kind in declaration order, so the API contract can
+// list each problem type the server answers.
+func Kinds() []Kind {
+	all := make([]Kind, len(kinds))
+	for i := range kinds {
+		all[i] = Kind(i)
+	}
+	return all
+}
 
 // Title is the short, fixed summary of k.
 func (k Kind) Title() string { return kinds[k].title }

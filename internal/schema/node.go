@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -141,6 +142,12 @@ func compileSchema(raw []byte) (*compiled, error) {
 	// A private cache per parse: the default cache is process-wide, so named
 	// types of one table (or an older version) would leak into another.
 	s, err := parseAvro(raw)
+	if err == nil {
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			err = noNullTypes(v)
+		}
+	}
 	if err != nil {
 		return nil, problem.Field(problem.Malformed, "schema", "invalid Avro schema: %s", strings.TrimPrefix(err.Error(), "avro: "))
 	}
@@ -169,6 +176,46 @@ func parseAvro(raw []byte) (s avro.Schema, err error) {
 		}
 	}()
 	return avro.ParseBytesWithCache(raw, "", &avro.SchemaCache{})
+}
+
+// noNullTypes refuses a JSON null where the schema v names a type: Avro
+// types are names, unions or objects, and the parser read null as "null".
+func noNullTypes(v any) error {
+	switch t := v.(type) {
+	case nil:
+		return errors.New("a type is JSON null; write \"null\" for Avro's null type")
+	case []any:
+		for _, b := range t {
+			if err := noNullTypes(b); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		typ, ok := t["type"]
+		if !ok {
+			return nil
+		}
+		switch typ {
+		case "record", "error":
+			fields, _ := t["fields"].([]any)
+			for _, f := range fields {
+				if fm, ok := f.(map[string]any); ok {
+					if err := noNullTypes(fm["type"]); err != nil {
+						return fmt.Errorf("field %v: %w", fm["name"], err)
+					}
+				}
+			}
+		case "array":
+			return noNullTypes(t["items"])
+		case "map":
+			return noNullTypes(t["values"])
+		default:
+			if _, named := typ.(string); !named {
+				return noNullTypes(typ)
+			}
+		}
+	}
+	return nil
 }
 
 type builder struct {

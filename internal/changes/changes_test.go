@@ -161,6 +161,37 @@ func TestReaderStreamsTransactionsWithImagesAndBoundaries(t *testing.T) {
 	})
 }
 
+func TestDropIsOneEventPerTableWithoutKeyOrImages(t *testing.T) {
+	f := newFixture(t)
+	f.exec(t, put(f.items, "a", 1), put(f.sub, "a", 2))
+	if _, err := f.rep.Drop(context.Background(), []string{"Item", "Sub"}, true); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := NewReader(f.rep, Position{Partition: 3, SCN: partition.SCN{Generation: 1, Sequence: 1}}, Filter{Tables: map[string]bool{"Sub": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readAll(t, rd)
+	// The drop needs no table to render: it is gone from the catalog.
+	var lines []string
+	for _, ev := range evs {
+		b, err := ev.AppendJSON(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("event is not JSON: %s", b)
+		}
+		delete(m, "ts")
+		js, _ := json.Marshal(m)
+		lines = append(lines, string(js)+" next="+ev.Next.String())
+	}
+	equalLines(t, lines, []string{
+		`{"after":null,"before":null,"key":null,"op":"drop","partition":3,"scn":"1:2","table":"Sub","txnEnd":true} next=3@1:2`,
+	})
+}
+
 func TestFilterMarksTheLastSelectedEventAsTxnEnd(t *testing.T) {
 	f := newFixture(t)
 	f.exec(t, put(f.items, "a", 1), put(f.sub, "a", 2))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/partition"
+	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -182,19 +183,9 @@ func (s *Server) forwardDropStep(r *http.Request, to *partition.NotAppliedError,
 	if err != nil {
 		return out, err
 	}
-	u := s.peers.URL(to.Peer, "/_internal/drop/"+url.PathEscape(to.DB)+"/"+strconv.Itoa(to.Partition))
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, u, bytes.NewReader(js))
+	resp, err := s.postThere(r, to, "/_internal/drop/"+url.PathEscape(to.DB)+"/"+strconv.Itoa(to.Partition), js, false)
 	if err != nil {
 		return out, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
-	if deadline, ok := r.Context().Deadline(); ok {
-		req.Header.Set(headerTimeout, (time.Until(deadline) - retryMargin(deadline)).String())
-	}
-	resp, err := s.peers.Do(req)
-	if err != nil {
-		return out, forwardError(r, to, err)
 	}
 	defer resp.Body.Close()
 	if err := refusedThere(r, resp, to); err != nil {
@@ -214,6 +205,29 @@ func (s *Server) forwardDropStep(r *http.Request, to *partition.NotAppliedError,
 		return out, fmt.Errorf("partition %s/%d on node %s: %w", to.DB, to.Partition, to.Node, err)
 	}
 	return out, nil
+}
+
+// postThere posts the JSON body to path on the peer listener of the node
+// to names, as r's caller when asCaller (else as this node), within what
+// is left of r's deadline; a failed exchange is forwardError's.
+func (s *Server) postThere(r *http.Request, to *partition.NotAppliedError, path string, body []byte, asCaller bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, s.peers.URL(to.Peer, path), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if asCaller {
+		peer.SetCaller(r.Context(), req)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
+	if deadline, ok := r.Context().Deadline(); ok {
+		req.Header.Set(headerTimeout, (time.Until(deadline) - retryMargin(deadline)).String())
+	}
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		return nil, forwardError(r, to, err)
+	}
+	return resp, nil
 }
 
 // internalDrop answers POST /_internal/drop/{db}/{partition}: another

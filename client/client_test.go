@@ -495,3 +495,38 @@ func TestRetryHonoursRetryAfterOn503(t *testing.T) {
 		t.Fatalf("gave up after %v; want about 300ms", el)
 	}
 }
+
+func TestDropRefusesUnlessForcedAndTheNameStartsEmpty(t *testing.T) {
+	c, ctx := newClient(t), ctxT(t)
+	if _, _, err := c.PutDatabase(ctx, "DropDB", client.DatabaseSpec{Partitions: 2, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	spec := client.TableSpec{Key: []client.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(`{"type":"record","name":"T","fields":[{"name":"a","type":"long"}]}`)}
+	if _, _, err := c.PutTable(ctx, "DropDB", "T", spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "DropDB", "T", client.Key{"x"}, map[string]any{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DropTable(ctx, "DropDB", "T", client.DropOptions{}); !client.IsConflict(err) {
+		t.Fatalf("unforced DropTable of a table holding a document: %v; want 409", err)
+	}
+	if err := c.DropTable(ctx, "DropDB", "T", client.DropOptions{Force: true}); err != nil {
+		t.Fatalf("forced DropTable: %v", err)
+	}
+	if _, err := c.GetTable(ctx, "DropDB", "T"); !client.IsNotFound(err) {
+		t.Fatalf("GetTable after the drop: %v; want 404", err)
+	}
+	if _, _, err := c.PutTable(ctx, "DropDB", "T", spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "DropDB", "T", client.Key{"x"}); !client.IsNotFound(err) {
+		t.Fatalf("Get of a dropped document after the table is created again: %v; want 404", err)
+	}
+	if err := c.DropDatabase(ctx, "DropDB", client.DropOptions{}); err != nil {
+		t.Fatalf("DropDatabase of an empty database: %v", err)
+	}
+	if _, err := c.GetDatabase(ctx, "DropDB"); !client.IsNotFound(err) {
+		t.Fatalf("GetDatabase after the drop: %v; want 404", err)
+	}
+}

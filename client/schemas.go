@@ -151,3 +151,32 @@ func (c *Client) GetTableVersion(ctx context.Context, db, table string, n int) (
 	_, err := c.call(ctx, newRequest(http.MethodGet, schemaPath(db, table, "versions", strconv.Itoa(n))), &v)
 	return v, err
 }
+
+// DropOptions modify DropTable and DropDatabase.
+type DropOptions struct {
+	// Force drops what holds documents, deleting them with it; without
+	// it such a drop is a 409 (IsConflict) and changes nothing.
+	Force bool
+}
+
+// DropTable drops the table and all its documents, index entries and
+// auto-increment counters; created again, it starts empty. A drop that
+// failed midway (503, 504) is finished by calling DropTable again.
+func (c *Client) DropTable(ctx context.Context, db, table string, o DropOptions) error {
+	return c.drop(ctx, schemaPath(db, table), o)
+}
+
+// DropDatabase drops the database, its tables and all their documents.
+// Created again, the database keeps its partition count and partitioner.
+func (c *Client) DropDatabase(ctx context.Context, db string, o DropOptions) error {
+	return c.drop(ctx, schemaPath(db), o)
+}
+
+func (c *Client) drop(ctx context.Context, path string, o DropOptions) error {
+	r := newRequest(http.MethodDelete, path)
+	if o.Force {
+		r.query["force"] = "true"
+	}
+	_, err := c.do(ctx, r)
+	return err
+}

@@ -18,7 +18,7 @@ func schemaCommand(f *clientFlags) *cobra.Command {
 		Use:   "schema",
 		Short: "Create, evolve and read database and table schemas",
 	}
-	cmd.AddCommand(schemaPutCommand(f), schemaGetCommand(f), schemaApplyCommand(f), schemaStatusCommand(f))
+	cmd.AddCommand(schemaPutCommand(f), schemaGetCommand(f), schemaApplyCommand(f), schemaStatusCommand(f), schemaDropCommand(f))
 	return cmd
 }
 
@@ -109,6 +109,36 @@ func schemaGetCommand(f *clientFlags) *cobra.Command {
 		}),
 	}
 	cmd.Flags().IntVar(&version, "version", 0, "with DB/Table, show this schema version")
+	return cmd
+}
+
+func schemaDropCommand(f *clientFlags) *cobra.Command {
+	var o client.DropOptions
+	cmd := &cobra.Command{
+		Use:   "drop DB[/Table] [--force]",
+		Short: "Drop a table, or a database with its tables, and their documents",
+		Long: "Refused while what is dropped holds documents, unless --force deletes them with it.\n" +
+			"A drop that failed midway is finished by running it again. A database created\n" +
+			"again under a dropped name keeps its partition count.",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			c := f.client()
+			db, table, isTable := strings.Cut(args[0], "/")
+			if !isTable {
+				if err := c.DropDatabase(cmd.Context(), db, o); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "database %s dropped\n", db)
+				return nil
+			}
+			if err := c.DropTable(cmd.Context(), db, table, o); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "table %s/%s dropped\n", db, table)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&o.Force, "force", false, "drop even what holds documents, deleting them")
 	return cmd
 }
 

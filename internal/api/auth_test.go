@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,6 +262,14 @@ func TestPrivilegeMatrix(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the audit log lacks reader's refused schema change; it has %d events", len(evs))
+	}
+	// And the refused drops: a table's needs dbAdmin, a database's clusterAdmin.
+	for _, target := range []string{"DELETE /_schemas/A/T", "DELETE /_schemas/A"} {
+		if !slices.ContainsFunc(evs, func(e audit.Event) bool {
+			return e.Action == "schema.drop" && e.User == "reader" && e.Outcome == audit.Denied && e.Target == target
+		}) {
+			t.Errorf("the audit log lacks reader's refused %s", target)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/backoff"
 	"github.com/doppio-db/doppio/internal/changes"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replication"
@@ -600,6 +601,9 @@ func (st *partStream) table(name string) (*schema.Table, error) {
 }
 
 func (st *partStream) render(ev *changes.Event) ([]byte, error) {
+	if ev.Op == partition.OpDrop {
+		return ev.AppendJSON(nil, nil) // the table is gone from the catalog
+	}
 	t, err := st.table(ev.Table)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -23,23 +22,7 @@ type Checker interface {
 
 // checkParams validates a check request: no body, and only ?repair=.
 func checkParams(r *http.Request) (repair bool, err error) {
-	if r.Body != nil {
-		if b, _ := io.ReadAll(io.LimitReader(r.Body, 1)); len(b) > 0 {
-			return false, problem.New(problem.Malformed, "a check takes no request body")
-		}
-	}
-	repair = true
-	for k, vs := range r.URL.Query() {
-		if k != "repair" {
-			return false, problem.Field(problem.Malformed, k, "unknown parameter %q (a check takes only repair)", k)
-		}
-		v, err := strconv.ParseBool(vs[len(vs)-1])
-		if err != nil || len(vs) > 1 {
-			return false, problem.Field(problem.Malformed, "repair", "repair must be true or false, once")
-		}
-		repair = v
-	}
-	return repair, nil
+	return onlyBoolParam(r, "repair", true, "a check")
 }
 
 func (s *Server) checker() (Checker, error) {

@@ -81,6 +81,9 @@ func routes() []*route {
 		{method: "POST", pattern: "/_cluster/check/{db}/{partition}", priv: clusterAdmin, handle: (*Server).checkOnePartition, stream: true},
 		{method: "POST", pattern: "/_internal/check/{db}/{partition}", priv: node, handle: (*Server).checkLocalPartition, stream: true, nodeOnly: true},
 		{method: "GET", pattern: "/_internal/query/{db}/{table}/{partition}", priv: read, handle: (*Server).queryPartition, nodeOnly: true},
+		// A drop's step for one partition, sent by the node serving the
+		// drop (authorized there) to the partition's leader.
+		{method: "POST", pattern: "/_internal/drop/{db}/{partition}", priv: node, handle: (*Server).internalDrop, nodeOnly: true},
 		// The CLI drives backups and restores through these.
 		{method: "GET", pattern: "/_cluster/backup/{db}/{partition}", priv: clusterAdmin, audit: "backup", handle: (*Server).backupPartition, stream: true},
 		{method: "GET", pattern: "/_cluster/restore/{db}/{partition}", priv: clusterAdmin, handle: (*Server).restoreState},
@@ -116,8 +119,10 @@ func routes() []*route {
 		{method: "GET", pattern: "/_schemas", priv: authenticated, handle: (*Server).listDatabases},
 		{method: "GET", pattern: "/_schemas/{db}", priv: read, handle: (*Server).getDatabase},
 		{method: "PUT", pattern: "/_schemas/{db}", priv: dbAdmin, audit: "schema.put", handle: (*Server).putDatabase},
+		{method: "DELETE", pattern: "/_schemas/{db}", priv: clusterAdmin, audit: "schema.drop", handle: (*Server).dropDatabase},
 		{method: "GET", pattern: "/_schemas/{db}/{table}", priv: read, handle: (*Server).getTable},
 		{method: "PUT", pattern: "/_schemas/{db}/{table}", priv: dbAdmin, audit: "schema.put", handle: (*Server).putTable},
+		{method: "DELETE", pattern: "/_schemas/{db}/{table}", priv: dbAdmin, audit: "schema.drop", handle: (*Server).dropTable},
 		{method: "GET", pattern: "/_schemas/{db}/{table}/versions/{version}", priv: read, handle: (*Server).getVersion},
 		{method: "POST", pattern: "/{db}/_txn", priv: readWrite, handle: (*Server).txn},
 		{method: "POST", pattern: "/{db}/_batch", priv: readWrite, handle: (*Server).batch},

@@ -37,8 +37,8 @@ func TestRESTListenerServesNoNodeOnlyRoute(t *testing.T) {
 			t.Errorf("peer %s %s: %v, %v; want %s", r.method, path, pattern(got), err, r.pattern)
 		}
 	}
-	if nodeOnly != 3 {
-		t.Errorf("%d node-only routes, want 3 (/_internal/replicas, check, query)", nodeOnly)
+	if nodeOnly != 4 {
+		t.Errorf("%d node-only routes, want 4 (/_internal/replicas, check, query, drop)", nodeOnly)
 	}
 }
 

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
-	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replicas"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -363,19 +361,9 @@ func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, 
 	if err != nil {
 		return batchResult{}, err
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, s.peers.URL(to.Peer, "/"+url.PathEscape(to.DB)+"/_batch"), bytes.NewReader(js))
+	resp, err := s.postThere(r, to, "/"+url.PathEscape(to.DB)+"/_batch", js, true)
 	if err != nil {
 		return batchResult{}, err
-	}
-	peer.SetCaller(r.Context(), req)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerForwardedBy, s.cfg.NodeID)
-	if deadline, ok := r.Context().Deadline(); ok {
-		req.Header.Set(headerTimeout, (time.Until(deadline) - retryMargin(deadline)).String())
-	}
-	resp, err := s.peers.Do(req)
-	if err != nil {
-		return batchResult{}, forwardError(r, to, err)
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get(headerNotApplied) != "" {

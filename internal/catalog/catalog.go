@@ -7,6 +7,7 @@
 //
 //	{prefix}/db/{name}           JSON schema.Database
 //	{prefix}/table/{db}/{table}  JSON schema.TableDef (every version in one value)
+//	{prefix}/drop/...            drops under way and done (see drop.go)
 //
 // Writes are compare-and-swap transactions on the key's ModRevision, retried
 // on contention, so concurrent writers on several nodes never lose a version
@@ -261,19 +262,51 @@ func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
 // is validated (and defaults filled) with schema.ValidateDatabase; an update
 // that changes nothing writes nothing.
 func (c *Catalog) PutDatabase(ctx context.Context, d schema.Database) (out schema.Database, created bool, err error) {
-	key := c.dbKey(d.Name)
+	key, marker := c.dbKey(d.Name), c.dbDropKey(d.Name)
 	for range maxAttempts {
-		resp, err := c.cli.Get(ctx, key)
+		tresp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(marker)).Commit()
 		if err != nil {
 			return schema.Database{}, false, storeError(ctx, err)
 		}
+		resp, mkvs := tresp.Responses[0].GetResponseRange(), tresp.Responses[1].GetResponseRange().Kvs
 		next := d
-		var cmp clientv3.Cmp
+		cmps := []clientv3.Cmp{}
+		ops := []clientv3.Op{}
 		if len(resp.Kvs) == 0 {
+			var dropped *DatabaseDrop
+			if len(mkvs) > 0 {
+				dropped = &DatabaseDrop{}
+				if err := json.Unmarshal(mkvs[0].Value, dropped); err != nil {
+					return schema.Database{}, false, fmt.Errorf("catalog: stored drop of %q: %w", d.Name, err)
+				}
+				if !dropped.Done {
+					return schema.Database{}, false, dropUnderWay("database "+strconv.Quote(d.Name), "/_schemas/"+d.Name)
+				}
+				if next.Partitions == 0 {
+					next.Partitions = dropped.Database.Partitions
+				}
+				if next.Partitioner == "" {
+					next.Partitioner = dropped.Database.Partitioner
+				}
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(marker), "=", mkvs[0].ModRevision))
+				ops = append(ops, clientv3.OpDelete(marker))
+			}
 			if err := schema.ValidateDatabase(&next); err != nil {
 				return schema.Database{}, false, err
 			}
-			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+			if dropped != nil {
+				// The dropped database's partitions, Raft groups and
+				// placements live on: a database of the name is made of them.
+				if next.Partitions != dropped.Database.Partitions {
+					return schema.Database{}, false, problem.Field(problem.Conflict, "partitions",
+						"database %q was dropped with %d partitions, which it keeps when created again (requested %d)", d.Name, dropped.Database.Partitions, next.Partitions)
+				}
+				if next.Partitioner != dropped.Database.Partitioner {
+					return schema.Database{}, false, problem.Field(problem.Conflict, "partitioner",
+						"database %q was dropped with partitioner %q, which it keeps when created again (requested %q)", d.Name, dropped.Database.Partitioner, next.Partitioner)
+				}
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
 		} else {
 			kv := resp.Kvs[0]
 			var cur schema.Database
@@ -304,13 +337,13 @@ func (c *Catalog) PutDatabase(ctx context.Context, d schema.Database) (out schem
 				c.applyKV(key, kv.Value, kv.ModRevision)
 				return cur, false, nil
 			}
-			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision))
 		}
 		val, err := json.Marshal(next)
 		if err != nil {
 			return schema.Database{}, false, err
 		}
-		tr, err := c.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val))).Commit()
+		tr, err := c.cli.Txn(ctx).If(cmps...).Then(append(ops, clientv3.OpPut(key, string(val)))...).Commit()
 		if err != nil {
 			return schema.Database{}, false, storeError(ctx, err)
 		}
@@ -331,20 +364,26 @@ func (c *Catalog) PutDatabase(ctx context.Context, d schema.Database) (out schem
 // returns the current table with created=false, changed=false. The database
 // must exist (NotFound).
 func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.KeyPart, avroSchema json.RawMessage) (t *schema.Table, created, changed bool, err error) {
-	dbKey, tableKey := c.dbKey(db), c.tableKey(db, table)
+	dbKey, tableKey, marker := c.dbKey(db), c.tableKey(db, table), c.tableDropKey(db, table)
 	for range maxAttempts {
 		// Read both keys at one revision, so "the database exists" and
 		// "the table is at this revision" hold together.
-		resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(dbKey), clientv3.OpGet(tableKey)).Commit()
+		resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(dbKey), clientv3.OpGet(tableKey), clientv3.OpGet(marker)).Commit()
 		if err != nil {
 			return nil, false, false, storeError(ctx, err)
 		}
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
 			return nil, false, false, problem.New(problem.NotFound, "database %q not found", db)
 		}
+		if len(resp.Responses[2].GetResponseRange().Kvs) > 0 {
+			return nil, false, false, dropUnderWay("table "+strconv.Quote(table), "/_schemas/"+db+"/"+table)
+		}
 		var (
 			cur   schema.TableDef
-			conds = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(dbKey), ">", 0)}
+			conds = []clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(dbKey), ">", 0),
+				clientv3.Compare(clientv3.CreateRevision(marker), "=", 0),
+			}
 		)
 		tkvs := resp.Responses[1].GetResponseRange().Kvs
 		if len(tkvs) == 0 {

@@ -66,7 +66,10 @@ func (f *fixture) render(t *testing.T, evs []Event) []string {
 	var out []string
 	for _, ev := range evs {
 		tb := f.items
-		if ev.Table == "Sub" {
+		switch {
+		case ev.Op == partition.OpDrop:
+			tb = nil // a drop renders without its table, gone from the catalog
+		case ev.Table == "Sub":
 			tb = f.sub
 		}
 		b, err := ev.AppendJSON(nil, tb)
@@ -158,6 +161,21 @@ func TestReaderStreamsTransactionsWithImagesAndBoundaries(t *testing.T) {
 	equalLines(t, f.render(t, readAll(t, rd)), []string{
 		`{"after":{"n":10},"before":null,"key":["a"],"op":"insert","partition":3,"scn":"1:2","table":"Sub","txnEnd":true} next=3@1:2`,
 		`{"after":null,"before":{"n":2},"key":["a"],"op":"delete","partition":3,"scn":"1:3","table":"Item","txnEnd":true} next=3@1:3`,
+	})
+}
+
+func TestDropIsOneEventPerTableWithoutKeyOrImages(t *testing.T) {
+	f := newFixture(t)
+	f.exec(t, put(f.items, "a", 1), put(f.sub, "a", 2))
+	if _, err := f.rep.Drop(context.Background(), []string{"Item", "Sub"}, true); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := NewReader(f.rep, Position{Partition: 3, SCN: partition.SCN{Generation: 1, Sequence: 1}}, Filter{Tables: map[string]bool{"Sub": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalLines(t, f.render(t, readAll(t, rd)), []string{
+		`{"after":null,"before":null,"key":null,"op":"drop","partition":3,"scn":"1:2","table":"Sub","txnEnd":true} next=3@1:2`,
 	})
 }
 

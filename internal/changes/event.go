@@ -32,7 +32,8 @@ type Event struct {
 //
 //	{"scn":"g:s","partition":p,"table":t,"key":[…],"op":"update","before":{…},"after":{…},"txnEnd":true,"ts":ms}
 //
-// with "snapshot":true on bootstrap events.
+// with "snapshot":true on bootstrap events. A table's drop (op "drop") has
+// a null key and null images, and needs no table (table may be nil).
 func (e *Event) AppendJSON(dst []byte, table *schema.Table) ([]byte, error) {
 	dst = append(dst, `{"scn":"`...)
 	dst = strconv.AppendUint(dst, e.SCN.Generation, 10)
@@ -43,6 +44,14 @@ func (e *Event) AppendJSON(dst []byte, table *schema.Table) ([]byte, error) {
 	dst = append(dst, `,"table":`...)
 	dst = strconv.AppendQuote(dst, e.Table) // table names are identifiers: JSON-safe
 	dst = append(dst, `,"key":`...)
+	if e.Op == partition.OpDrop {
+		// A drop is the table's, not a document's: no key, no images.
+		dst = append(dst, `null,"op":"drop","before":null,"after":null,"txnEnd":`...)
+		dst = strconv.AppendBool(dst, e.TxnEnd)
+		dst = append(dst, `,"ts":`...)
+		dst = strconv.AppendInt(dst, e.Mtime, 10)
+		return append(dst, '}'), nil
+	}
 	tuple, err := keys.DecodeTuple(e.Key)
 	if err != nil {
 		return dst, fmt.Errorf("event key: %w", err)

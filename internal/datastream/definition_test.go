@@ -3,10 +3,13 @@ package datastream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/internal/changes"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
 )
@@ -120,5 +123,25 @@ func TestParseFillsDefaults(t *testing.T) {
 	d.Sink.Topics, d.Sink.TopicPrefix = TopicsPerDatabase, "cdc."
 	if got := d.Topic("Order"); got != "cdc.shop" {
 		t.Errorf("per-database topic %q", got)
+	}
+}
+
+func TestRecordsCarryADropWithoutItsTable(t *testing.T) {
+	for _, format := range []string{FormatJSON, FormatAvro} {
+		def := &Definition{Database: "mail", Sink: Sink{Format: format, TopicPrefix: "doppio."}}
+		evs := []changes.Event{{Partition: 2, SCN: partition.SCN{Generation: 1, Sequence: 9}, Mtime: 5,
+			Write: partition.Write{Table: "Message", Op: partition.OpDrop}, TxnEnd: true}}
+		gone := func(name string) (*schema.Table, error) { return nil, fmt.Errorf("table %s is gone", name) }
+		recs, err := Records(def, evs, gone)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if len(recs) != 1 || recs[0].Key != nil || recs[0].Topic != "doppio.mail.Message" {
+			t.Fatalf("%s: records %+v", format, recs)
+		}
+		want := `{"scn":"1:9","partition":2,"table":"Message","key":null,"op":"drop","before":null,"after":null,"txnEnd":true,"ts":5}`
+		if string(recs[0].Value) != want {
+			t.Fatalf("%s: value %s, want %s", format, recs[0].Value, want)
+		}
 	}
 }

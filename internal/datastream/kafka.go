@@ -14,6 +14,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/keys"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/schema"
 )
 
@@ -169,13 +170,21 @@ func Records(def *Definition, evs []changes.Event, tables func(string) (*schema.
 		} else {
 			index = 0
 		}
-		t, err := tables(ev.Table)
-		if err != nil {
-			return nil, err
-		}
-		key, err := groupKey(ev.Key)
-		if err != nil {
-			return nil, err
+		// A table's drop has no key and its table is gone from the
+		// catalog: its record is unkeyed and carries the event's JSON.
+		drop := ev.Op == partition.OpDrop
+		var (
+			t   *schema.Table
+			key []byte
+			err error
+		)
+		if !drop {
+			if t, err = tables(ev.Table); err != nil {
+				return nil, err
+			}
+			if key, err = groupKey(ev.Key); err != nil {
+				return nil, err
+			}
 		}
 		r := &kgo.Record{
 			Topic:     def.Topic(ev.Table),
@@ -193,8 +202,12 @@ func Records(def *Definition, evs []changes.Event, tables func(string) (*schema.
 		if ev.TxnEnd {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTxnEnd, Value: []byte("true")})
 		}
-		switch def.Sink.Format {
-		case FormatAvro:
+		switch {
+		case drop:
+			if r.Value, err = ev.AppendJSON(nil, nil); err != nil {
+				return nil, err
+			}
+		case def.Sink.Format == FormatAvro:
 			if ev.After != nil {
 				if r.Value, err = avroAtLatest(t, ev.After, int(ev.AfterVersion)); err != nil {
 					return nil, err

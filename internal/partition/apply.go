@@ -15,7 +15,12 @@ const metaApplied = "applied"
 // a pure function of its inputs, so every replica applies the same bytes.
 // encoded is ws.Encode(); its change-log part is stored as the log entry.
 func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
+	dropped := false
 	for _, w := range ws.Writes {
+		if w.Op == OpDrop {
+			dropped = true // its keys go with the ranges below
+			continue
+		}
 		k := p.Document(w.Table, w.Key)
 		if w.After == nil {
 			b.Delete(k)
@@ -28,6 +33,9 @@ func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn
 	}
 	for _, r := range ws.Index.Ranges {
 		b.DeleteRange(r.Start, r.End)
+		if dropped {
+			b.Reclaim(r.Start, r.End)
+		}
 	}
 	for _, k := range ws.Index.Deletes {
 		b.Delete(k)

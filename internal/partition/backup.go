@@ -188,6 +188,9 @@ func (r *Replica) incremental(it *storage.Iter, from BackupPoint, scn SCN) (*del
 			return nil, fmt.Sprintf("SCN %d:%d built or dropped an index", g, s), nil
 		}
 		for _, w := range ws.Writes {
+			if w.Op == OpDrop {
+				return nil, fmt.Sprintf("SCN %d:%d dropped table %s", g, s, w.Table), nil
+			}
 			docs[string(p.Document(w.Table, w.Key))] = true
 			_, rest, err := keys.DecodeOne(w.Key)
 			if err != nil {

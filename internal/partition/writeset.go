@@ -14,6 +14,9 @@ const (
 	OpInsert Op = 1 + iota
 	OpUpdate
 	OpDelete
+	// OpDrop is a table's drop (see Replica.Drop): a write without key or
+	// images, whose deletions are the write set's index ranges.
+	OpDrop
 )
 
 func (o Op) String() string {
@@ -24,6 +27,8 @@ func (o Op) String() string {
 		return "update"
 	case OpDelete:
 		return "delete"
+	case OpDrop:
+		return "drop"
 	}
 	return fmt.Sprintf("op(%d)", o)
 }

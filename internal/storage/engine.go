@@ -25,6 +25,14 @@ type Engine struct {
 	// batch that names it (see Batch.Notify and Engine.Changed).
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
+
+	// reclaims are the background compactions of dropped spans (see
+	// Batch.Reclaim); Close cancels and waits for them, since Pebble
+	// refuses a compaction of a closed store by panicking.
+	closed       bool
+	reclaims     sync.WaitGroup
+	stopReclaims context.CancelFunc
+	reclaimCtx   context.Context
 }
 
 // Options configure Open.
@@ -90,6 +98,7 @@ func Open(dir string, o Options) (*Engine, error) {
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
 	e := &Engine{db: db, opts: opts, dir: dir, waiters: map[string]chan struct{}{}}
+	e.reclaimCtx, e.stopReclaims = context.WithCancel(context.Background())
 	if o.RowCacheBytes > 0 && o.RowCacheKeys != nil {
 		e.rows = newRowCache(o.RowCacheBytes, o.RowCacheKeys)
 		e.rows.spans = o.RowCacheSpans
@@ -97,8 +106,16 @@ func Open(dir string, o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close flushes nothing extra (the WAL is already synced) and closes.
-func (e *Engine) Close() error { return e.db.Close() }
+// Close flushes nothing extra (the WAL is already synced) and closes,
+// after stopping the background compactions of dropped spans.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.stopReclaims()
+	e.reclaims.Wait()
+	return e.db.Close()
+}
 
 // ErrNotFound is returned by Get for an absent key.
 var ErrNotFound = errors.New("not found")
@@ -171,6 +188,8 @@ type Batch struct {
 	// deletion): marked before the batch is applied and once it is visible.
 	rows    []rowWrite
 	allRows bool
+	// reclaim: spans to compact once the batch is committed.
+	reclaim [][2][]byte
 }
 
 // NewBatch starts an empty batch. Commit, CommitNoSync and Enqueue/Wait
@@ -204,6 +223,9 @@ func (e *Engine) Changed(topic string) <-chan struct{} {
 }
 
 func (b *Batch) committed() {
+	if len(b.reclaim) > 0 {
+		b.e.compactLater(b.reclaim)
+	}
 	if len(b.topics) == 0 {
 		return
 	}
@@ -270,6 +292,34 @@ func (b *Batch) DeleteRange(start, end []byte) {
 		b.allRows = true
 		b.rows = nil
 	}
+}
+
+// Reclaim asks for [start, end), which the batch deletes with
+// DeleteRange, to be compacted in the background once the batch is
+// committed: a dropped table's space returns to the file system now
+// rather than when Pebble's own compactions reach the span.
+func (b *Batch) Reclaim(start, end []byte) {
+	b.reclaim = append(b.reclaim, [2][]byte{slices.Clone(start), slices.Clone(end)})
+}
+
+// compactLater compacts spans, one after another, in a goroutine of its
+// own; Close stops it.
+func (e *Engine) compactLater(spans [][2][]byte) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.reclaims.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.reclaims.Done()
+		for _, s := range spans {
+			if err := e.db.Compact(e.reclaimCtx, s[0], s[1], false); err != nil {
+				return // closing, or the span holds nothing to compact
+			}
+		}
+	}()
 }
 
 // Len is the batch's encoded size.

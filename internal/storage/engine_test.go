@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 // TestGetSkipsTablesByBloomFilter: after the keys are flushed to a table,
@@ -105,4 +109,66 @@ func TestLargeValuesLiveInBlobFiles(t *testing.T) {
 	}
 	defer e.Close()
 	check()
+}
+
+// tableBytes is the size of the store's sstables and blob files.
+func tableBytes(e *Engine) uint64 {
+	m := e.Metrics()
+	return m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize
+}
+
+func TestReclaimCompactsADroppedSpanAway(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rng := rand.New(rand.NewPCG(1, 2)) // values that do not compress
+	for i := range 8 {
+		b := e.NewBatch()
+		for j := range 1000 {
+			value := make([]byte, 1024)
+			for k := range value {
+				value[k] = byte(rng.Uint32())
+			}
+			b.Set([]byte(fmt.Sprintf("drop/%d/%04d", i, j)), value)
+		}
+		if err := e.Commit(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := tableBytes(e)
+	if before < 4<<20 {
+		t.Fatalf("%d bytes of tables before the drop, want the 8 MiB written", before)
+	}
+	b := e.NewBatch()
+	b.DeleteRange([]byte("drop/"), []byte("drop0"))
+	b.Reclaim([]byte("drop/"), []byte("drop0"))
+	if err := e.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 20*time.Second, "the dropped span compacted away", func() bool {
+		return tableBytes(e) < before/10
+	})
+}
+
+func TestCloseStopsReclaimsUnderWay(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.NewBatch()
+	b.Set([]byte("k"), []byte("v"))
+	b.DeleteRange([]byte("a"), []byte("z"))
+	b.Reclaim([]byte("a"), []byte("z"))
+	if err := e.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	// A compaction still running at Close would panic in Pebble.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

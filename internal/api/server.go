@@ -26,6 +26,7 @@ import (
 	"github.com/doppio-db/doppio/internal/bulkload"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/derived"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/peer"
@@ -101,6 +102,7 @@ type Server struct {
 	registry *replicas.Registry
 	streams  *datastream.Manager
 	loads    *bulkload.Manager
+	derived  *derived.Manager
 	quotas   *quota.Store // nil: nothing is limited
 	log      *slog.Logger
 	// rest and peer are what the REST and the peer listener serve.

@@ -454,7 +454,10 @@ func (l *listener) allowed(r *http.Request) string {
 func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, wait time.Duration, allow string, notApplied bool) {
 	h := w.Header()
 	for k := range h {
-		delete(h, k)
+		// A derived table's version stays named: a 404 is that version's.
+		if k != headerVersion {
+			delete(h, k)
+		}
 	}
 	h.Set("Content-Type", "application/problem+json")
 	if wait > 0 {

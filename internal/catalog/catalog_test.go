@@ -630,3 +630,22 @@ func TestPositionsRoundTripThroughTheHeader(t *testing.T) {
 		t.Errorf("String = %q", p.String())
 	}
 }
+
+func TestTableKindNeverChanges(t *testing.T) {
+	_, _, c := setup(t)
+	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{Kind: "view"})
+	wantKind(t, err, problem.Malformed, "kind")
+	tb, created, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{Kind: schema.KindDerived})
+	if err != nil || !created || !tb.Derived() {
+		t.Fatalf("create a derived table: %v created=%v derived=%v", err, created, tb != nil && tb.Derived())
+	}
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{})
+	wantKind(t, err, problem.Conflict, "kind")
+	tb, _, changed, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{Kind: schema.KindDerived})
+	if err != nil || !changed || tb.Latest() != 2 || !tb.Derived() {
+		t.Fatalf("a derived table's next version: %v changed=%v", err, changed)
+	}
+}

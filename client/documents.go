@@ -26,6 +26,8 @@ type Document struct {
 	LastModified  time.Time
 	SchemaVersion int
 	SCN           string
+	// Version is, on a derived table, the version Get read.
+	Version int
 }
 
 // Decode unmarshals the document's body into v.
@@ -110,6 +112,7 @@ func (c *Client) Get(ctx context.Context, db, table string, key Key, opts ...Rea
 		d.Key[i] = normalizePart(p)
 	}
 	d.SchemaVersion, _ = strconv.Atoi(res.header.Get("X-Doppio-Schema-Version"))
+	d.Version, _ = strconv.Atoi(res.header.Get("X-Doppio-Version"))
 	d.LastModified, _ = http.ParseTime(res.header.Get("Last-Modified"))
 	return d, nil
 }

@@ -46,6 +46,8 @@ type KeyPart struct {
 type TableSpec struct {
 	Key    []KeyPart       `json:"key"`
 	Schema json.RawMessage `json:"schema"`
+	// Kind is "derived" for a read-only table served in pushed versions.
+	Kind string `json:"kind,omitempty"`
 }
 
 // Table is a table's current definition.
@@ -56,6 +58,8 @@ type Table struct {
 	Version  int             `json:"version"`
 	Schema   json.RawMessage `json:"schema"`
 	Versions []VersionInfo   `json:"versions"`
+	// Kind is "derived" for a derived table.
+	Kind string `json:"kind,omitempty"`
 	// Indexes are the table's indexes and how far each is built.
 	Indexes []IndexStatus `json:"indexes"`
 }

@@ -17,6 +17,8 @@ type ClusterInfo struct {
 	Transfers []TransferInfo `json:"transfers"`
 	// Loads are the bulk loads not yet ended, with their totals.
 	Loads []Load `json:"loads,omitempty"`
+	// Derived are the derived tables with their versions.
+	Derived []DerivedTable `json:"derived,omitempty"`
 	// Insecure: the node that answered runs without TLS (no certs
 	// directory), by its operator's explicit choice off loopback.
 	Insecure bool `json:"insecure"`

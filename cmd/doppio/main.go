@@ -36,7 +36,7 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate(version.String())
 	f := addClientCommands(root)
 	root.AddCommand(withPrintConfig(f, devCommand(f)), withPrintConfig(f, startCommand(f)), withPrintConfig(f, routerCommand(f)), certCommand(f))
-	root.AddCommand(changesCommand(f), bulkCommand(f), exportCommand(f))
+	root.AddCommand(changesCommand(f), bulkCommand(f), derivedCommand(f), exportCommand(f))
 	root.AddCommand(backupCommands(f)...)
 	root.AddCommand(versionCommand())
 	addCompletions(root, f)

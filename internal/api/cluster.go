@@ -192,7 +192,7 @@ func (s *Server) fetchPage(r *http.Request, to *partition.NotAppliedError, table
 	if err != nil {
 		return page, err
 	}
-	for _, h := range []string{headerSchemaVersion, headerStaleness, headerTimeout} {
+	for _, h := range []string{headerSchemaVersion, headerStaleness, headerTimeout, headerVersion} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}

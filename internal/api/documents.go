@@ -211,6 +211,9 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
 	if err != nil {
 		return err
 	}
+	if tg.table, err = s.readVersion(w, r, tg.table); err != nil {
+		return err
+	}
 	opts, err := s.readOptions(r, tg.table)
 	if err != nil {
 		return err
@@ -709,6 +712,9 @@ func (s *Server) fullKeyTarget(ctx context.Context, p params, verb string) (targ
 	if err != nil {
 		return tg, err
 	}
+	if err := refuseDerived(tg.table); err != nil {
+		return tg, err
+	}
 	if tg.multi != nil {
 		return tg, problem.New(problem.Malformed, "%s addresses one document, not a list", verb)
 	}
@@ -779,6 +785,9 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request, p params) error 
 		return err
 	}
 	t := tg.table
+	if err := refuseDerived(t); err != nil {
+		return err
+	}
 	if !t.AutoIncrement() {
 		return problem.New(problem.NotAllowed, "table %s has no auto-increment key part: PUT the document at its full key", t.Def.Name)
 	}
@@ -803,6 +812,9 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request, p params) error 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, p params) error {
 	tg, err := s.target(r.Context(), p)
 	if err != nil {
+		return err
+	}
+	if err := refuseDerived(tg.table); err != nil {
 		return err
 	}
 	if tg.multi != nil {

@@ -164,6 +164,9 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
+	if t, err = s.readVersion(w, r, t); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	if !isQuery(q) {
 		return problem.Field(problem.Malformed, "query", "reading a whole table needs a query (query=*, with sort and limit, for everything) or a partition key in the path")
@@ -193,7 +196,7 @@ func (s *Server) queryAll(w http.ResponseWriter, r *http.Request, p params) erro
 			to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
 			switch {
 			case isElsewhere:
-				page, err := s.fetchPage(r, to, t.Def.Name)
+				page, err := s.fetchPage(r, to, p.table)
 				if err != nil {
 					errs[i] = err
 					return
@@ -293,6 +296,9 @@ func firstError(errs []error) error {
 func (s *Server) queryPartition(w http.ResponseWriter, r *http.Request, p params) error {
 	d, t, err := s.databaseTable(r.Context(), p)
 	if err != nil {
+		return err
+	}
+	if t, err = s.readVersion(w, r, t); err != nil {
 		return err
 	}
 	pi, err := strconv.Atoi(p.partition)

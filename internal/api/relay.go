@@ -30,7 +30,7 @@ func (s *Server) Relay(peers func() []Peer) { s.relay = peers }
 func relayed(pattern string) bool {
 	return strings.HasPrefix(pattern, "/_schemas") || strings.HasPrefix(pattern, "/_cluster") ||
 		strings.HasPrefix(pattern, "/_datastreams") || strings.HasPrefix(pattern, "/_quotas") ||
-		strings.HasPrefix(pattern, "/_bulk")
+		strings.HasPrefix(pattern, "/_bulk") || strings.HasPrefix(pattern, "/_derived")
 }
 
 type relayTarget Peer

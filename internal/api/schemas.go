@@ -168,6 +168,7 @@ type tableView struct {
 	Schema   json.RawMessage  `json:"schema"`
 	Versions []versionSummary `json:"versions"`
 	Indexes  []indexView      `json:"indexes"`
+	Kind     string           `json:"kind,omitempty"`
 }
 
 // indexView is the state of one index over the partitions of this node.
@@ -213,7 +214,7 @@ func (s *Server) withIndexes(v tableView, db string, t *schema.Table) tableView 
 
 func viewTable(t *schema.Table) tableView {
 	def := t.Def
-	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest()}
+	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest(), Kind: def.Kind}
 	for _, ver := range def.Versions {
 		v.Versions = append(v.Versions, versionSummary{Version: ver.Version, Created: ver.Created})
 		if ver.Version == t.Latest() {
@@ -235,6 +236,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 	var body struct {
 		Key    []schema.KeyPart `json:"key"`
 		Schema json.RawMessage  `json:"schema"`
+		Kind   string           `json:"kind"`
 	}
 	if err := decodeStrict(r, maxSchemaBytes, &body); err != nil {
 		return err
@@ -245,7 +247,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 	if _, err := s.database(r.Context(), p.db); err != nil {
 		return err
 	}
-	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema)
+	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema, catalog.TableOptions{Kind: body.Kind})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/doppio-db/doppio/internal/bulkload"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/derived"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/peer"
@@ -101,6 +102,7 @@ type Server struct {
 	registry *replicas.Registry
 	streams  *datastream.Manager
 	loads    *bulkload.Manager
+	derived  *derived.Manager
 	quotas   *quota.Store // nil: nothing is limited
 	log      *slog.Logger
 	// rest and peer are what the REST and the peer listener serve.
@@ -452,7 +454,10 @@ func (l *listener) allowed(r *http.Request) string {
 func writeProblem(w http.ResponseWriter, body problemBody, retryAfter int, wait time.Duration, allow string, notApplied bool) {
 	h := w.Header()
 	for k := range h {
-		delete(h, k)
+		// A derived table's version stays named: a 404 is that version's.
+		if k != headerVersion {
+			delete(h, k)
+		}
 	}
 	h.Set("Content-Type", "application/problem+json")
 	if wait > 0 {

@@ -44,6 +44,9 @@ func (s *Server) operation(ctx context.Context, db schema.Database, b opBody) (p
 	if err != nil {
 		return partition.Operation{}, err
 	}
+	if err := refuseDerived(t); err != nil {
+		return partition.Operation{}, err
+	}
 	if len(b.Key) == 0 {
 		return partition.Operation{}, problem.Field(problem.Malformed, "key", "the operation needs a key")
 	}

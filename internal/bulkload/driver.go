@@ -232,7 +232,7 @@ func (m *Manager) apply(ctx context.Context, rec Record, f bulk.File, path strin
 		if err := lim.wait(ctx, size); err != nil {
 			return err
 		}
-		if _, err := rep.LoadChunk(ctx, rec.Table, uint32(rec.SchemaVersion), mark, to, docs); err != nil {
+		if _, err := rep.LoadChunk(ctx, rec.target(), uint32(rec.SchemaVersion), mark, to, docs); err != nil {
 			if partition.IsNotApplied(err) {
 				return errMoved
 			}

@@ -131,6 +131,18 @@ func (m *Manager) Close() {
 // same build (the same manifest bytes) is the same load: starting it
 // again while it runs, or after it is done, returns it as it is.
 func (m *Manager) Start(ctx context.Context, req wire.LoadRequest) (wire.Load, bool, error) {
+	return m.start(ctx, req, "")
+}
+
+// StartInto is Start for a load whose documents go to the stored table
+// into rather than the build's table (a derived table's version, see
+// schema.VersionTable); the same build into another table is another
+// load.
+func (m *Manager) StartInto(ctx context.Context, req wire.LoadRequest, into string) (wire.Load, bool, error) {
+	return m.start(ctx, req, into)
+}
+
+func (m *Manager) start(ctx context.Context, req wire.LoadRequest, into string) (wire.Load, bool, error) {
 	mode, err := checkMode(req.Mode)
 	if err != nil {
 		return wire.Load{}, false, err
@@ -150,13 +162,12 @@ func (m *Manager) Start(ctx context.Context, req wire.LoadRequest) (wire.Load, b
 	if err != nil {
 		return wire.Load{}, false, problem.Field(problem.Invalid, "manifest", "%s: %v", src, err)
 	}
-	if err := checkBuild(man, m.cfg.Catalog); err != nil {
+	if err := checkBuild(man, m.cfg.Catalog, into); err != nil {
 		return wire.Load{}, false, err
 	}
-	sum := sha256.Sum256(raw)
 	rec := Record{
-		ID: hex.EncodeToString(sum[:]), Source: src.String(), Mode: mode, Throttle: req.Throttle,
-		Database: man.Database, Table: man.Table, SchemaVersion: man.SchemaVersion, Files: man.Files,
+		ID: LoadID(raw, into), Source: src.String(), Mode: mode, Throttle: req.Throttle,
+		Database: man.Database, Table: man.Table, Into: into, SchemaVersion: man.SchemaVersion, Files: man.Files,
 		State: wire.LoadVerifying, Created: time.Now().UTC(), Run: 1,
 	}
 	key := m.loadKey(rec.ID)
@@ -255,6 +266,17 @@ func (m *Manager) Active(ctx context.Context) []wire.Load {
 	return slices.DeleteFunc(all, func(l wire.Load) bool {
 		return l.State == wire.LoadDone || l.State == wire.LoadCancelled || l.State == wire.LoadFailed
 	})
+}
+
+// LoadID is the ID of the load of the build whose manifest is manifest
+// into stored table into ("" for the build's own table).
+func LoadID(manifest []byte, into string) string {
+	h := sha256.New()
+	h.Write(manifest)
+	if into != "" {
+		h.Write([]byte("\x00into\x00" + into))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func notFound(id string) error { return problem.New(problem.NotFound, "no load %s", id) }

@@ -1,6 +1,7 @@
 package bulkload
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -19,12 +20,15 @@ const (
 // on the key's ModRevision, so a driver that starts a partition can make
 // its start conditional on the load not having been cancelled since.
 type Record struct {
-	ID            string      `json:"id"`
-	Source        string      `json:"source"`
-	Mode          string      `json:"mode"`
-	Throttle      int64       `json:"throttle,omitempty"`
-	Database      string      `json:"database"`
-	Table         string      `json:"table"`
+	ID       string `json:"id"`
+	Source   string `json:"source"`
+	Mode     string `json:"mode"`
+	Throttle int64  `json:"throttle,omitempty"`
+	Database string `json:"database"`
+	Table    string `json:"table"`
+	// Into, when set, is the stored table the documents go to instead of
+	// Table: a derived table's version (docs/design/derived.md).
+	Into          string      `json:"into,omitempty"`
 	SchemaVersion int         `json:"schemaVersion"`
 	Files         []bulk.File `json:"files"`
 	State         string      `json:"state"`
@@ -36,6 +40,9 @@ type Record struct {
 	// again starts run 2, and progress of an earlier run is not this one's.
 	Run int `json:"run"`
 }
+
+// target is the stored table the load's chunks write.
+func (r *Record) target() string { return cmp.Or(r.Into, r.Table) }
 
 // ended reports whether the load is over: nothing will change its data.
 func (r *Record) ended() bool {

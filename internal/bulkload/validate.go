@@ -33,7 +33,7 @@ func checkMode(mode string) (string, error) {
 // checkBuild refuses a build that does not fit the table it names: each
 // mismatch is a problem naming the manifest's field, found before anything
 // is recorded or applied.
-func checkBuild(m *bulk.Manifest, cat Catalog) error {
+func checkBuild(m *bulk.Manifest, cat Catalog, into string) error {
 	db, ok := cat.Database(m.Database)
 	if !ok {
 		return problem.Field(problem.NotFound, "database", "the build is for database %s, which does not exist", m.Database)
@@ -41,6 +41,10 @@ func checkBuild(m *bulk.Manifest, cat Catalog) error {
 	t, ok := cat.Table(m.Database, m.Table)
 	if !ok {
 		return problem.Field(problem.NotFound, "table", "the build is for table %s.%s, which does not exist", m.Database, m.Table)
+	}
+	if t.Derived() && into == "" {
+		return problem.Field(problem.Conflict, "table",
+			"table %s.%s is derived: push the build as a new version (POST /_derived/%s/%s/versions) instead of loading it", m.Database, m.Table, m.Database, m.Table)
 	}
 	if m.Partitions != db.Partitions {
 		return problem.Field(problem.Conflict, "partitions",

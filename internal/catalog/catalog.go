@@ -357,13 +357,24 @@ func (c *Catalog) PutDatabase(ctx context.Context, d schema.Database) (out schem
 	return schema.Database{}, false, contended()
 }
 
+// TableOptions are the parts of a table's definition besides its key and
+// document schema.
+type TableOptions struct {
+	// Kind is "" for a table written through the document API, or
+	// schema.KindDerived; it never changes.
+	Kind string
+}
+
 // PutTable creates the table (version 1) or registers the next document-schema
-// version via schema.NextVersion. The key is immutable: a different key is a
-// Conflict "key cannot change". An incompatible schema is the Conflict from
-// NextVersion and nothing is stored. A schema equal to the latest version
-// returns the current table with created=false, changed=false. The database
-// must exist (NotFound).
-func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.KeyPart, avroSchema json.RawMessage) (t *schema.Table, created, changed bool, err error) {
+// version via schema.NextVersion. The key and the kind are immutable: a
+// different one is a Conflict naming it. An incompatible schema is the
+// Conflict from NextVersion and nothing is stored. A schema equal to the
+// latest version returns the current table with created=false,
+// changed=false. The database must exist (NotFound).
+func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.KeyPart, avroSchema json.RawMessage, opts TableOptions) (t *schema.Table, created, changed bool, err error) {
+	if opts.Kind != "" && opts.Kind != schema.KindDerived {
+		return nil, false, false, problem.Field(problem.Malformed, "kind", "kind %q is not a table kind (%q, or none)", opts.Kind, schema.KindDerived)
+	}
 	dbKey, tableKey, marker := c.dbKey(db), c.tableKey(db, table), c.tableDropKey(db, table)
 	for range maxAttempts {
 		// Read both keys at one revision, so "the database exists" and
@@ -387,7 +398,7 @@ func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.K
 		)
 		tkvs := resp.Responses[1].GetResponseRange().Kvs
 		if len(tkvs) == 0 {
-			cur = schema.TableDef{Database: db, Name: table, Key: key}
+			cur = schema.TableDef{Database: db, Name: table, Key: key, Kind: opts.Kind}
 			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(tableKey), "=", 0))
 		} else {
 			kv := tkvs[0]
@@ -396,6 +407,9 @@ func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.K
 			}
 			if !slices.Equal(cur.Key, key) {
 				return nil, false, false, problem.Field(problem.Conflict, "key", "key cannot change")
+			}
+			if cur.Kind != opts.Kind {
+				return nil, false, false, problem.Field(problem.Conflict, "kind", "the kind of table %s.%s cannot change (%q, requested %q)", db, table, cur.Kind, opts.Kind)
 			}
 			conds = append(conds, clientv3.Compare(clientv3.ModRevision(tableKey), "=", kv.ModRevision))
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/problem"
+	"github.com/doppio-db/doppio/internal/schema"
 )
 
 // Log is what a reader needs of a partition replica (*partition.Replica).
@@ -20,7 +21,11 @@ type Filter struct {
 	Tables map[string]bool // nil: every table
 }
 
-func (f Filter) match(table string) bool { return f.Tables == nil || f.Tables[table] }
+// match never selects a derived table's version: its chunks are pushed
+// data, not changes anyone made (docs/design/derived.md).
+func (f Filter) match(table string) bool {
+	return !schema.IsVersionTable(table) && (f.Tables == nil || f.Tables[table])
+}
 
 // Reader reads one partition's change log from a position, in commit order.
 type Reader struct {

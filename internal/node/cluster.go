@@ -29,6 +29,9 @@ func (c clusterView) Info(ctx context.Context) (wire.ClusterInfo, error) {
 	if c.n.loads != nil {
 		info.Loads = c.n.loads.Active(ctx)
 	}
+	if c.n.derived != nil {
+		info.Derived = c.n.derived.List(ctx)
+	}
 	info.Insecure = !c.n.sec.secure()
 	return info, nil
 }

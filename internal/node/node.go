@@ -32,6 +32,7 @@ import (
 	"github.com/doppio-db/doppio/internal/consistency"
 	"github.com/doppio-db/doppio/internal/controller"
 	"github.com/doppio-db/doppio/internal/datastream"
+	"github.com/doppio-db/doppio/internal/derived"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/http1"
 	"github.com/doppio-db/doppio/internal/keys"
@@ -174,6 +175,7 @@ type Node struct {
 	api      *api.Server
 	streams  *datastream.Manager
 	loads    *bulkload.Manager
+	derived  *derived.Manager
 	quotas   *quota.Store
 	self     uint64 // Raft id
 
@@ -407,7 +409,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	n.registry = replicas.New(replicas.Config{
 		Engine:    n.engine,
 		Limits:    partition.Limits{MaxDocumentBytes: n.cfg.API.MaxDocumentBytes, BackfillRate: n.cfg.BackfillRate},
-		Tables:    n.catalog.Tables,
+		Tables:    n.partitionTables,
 		Self:      n.self,
 		Directory: directory{n.view},
 		Logger:    n.log,
@@ -444,6 +446,14 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 		Throttle: n.cfg.BulkThrottle, Parallel: n.cfg.BulkParallel, Registry: registry, Audit: n.audit, Logger: n.log,
 	})
 	n.api.AttachLoads(n.loads)
+	n.derived, err = derived.Open(ctx, derived.Config{
+		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Catalog: n.catalog, Loads: n.loads,
+		Hosted: n.derivedHosted, Placement: n.derivedPlacement, Live: n.liveNodes, Registry: registry, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.api.AttachDerived(n.derived)
 	return n.openQuotas(ctx, cli, registry)
 }
 
@@ -561,6 +571,9 @@ func (n *Node) Close() error {
 		errs = append(errs, n.http.Shutdown(ctx))
 	}
 	n.wg.Wait()
+	if n.derived != nil {
+		n.derived.Close()
+	}
 	if n.loads != nil {
 		// A chunk in flight lands or not; the next leader resumes.
 		n.loads.Close()
@@ -674,11 +687,14 @@ func (n *Node) followCatalog() {
 	defer n.wg.Done()
 	changes, cancel := n.catalog.Subscribe()
 	defer cancel()
+	versions, cancelVersions := n.derived.Subscribe()
+	defer cancelVersions()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-changes:
+		case <-versions:
 		case <-n.led:
 		}
 		for db := range n.registry.All() {

@@ -50,7 +50,13 @@ type TableDef struct {
 	Name     string    `json:"name"`
 	Key      []KeyPart `json:"key"`
 	Versions []Version `json:"versions"`
+	// Kind is KindDerived for a derived table, whose documents change
+	// only by pushing versions (docs/design/derived.md); empty otherwise.
+	Kind string `json:"kind,omitempty"`
 }
+
+// KindDerived is the kind of a read-only table served in versions.
+const KindDerived = "derived"
 
 // Document is a document in normalized form: a map of field name to value,
 // where a value is nil, bool, int64 (int, long and their logical types),

@@ -222,6 +222,9 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
 	case tg.multi != nil:
 		return s.multiGet(w, r, tg, opts)
 	case len(tg.key) == tg.table.Arity():
+		if s.tier != nil && r.Header.Get(headerStaleness) != "" && r.Header.Get(headerForwardedBy) == "" {
+			return s.cachedGetOne(w, r, tg, opts)
+		}
 		return s.getOne(w, r, tg, opts)
 	default:
 		return s.collection(w, r, tg, opts)

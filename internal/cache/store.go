@@ -434,3 +434,38 @@ func (s *Store) RaiseWatermark(ctx context.Context, db string, generation int64,
 		}, func(int, int64) {})
 	})
 }
+
+// Keys calls fn with the encoded key of every entry of a table of one
+// generation on the primary (a SCAN: entries written meanwhile may be
+// missed or seen twice), until fn fails. For tests and checks, not the
+// request path.
+func (s *Store) Keys(ctx context.Context, db string, generation int64, table string, fn func(key []byte) error) error {
+	e, err := s.writer()
+	if err != nil {
+		return err
+	}
+	pattern := TablePattern(db, generation, table)
+	prefix := pattern[:len(pattern)-1]
+	var cursor uint64
+	for {
+		var keys []string
+		err := e.do(ctx, s.cfg.Timeout, func(ctx context.Context, cl *redis.Client) error {
+			var err error
+			keys, cursor, err = cl.Scan(ctx, cursor, pattern, 1000).Result()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if key, ok := DecodeKey(prefix, k); ok {
+				if err := fn(key); err != nil {
+					return err
+				}
+			}
+		}
+		if cursor == 0 {
+			return nil
+		}
+	}
+}

@@ -137,6 +137,9 @@ type tableView struct {
 	Schema   json.RawMessage  `json:"schema"`
 	Versions []versionSummary `json:"versions"`
 	Indexes  []indexView      `json:"indexes"`
+	// Cache and CacheGeneration are shown for a cacheable table only.
+	Cache           *schema.CacheSettings `json:"cache,omitempty"`
+	CacheGeneration int64                 `json:"cacheGeneration,omitempty"`
 }
 
 // indexView is the state of one index over the partitions of this node.
@@ -182,7 +185,10 @@ func (s *Server) withIndexes(v tableView, db string, t *schema.Table) tableView 
 
 func viewTable(t *schema.Table) tableView {
 	def := t.Def
-	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest()}
+	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest(), Cache: def.Cache}
+	if def.Cacheable() {
+		v.CacheGeneration = def.CacheGeneration
+	}
 	for _, ver := range def.Versions {
 		v.Versions = append(v.Versions, versionSummary{Version: ver.Version, Created: ver.Created})
 		if ver.Version == t.Latest() {
@@ -204,17 +210,26 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 	var body struct {
 		Key    []schema.KeyPart `json:"key"`
 		Schema json.RawMessage  `json:"schema"`
+		Cache  json.RawMessage  `json:"cache"`
 	}
 	if err := decodeStrict(r, maxSchemaBytes, &body); err != nil {
 		return err
 	}
-	if len(body.Schema) == 0 {
+	var opts catalog.TableOptions
+	if body.Cache != nil {
+		c, err := schema.ParseCacheSettings(body.Cache)
+		if err != nil {
+			return err
+		}
+		opts.SetCache, opts.Cache = true, c
+	}
+	if len(body.Schema) == 0 && !opts.SetCache {
 		return problem.Field(problem.Malformed, "schema", "the table needs a document schema")
 	}
 	if _, err := s.database(r.Context(), p.db); err != nil {
 		return err
 	}
-	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema)
+	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema, opts)
 	if err != nil {
 		return err
 	}

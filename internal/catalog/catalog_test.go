@@ -192,13 +192,13 @@ func TestDatabaseLifecycle(t *testing.T) {
 func TestTableVersions(t *testing.T) {
 	_, cli, c := setup(t)
 
-	_, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1))
+	_, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{})
 	wantKind(t, err, problem.NotFound, "")
 
 	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
 		t.Fatal(err)
 	}
-	tb, created, changed, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1))
+	tb, created, changed, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{})
 	if err != nil || !created || !changed {
 		t.Fatalf("create: %v created=%v changed=%v", err, created, changed)
 	}
@@ -210,12 +210,12 @@ func TestTableVersions(t *testing.T) {
 	}
 
 	// Same schema (other whitespace): unchanged.
-	tb, created, changed, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(strings.ReplaceAll(msgV1, "\n\t", " ")))
+	tb, created, changed, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(strings.ReplaceAll(msgV1, "\n\t", " ")), TableOptions{})
 	if err != nil || created || changed || tb.Latest() != 1 {
 		t.Fatalf("unchanged: %v created=%v changed=%v", err, created, changed)
 	}
 
-	tb, created, changed, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2))
+	tb, created, changed, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{})
 	if err != nil || created || !changed || tb.Latest() != 2 {
 		t.Fatalf("v2: %v created=%v changed=%v", err, created, changed)
 	}
@@ -224,7 +224,7 @@ func TestTableVersions(t *testing.T) {
 	}
 
 	before, _ := cli.Get(ctx(t), prefix+"/table/mail/Message")
-	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgBad))
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgBad), TableOptions{})
 	wantKind(t, err, problem.Conflict, "")
 	after, _ := cli.Get(ctx(t), prefix+"/table/mail/Message")
 	if before.Kvs[0].ModRevision != after.Kvs[0].ModRevision {
@@ -235,16 +235,16 @@ func TestTableVersions(t *testing.T) {
 	}
 
 	otherKey := []schema.KeyPart{{Name: "mailboxId", Type: schema.KeyString}}
-	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", otherKey, json.RawMessage(msgV2))
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Message", otherKey, json.RawMessage(msgV2), TableOptions{})
 	wantKind(t, err, problem.Conflict, "key")
 
-	_, _, _, err = c.PutTable(ctx(t), "mail", "Bad", msgKey, json.RawMessage(`{"type":"string"}`))
+	_, _, _, err = c.PutTable(ctx(t), "mail", "Bad", msgKey, json.RawMessage(`{"type":"string"}`), TableOptions{})
 	wantKind(t, err, problem.Malformed, "")
 	if _, ok := c.Table("mail", "Bad"); ok {
 		t.Fatal("malformed table cached")
 	}
 
-	if _, _, _, err := c.PutTable(ctx(t), "mail", "Mailbox", msgKey[:1], json.RawMessage(`{"type":"record","name":"Mailbox","fields":[{"name":"unread","type":"long","default":0}]}`)); err != nil {
+	if _, _, _, err := c.PutTable(ctx(t), "mail", "Mailbox", msgKey[:1], json.RawMessage(`{"type":"record","name":"Mailbox","fields":[{"name":"unread","type":"long","default":0}]}`), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -280,11 +280,11 @@ func TestTwoCatalogsSeeEachOther(t *testing.T) {
 	}
 	eventually(t, "b sees database", func() bool { _, ok := b.Database("mail"); return ok })
 
-	if _, _, _, err := b.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+	if _, _, _, err := b.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a sees table v1", func() bool { tb, ok := a.Table("mail", "Message"); return ok && tb.Latest() == 1 })
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "b sees table v2", func() bool { tb, _ := b.Table("mail", "Message"); return tb.Latest() == 2 })
@@ -320,7 +320,7 @@ func TestConcurrentPutTable(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, _, changed, err := cats[i].PutTable(ctx(t), "mail", "Message", msgKey[:1], json.RawMessage(fieldSchema(i)))
+			_, _, changed, err := cats[i].PutTable(ctx(t), "mail", "Message", msgKey[:1], json.RawMessage(fieldSchema(i)), TableOptions{})
 			if err == nil && !changed {
 				err = fmt.Errorf("writer %d: not changed", i)
 			}
@@ -477,7 +477,7 @@ func TestLookupReadsThroughOnAMiss(t *testing.T) {
 	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := b.Database("mail"); ok {
@@ -517,7 +517,7 @@ func TestTheWatchCarriesOnlyCatalogKeys(t *testing.T) {
 	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "b sees the table", func() bool { _, ok := b.Table("mail", "Message"); return ok })
@@ -539,7 +539,7 @@ func TestLookupTableSinceReadsWhatTheWatchHasNotBrought(t *testing.T) {
 	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b := newCatalog(newClient(t, srv), prefix) // no watch: only what it reads
@@ -547,7 +547,7 @@ func TestLookupTableSinceReadsWhatTheWatchHasNotBrought(t *testing.T) {
 		t.Fatal(err)
 	}
 	behind := b.Revision()
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if a.Revision().Table <= behind.Table || a.Revision().DB != behind.DB {
@@ -575,7 +575,7 @@ func TestLookupTableSinceComparesEachKindWithItsOwnStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"Message", "Draft"} {
-		if _, _, _, err := a.PutTable(ctx(t), "mail", table, msgKey, json.RawMessage(msgV1)); err != nil {
+		if _, _, _, err := a.PutTable(ctx(t), "mail", table, msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -584,11 +584,11 @@ func TestLookupTableSinceComparesEachKindWithItsOwnStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Message v2, then Draft v2 and a new database, all after b's load.
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	forwarder := a.Revision() // holds Message v2
-	if _, _, _, err := a.PutTable(ctx(t), "mail", "Draft", msgKey, json.RawMessage(msgV2)); err != nil {
+	if _, _, _, err := a.PutTable(ctx(t), "mail", "Draft", msgKey, json.RawMessage(msgV2), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "archive"}); err != nil {
@@ -628,5 +628,48 @@ func TestPositionsRoundTripThroughTheHeader(t *testing.T) {
 	}
 	if p := (Position{12, 34}); p.String() != "12/34" {
 		t.Errorf("String = %q", p.String())
+	}
+}
+
+// TestCacheGenerationIsSetAtCreationAndOnlyGrows: a table's cache
+// generation is above every revision before its creation, a raise puts
+// it above every revision before the raise, and a settings change keeps
+// it; a second catalog sees the raised one.
+func TestCacheGenerationIsSetAtCreationAndOnlyGrows(t *testing.T) {
+	_, cli, a := setup(t)
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cli.Get(ctx(t), "/unrelated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1),
+		TableOptions{SetCache: true, Cache: &schema.CacheSettings{TTL: time.Minute, BootstrapEvery: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := tb.Def.CacheGeneration
+	if created <= before.Header.Revision || !tb.Def.Cacheable() || tb.Def.Cache.BootstrapEvery != 20*time.Second {
+		t.Fatalf("created with generation %d (etcd was at %d) and cache %+v", created, before.Header.Revision, tb.Def.Cache)
+	}
+	if err := a.RaiseCacheGeneration(ctx(t), "mail", "Message", "Absent"); err != nil {
+		t.Fatal(err)
+	}
+	raised, _ := a.Table("mail", "Message")
+	if raised.Def.CacheGeneration <= created {
+		t.Fatalf("raised generation %d, was %d", raised.Def.CacheGeneration, created)
+	}
+	tb, _, changed, err := a.PutTable(ctx(t), "mail", "Message", nil, nil, TableOptions{SetCache: true, Cache: &schema.CacheSettings{TTL: time.Hour, BootstrapEvery: time.Minute}})
+	if err != nil || !changed || tb.Latest() != 1 || tb.Def.CacheGeneration != raised.Def.CacheGeneration || tb.Def.Cache.TTL != time.Hour {
+		t.Fatalf("settings change: %+v changed=%v %v", tb.Def, changed, err)
+	}
+	b, err := Open(ctx(t), cli, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got, ok := b.Table("mail", "Message"); !ok || got.Def.CacheGeneration != raised.Def.CacheGeneration || got.Def.Cache.TTL != time.Hour {
+		t.Fatalf("another catalog sees %+v", got)
 	}
 }

@@ -50,6 +50,13 @@ type TableDef struct {
 	Name     string    `json:"name"`
 	Key      []KeyPart `json:"key"`
 	Versions []Version `json:"versions"`
+	// Cache, when set, makes the table cacheable (docs/design/cache.md).
+	Cache *CacheSettings `json:"cache,omitempty"`
+	// CacheGeneration names the table's entries in the cache tier: an
+	// etcd revision taken when the table was created, raised by every
+	// change of its documents that bypasses the change log (a bulk load,
+	// a restore), which orphans every entry written before.
+	CacheGeneration int64 `json:"cacheGeneration,omitempty"`
 }
 
 // Document is a document in normalized form: a map of field name to value,

@@ -148,13 +148,5 @@ func (s *Server) fetchOne(w http.ResponseWriter, r *http.Request, to *partition.
 	}
 	// Any other answer (a 400, a 403, a 429, a missing table) is the
 	// nodes' answer to the read as it is.
-	h := w.Header()
-	for k, vs := range resp.Header {
-		if !hopHeaders[k] {
-			h[k] = vs
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, err = io.Copy(w, resp.Body)
-	return pr, true, err
+	return pr, true, copyAnswer(w, resp)
 }

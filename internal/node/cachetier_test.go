@@ -105,6 +105,32 @@ func TestStalenessBoundedReadsAreServedByTheCacheTier(t *testing.T) {
 		t.Errorf("conditional read from the cache: %d %v, want 304", r.StatusCode, r.Header)
 	}
 
+	// A router with its own hot-key cache asks the node for the record
+	// on a miss and renders the same answer; then its cache answers.
+	rt, err := StartRouter(ctx, RouterConfig{HTTPAddr: "127.0.0.1:0", EtcdEndpoints: n.etcdEndpoints(),
+		Cache: CacheConfig{LocalBytes: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	nodeBase := base
+	base = "http://" + rt.Addr()
+	for i, want := range []string{"miss", "local"} {
+		r, b := do("GET", "/db/T/a", "", "X-Doppio-Staleness", "5s")
+		if r.StatusCode != 200 || r.Header.Get("X-Doppio-Cache") != want || b != firstBody {
+			t.Fatalf("router read %d: %d %q %s, want %s and the node's body", i, r.StatusCode, r.Header.Get("X-Doppio-Cache"), b, want)
+		}
+		for _, h := range []string{"ETag", "Last-Modified", "X-Doppio-SCN", "X-Doppio-Schema-Version"} {
+			if first.Header.Get(h) != r.Header.Get(h) {
+				t.Errorf("router read %d: %s %q, node's %q", i, h, r.Header.Get(h), first.Header.Get(h))
+			}
+		}
+	}
+	if r, _ := do("GET", "/db/T/nobody", "", "X-Doppio-Staleness", "5s"); r.StatusCode != 404 || r.Header.Get("X-Doppio-SCN") == "" {
+		t.Fatalf("router read of an absent document: %d %v", r.StatusCode, r.Header)
+	}
+	base = nodeBase
+
 	// A delete: a read whose bound starts after it never shows the
 	// document, from any tier.
 	if r, b := do("DELETE", "/db/T/a", ""); r.StatusCode != 204 {

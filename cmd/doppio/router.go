@@ -21,6 +21,7 @@ func routerCommand(common *clientFlags) *cobra.Command {
 		insecure     bool
 		httpServer   string
 		log          logFlags
+		cache        cacheFlags
 	)
 	cmd := &cobra.Command{
 		Use:         "router",
@@ -54,6 +55,7 @@ refuses to listen anywhere but loopback unless --insecure is given.`,
 				ID: id, HTTPAddr: httpAddr, EtcdEndpoints: etcd, Logger: logger,
 				API:      api.Config{MaxDocumentBytes: maxDoc, RequestTimeout: timeout},
 				CertsDir: common.certsDir, Insecure: insecure, NetHTTPOnly: netHTTP,
+				Cache: cache.config(),
 			})
 			if err != nil {
 				return err
@@ -73,6 +75,7 @@ refuses to listen anywhere but loopback unless --insecure is given.`,
 	fl.BoolVar(&insecure, "insecure", false, "run without TLS although listening off loopback (refused without --certs-dir otherwise)")
 	registerHTTPServer(fl, &httpServer)
 	log.register(fl)
+	cache.register(fl)
 	_ = cmd.MarkFlagRequired("etcd")
 	return cmd
 }

@@ -51,6 +51,7 @@ type nodeFlags struct {
 	bulkThrottle  byteSize
 	bulkParallel  int
 	log           logFlags
+	cache         cacheFlags
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
@@ -78,6 +79,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.Var(&f.bulkThrottle, "bulk-throttle", "bytes per second of bulk-load files this node applies, all loads together, e.g. 50MB (0 = unbounded)")
 	fl.IntVar(&f.bulkParallel, "bulk-partitions", bulkload.DefaultParallel, "partitions this node bulk-loads at once at most")
 	f.log.register(fl)
+	f.cache.register(fl)
 	if dev {
 		fl.StringSliceVar(&f.etcd, "etcd", nil, "external etcd endpoints (default: embedded etcd in the data directory)")
 		return
@@ -106,6 +108,7 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		CheckInterval: f.checkInterval, CheckBytesPerSecond: f.checkRate, RowCacheBytes: f.rowCacheBytes(),
 		AuditLog: f.auditLog, Auth: auth.Config{TokenLifetime: f.tokenLifetime},
 		BulkThrottle: int64(f.bulkThrottle), BulkParallel: f.bulkParallel,
+		Cache: f.cache.config(),
 	}
 	mode, err := controller.ParseMode(f.placementMode)
 	if err != nil {

@@ -271,9 +271,25 @@ func (s *Server) restorePartition(w http.ResponseWriter, r *http.Request, p para
 	case "finish":
 		err = rep.FinishRestore(ctx, session, scn)
 		out["scn"] = scn.String()
+		if err == nil {
+			err = s.raiseCacheGenerations(ctx, p.db)
+		}
 	}
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// raiseCacheGenerations orphans every entry the cache tier holds of db's
+// tables: a restore replaces documents without a change-log entry per
+// document. Repeating it (a retried finish step) only orphans again.
+func (s *Server) raiseCacheGenerations(ctx context.Context, db string) error {
+	var names []string
+	for _, t := range s.catalog.Tables(db) {
+		// Every table, not only cacheable ones: one made cacheable again
+		// must not meet entries from before the restore.
+		names = append(names, t.Def.Name)
+	}
+	return s.catalog.RaiseCacheGeneration(ctx, db, names...)
 }

@@ -85,6 +85,12 @@ func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr str
 	if err := refusedThere(r, resp, to); err != nil {
 		return err
 	}
+	return copyAnswer(w, resp)
+}
+
+// copyAnswer passes another node's answer on to w as it came, but for
+// its hop-by-hop header fields.
+func copyAnswer(w http.ResponseWriter, resp *http.Response) error {
 	h := w.Header()
 	for k, vs := range resp.Header {
 		if !hopHeaders[k] {
@@ -92,7 +98,7 @@ func (s *Server) forward(w *statusWriter, r *http.Request, body []byte, addr str
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, err = io.Copy(w, resp.Body)
+	_, err := io.Copy(w, resp.Body)
 	return err
 }
 

@@ -26,7 +26,10 @@ import (
 )
 
 const (
-	headerSCN           = "X-Doppio-SCN"
+	headerSCN = "X-Doppio-SCN"
+	// headerAsOf is the Unix millisecond time at which a read's answer was
+	// the latest state (docs/design/cache.md).
+	headerAsOf          = "X-Doppio-As-Of"
 	headerSchemaVersion = "X-Doppio-Schema-Version"
 	headerDeleted       = "X-Doppio-Deleted"
 	mediaAvro           = "avro/binary"
@@ -222,6 +225,9 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, p params) error {
 	case tg.multi != nil:
 		return s.multiGet(w, r, tg, opts)
 	case len(tg.key) == tg.table.Arity():
+		if s.tier != nil && r.Header.Get(headerStaleness) != "" && r.Header.Get(headerForwardedBy) == "" {
+			return s.cachedGetOne(w, r, tg, opts)
+		}
 		return s.getOne(w, r, tg, opts)
 	default:
 		return s.collection(w, r, tg, opts)
@@ -253,28 +259,86 @@ func (s *Server) replicaFor(r *http.Request, tg target) (*partition.Replica, err
 	return rep, rep.ReadFence(r.Context(), group)
 }
 
-func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
-	rep, err := s.replicaFor(r, tg)
+// pointRead is what a read of one document found, and how current it is.
+type pointRead struct {
+	rec   partition.Record
+	found bool
+	// scn is the document's SCN, or when it was not found the SCN its
+	// partition had applied before the read: no write of the document at
+	// or below it is missing from the answer.
+	scn partition.SCN
+	// asOf is a time at which the answer was the latest state.
+	asOf time.Time
+}
+
+// readOne reads the target's document at the replica the request may read
+// (see replicaFor).
+func (s *Server) readOne(r *http.Request, tg target) (pointRead, error) {
+	a, err := access(r)
 	if err != nil {
-		return err
+		return pointRead{}, err
 	}
+	rep, at, err := s.registry.LocateAt(r.Context(), tg.db, tg.key[0], a)
+	if err != nil {
+		return pointRead{}, err
+	}
+	if err := s.admit(r, rep.DB, quota.Read); err != nil {
+		return pointRead{}, err
+	}
+	group, err := keys.EncodeTuple(tg.key[:1])
+	if err != nil {
+		return pointRead{}, err
+	}
+	if err := rep.ReadFence(r.Context(), group); err != nil {
+		return pointRead{}, err
+	}
+	// Read before the document, so that a write the read missed has a
+	// higher SCN than a 404 answers.
+	applied := rep.Applied()
 	enc, _ := keys.EncodeTuple(tg.key)
 	rec, found, err := rep.Get(tg.table.Def.Name, enc)
 	if err != nil {
-		return err
+		return pointRead{}, err
 	}
 	s.chargeRead(r, rep.DB, recordBytes(enc, rec))
-	if !found {
-		return problem.New(problem.NotFound, "document %s %s does not exist", tg.table.Def.Name, tg.key)
+	pr := pointRead{rec: rec, found: found, scn: applied, asOf: at}
+	if found {
+		pr.scn = rec.SCN
 	}
+	return pr, nil
+}
+
+func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptions) error {
+	pr, err := s.readOne(r, tg)
+	if err != nil {
+		return err
+	}
+	return answerOne(w, r, tg, opts, pr)
+}
+
+// answerOne answers a read of one document from what was read, wherever
+// it was read: the reader's projection, schema version, media type and
+// conditions applied here.
+func answerOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptions, pr pointRead) error {
+	asOf := strconv.FormatInt(pr.asOf.UnixMilli(), 10)
+	if !pr.found {
+		pe := problem.New(problem.NotFound, "document %s %s does not exist", tg.table.Def.Name, tg.key)
+		scn := pr.scn.String()
+		aw := headerAdder{w, func(h http.Header) {
+			h[canonicalSCN], h[canonicalAsOf] = []string{scn}, []string{asOf}
+		}}
+		writeProblem(aw, problemFor(pe, r.URL.EscapedPath()), 0, 0, "", false)
+		return nil
+	}
+	rec := pr.rec
 	etag := rec.ETag()
 	mtime := time.UnixMilli(rec.Mtime).UTC()
 	h := w.Header()
-	// The answer's five header values share one slice (h.Set would
+	// The answer's six header values share one slice (h.Set would
 	// allocate one per value).
-	vals := make([]string, 5)
-	vals[0], vals[1], vals[2] = etag, httpDate(mtime), rec.SCN.String()
-	h[canonicalETag], h[canonicalLastModified], h[canonicalSCN] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
+	vals := make([]string, 6)
+	vals[0], vals[1], vals[2], vals[5] = etag, httpDate(mtime), rec.SCN.String(), asOf
+	h[canonicalETag], h[canonicalLastModified], h[canonicalSCN], h[canonicalAsOf] = vals[0:1:1], vals[1:2:2], vals[2:3:3], vals[5:6:6]
 	if notModified(r, etag, mtime) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
@@ -285,7 +349,7 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts 
 		}
 		h.Set("Content-Type", mediaAvro)
 		h.Set(headerSchemaVersion, strconv.Itoa(int(rec.Version)))
-		_, err = w.Write(rec.Avro)
+		_, err := w.Write(rec.Avro)
 		return err
 	}
 	buf := renderBuffers.Get().(*[]byte)
@@ -304,6 +368,18 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, tg target, opts 
 	return err
 }
 
+// headerAdder sets more header fields on an answer just before its
+// status line goes out (writeProblem clears the fields set before it).
+type headerAdder struct {
+	http.ResponseWriter
+	add func(http.Header)
+}
+
+func (w headerAdder) WriteHeader(code int) {
+	w.add(w.Header())
+	w.ResponseWriter.WriteHeader(code)
+}
+
 // renderBuffers hold documents rendered as JSON until the ResponseWriter
 // has copied them.
 var renderBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
@@ -312,6 +388,7 @@ var (
 	canonicalETag          = textproto.CanonicalMIMEHeaderKey("ETag")
 	canonicalLastModified  = textproto.CanonicalMIMEHeaderKey("Last-Modified")
 	canonicalSCN           = textproto.CanonicalMIMEHeaderKey(headerSCN)
+	canonicalAsOf          = textproto.CanonicalMIMEHeaderKey(headerAsOf)
 	canonicalContentType   = textproto.CanonicalMIMEHeaderKey("Content-Type")
 	canonicalSchemaVersion = textproto.CanonicalMIMEHeaderKey(headerSchemaVersion)
 )

@@ -169,6 +169,9 @@ type tableView struct {
 	Versions []versionSummary `json:"versions"`
 	Indexes  []indexView      `json:"indexes"`
 	Kind     string           `json:"kind,omitempty"`
+	// Cache and CacheGeneration are shown for a cacheable table only.
+	Cache           *schema.CacheSettings `json:"cache,omitempty"`
+	CacheGeneration int64                 `json:"cacheGeneration,omitempty"`
 }
 
 // indexView is the state of one index over the partitions of this node.
@@ -214,7 +217,10 @@ func (s *Server) withIndexes(v tableView, db string, t *schema.Table) tableView 
 
 func viewTable(t *schema.Table) tableView {
 	def := t.Def
-	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest(), Kind: def.Kind}
+	v := tableView{Database: def.Database, Name: def.Name, Key: def.Key, Version: t.Latest(), Kind: def.Kind, Cache: def.Cache}
+	if def.Cacheable() {
+		v.CacheGeneration = def.CacheGeneration
+	}
 	for _, ver := range def.Versions {
 		v.Versions = append(v.Versions, versionSummary{Version: ver.Version, Created: ver.Created})
 		if ver.Version == t.Latest() {
@@ -237,17 +243,26 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request, p params) erro
 		Key    []schema.KeyPart `json:"key"`
 		Schema json.RawMessage  `json:"schema"`
 		Kind   string           `json:"kind"`
+		Cache  json.RawMessage  `json:"cache"`
 	}
 	if err := decodeStrict(r, maxSchemaBytes, &body); err != nil {
 		return err
 	}
-	if len(body.Schema) == 0 {
+	opts := catalog.TableOptions{Kind: body.Kind}
+	if body.Cache != nil {
+		c, err := schema.ParseCacheSettings(body.Cache)
+		if err != nil {
+			return err
+		}
+		opts.SetCache, opts.Cache = true, c
+	}
+	if len(body.Schema) == 0 && !opts.SetCache {
 		return problem.Field(problem.Malformed, "schema", "the table needs a document schema")
 	}
 	if _, err := s.database(r.Context(), p.db); err != nil {
 		return err
 	}
-	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema, catalog.TableOptions{Kind: body.Kind})
+	t, created, changed, err := s.catalog.PutTable(r.Context(), p.db, p.table, body.Key, body.Schema, opts)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/auth"
 	"github.com/doppio-db/doppio/internal/bulkload"
+	"github.com/doppio-db/doppio/internal/cache/tier"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/derived"
@@ -132,6 +133,10 @@ type Server struct {
 	// until quotas are loaded.
 	early        atomic.Pointer[earlyRefusals]
 	earlyRefused prometheus.Counter
+
+	// tier, when set, may answer staleness-bounded reads of one document
+	// (cached.go).
+	tier *tier.Tier
 }
 
 // New returns a server over catalog and router; registry receives the

@@ -459,6 +459,11 @@ func (m *Manager) advance(ctx context.Context, l loaded) bool {
 	}
 	m.cfg.Logger.Info("bulk load", "id", rec.ID, "db", rec.Database, "table", rec.Table, "state", state, "err", msg)
 	if rec.ended() {
+		// Whatever the cache tier holds of the table may predate the
+		// loaded documents.
+		if err := m.cfg.Catalog.RaiseCacheGeneration(ctx, rec.Database, rec.Table); err != nil {
+			m.cfg.Logger.Warn("bulk load: raise the table's cache generation", "id", rec.ID, "err", err)
+		}
 		v := view(rec, l.progress, false)
 		e := audit.Event{Node: true, Action: "bulk.load.end", Target: rec.ID, Outcome: audit.Success,
 			Detail: fmt.Sprintf("%s into %s.%s: %s, %d records in %d of %d partitions", rec.Source, rec.Database, rec.Table, state, v.Records, v.PartitionsDone, len(rec.Files))}

@@ -1,6 +1,8 @@
 package bulkload
 
 import (
+	"context"
+
 	"github.com/doppio-db/doppio/internal/bulk"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -10,6 +12,9 @@ import (
 type Catalog interface {
 	Database(name string) (schema.Database, bool)
 	Table(db, table string) (*schema.Table, bool)
+	// RaiseCacheGeneration orphans the table's entries in the cache tier:
+	// a load changes documents without a change-log entry per document.
+	RaiseCacheGeneration(ctx context.Context, db string, tables ...string) error
 }
 
 // Modes a load may ask for.

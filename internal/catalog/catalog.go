@@ -363,14 +363,22 @@ type TableOptions struct {
 	// Kind is "" for a table written through the document API, or
 	// schema.KindDerived; it never changes.
 	Kind string
+
+	// SetCache replaces the table's cache settings with Cache (nil turns
+	// the tier off for the table); without it they are kept.
+	SetCache bool
+	Cache    *schema.CacheSettings
 }
 
 // PutTable creates the table (version 1) or registers the next document-schema
 // version via schema.NextVersion. The key and the kind are immutable: a
-// different one is a Conflict naming it. An incompatible schema is the
-// Conflict from NextVersion and nothing is stored. A schema equal to the
-// latest version returns the current table with created=false,
-// changed=false. The database must exist (NotFound).
+// different one is a Conflict naming it. An incompatible schema is the Conflict from
+// NextVersion and nothing is stored. A schema equal to the latest version
+// returns the current table with created=false, changed=false, unless
+// opts change its cache settings. A nil avroSchema changes only what opts
+// say, of a table that must exist. The database must exist (NotFound).
+// A created table's cache generation is above every revision etcd has
+// given out, so a re-created table never meets its predecessor's entries.
 func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.KeyPart, avroSchema json.RawMessage, opts TableOptions) (t *schema.Table, created, changed bool, err error) {
 	if opts.Kind != "" && opts.Kind != schema.KindDerived {
 		return nil, false, false, problem.Field(problem.Malformed, "kind", "kind %q is not a table kind (%q, or none)", opts.Kind, schema.KindDerived)
@@ -398,24 +406,37 @@ func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.K
 		)
 		tkvs := resp.Responses[1].GetResponseRange().Kvs
 		if len(tkvs) == 0 {
-			cur = schema.TableDef{Database: db, Name: table, Key: key, Kind: opts.Kind}
+			if avroSchema == nil {
+				return nil, false, false, problem.New(problem.NotFound, "table %q does not exist in database %q", table, db)
+			}
+			cur = schema.TableDef{Database: db, Name: table, Key: key, Kind: opts.Kind, CacheGeneration: resp.Header.Revision + 1}
 			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(tableKey), "=", 0))
 		} else {
 			kv := tkvs[0]
 			if err := json.Unmarshal(kv.Value, &cur); err != nil {
 				return nil, false, false, fmt.Errorf("catalog: stored table %s.%s: %w", db, table, err)
 			}
-			if !slices.Equal(cur.Key, key) {
+			if (avroSchema != nil || key != nil) && !slices.Equal(cur.Key, key) {
 				return nil, false, false, problem.Field(problem.Conflict, "key", "key cannot change")
 			}
-			if cur.Kind != opts.Kind {
+			if cur.Kind != opts.Kind && avroSchema != nil {
 				return nil, false, false, problem.Field(problem.Conflict, "kind", "the kind of table %s.%s cannot change (%q, requested %q)", db, table, cur.Kind, opts.Kind)
 			}
 			conds = append(conds, clientv3.Compare(clientv3.ModRevision(tableKey), "=", kv.ModRevision))
 		}
-		next, ch, err := schema.NextVersion(cur, avroSchema)
-		if err != nil {
-			return nil, false, false, err
+		next, ch := cur, false
+		if avroSchema != nil {
+			if next, ch, err = schema.NextVersion(cur, avroSchema); err != nil {
+				return nil, false, false, err
+			}
+		}
+		if opts.SetCache && !sameCache(cur.Cache, opts.Cache) {
+			if cur.Cache == nil && len(tkvs) > 0 {
+				// Entries left from an earlier cacheable time missed
+				// every change since: a new generation never meets them.
+				next.CacheGeneration = resp.Header.Revision + 1
+			}
+			next.Cache, ch = opts.Cache, true
 		}
 		if !ch {
 			if len(tkvs) == 0 {
@@ -448,6 +469,57 @@ func (c *Catalog) PutTable(ctx context.Context, db, table string, key []schema.K
 		// between: check compatibility again against what it wrote.
 	}
 	return nil, false, false, contended()
+}
+
+func sameCache(a, b *schema.CacheSettings) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+// RaiseCacheGeneration gives each named table of db a cache generation
+// above every revision etcd has given out, orphaning every entry the
+// cache tier holds for it: the caller has changed its documents without a
+// change-log entry per document (a bulk load's commit, a restore). A
+// table that does not exist (any more) is skipped.
+func (c *Catalog) RaiseCacheGeneration(ctx context.Context, db string, tables ...string) error {
+	for _, table := range tables {
+		if err := c.raiseCacheGeneration(ctx, db, table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Catalog) raiseCacheGeneration(ctx context.Context, db, table string) error {
+	key := c.tableKey(db, table)
+	for range maxAttempts {
+		resp, err := c.cli.Get(ctx, key)
+		if err != nil {
+			return storeError(ctx, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		kv := resp.Kvs[0]
+		var def schema.TableDef
+		if err := json.Unmarshal(kv.Value, &def); err != nil {
+			return fmt.Errorf("catalog: stored table %s.%s: %w", db, table, err)
+		}
+		def.CacheGeneration = resp.Header.Revision + 1
+		val, err := json.Marshal(def)
+		if err != nil {
+			return err
+		}
+		tr, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, string(val))).Commit()
+		if err != nil {
+			return storeError(ctx, err)
+		}
+		if tr.Succeeded {
+			_, err := c.applyKV(key, val, tr.Header.Revision)
+			return err
+		}
+	}
+	return contended()
 }
 
 func (c *Catalog) dbKey(name string) string { return c.prefix + "/db/" + name }

@@ -649,3 +649,46 @@ func TestTableKindNeverChanges(t *testing.T) {
 		t.Fatalf("a derived table's next version: %v changed=%v", err, changed)
 	}
 }
+
+// TestCacheGenerationIsSetAtCreationAndOnlyGrows: a table's cache
+// generation is above every revision before its creation, a raise puts
+// it above every revision before the raise, and a settings change keeps
+// it; a second catalog sees the raised one.
+func TestCacheGenerationIsSetAtCreationAndOnlyGrows(t *testing.T) {
+	_, cli, a := setup(t)
+	if _, _, err := a.PutDatabase(ctx(t), schema.Database{Name: "mail"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cli.Get(ctx(t), "/unrelated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, _, err := a.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1),
+		TableOptions{SetCache: true, Cache: &schema.CacheSettings{TTL: time.Minute, BootstrapEvery: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := tb.Def.CacheGeneration
+	if created <= before.Header.Revision || !tb.Def.Cacheable() || tb.Def.Cache.BootstrapEvery != 20*time.Second {
+		t.Fatalf("created with generation %d (etcd was at %d) and cache %+v", created, before.Header.Revision, tb.Def.Cache)
+	}
+	if err := a.RaiseCacheGeneration(ctx(t), "mail", "Message", "Absent"); err != nil {
+		t.Fatal(err)
+	}
+	raised, _ := a.Table("mail", "Message")
+	if raised.Def.CacheGeneration <= created {
+		t.Fatalf("raised generation %d, was %d", raised.Def.CacheGeneration, created)
+	}
+	tb, _, changed, err := a.PutTable(ctx(t), "mail", "Message", nil, nil, TableOptions{SetCache: true, Cache: &schema.CacheSettings{TTL: time.Hour, BootstrapEvery: time.Minute}})
+	if err != nil || !changed || tb.Latest() != 1 || tb.Def.CacheGeneration != raised.Def.CacheGeneration || tb.Def.Cache.TTL != time.Hour {
+		t.Fatalf("settings change: %+v changed=%v %v", tb.Def, changed, err)
+	}
+	b, err := Open(ctx(t), cli, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got, ok := b.Table("mail", "Message"); !ok || got.Def.CacheGeneration != raised.Def.CacheGeneration || got.Def.Cache.TTL != time.Hour {
+		t.Fatalf("another catalog sees %+v", got)
+	}
+}

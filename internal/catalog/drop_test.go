@@ -15,7 +15,7 @@ func TestTableDropHoldsTheNameUntilItEnds(t *testing.T) {
 	if _, _, err := c.PutDatabase(ctx(t), schema.Database{Name: "mail", Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1)); err != nil {
+	if _, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wantKind(t, c.BeginTableDrop(ctx(t), "mail", "Nope"), problem.NotFound, "")
@@ -30,7 +30,7 @@ func TestTableDropHoldsTheNameUntilItEnds(t *testing.T) {
 		_, ok := other.Table("mail", "Message")
 		return !ok
 	})
-	_, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1))
+	_, _, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV1), TableOptions{})
 	wantKind(t, err, problem.Conflict, "")
 	// Asked again, the drop is still under way: the caller finishes it.
 	if err := c.BeginTableDrop(ctx(t), "mail", "Message"); err != nil {
@@ -42,7 +42,7 @@ func TestTableDropHoldsTheNameUntilItEnds(t *testing.T) {
 	wantKind(t, c.BeginTableDrop(ctx(t), "mail", "Message"), problem.NotFound, "")
 
 	// Created again: version 1 of the new schema, none of the old history.
-	tb, created, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2))
+	tb, created, _, err := c.PutTable(ctx(t), "mail", "Message", msgKey, json.RawMessage(msgV2), TableOptions{})
 	if err != nil || !created || tb.Latest() != 1 {
 		t.Fatalf("created again: created=%v latest=%v err=%v", created, tb, err)
 	}
@@ -54,7 +54,7 @@ func TestDatabaseDropKeepsItsPartitionsForTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"Message", "Box"} {
-		if _, _, _, err := c.PutTable(ctx(t), "mail", name, msgKey, json.RawMessage(msgV1)); err != nil {
+		if _, _, _, err := c.PutTable(ctx(t), "mail", name, msgKey, json.RawMessage(msgV1), TableOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,8 +35,11 @@ type Definition struct {
 
 // Sink is where a datastream delivers.
 type Sink struct {
-	Type    string   `json:"type"` // "kafka"
+	Type    string   `json:"type"` // "kafka" or "redis"
 	Brokers []string `json:"brokers"`
+	// Addresses are a Redis sink's primary and then its replicas
+	// (host:port): the cache tier the stream keeps in step.
+	Addresses []string `json:"addresses,omitempty"`
 	// Topics is "per-table" ({prefix}{db}.{table}) or "per-database"
 	// ({prefix}{db}).
 	Topics      string `json:"topics"`
@@ -79,6 +82,8 @@ const (
 	TopicsPerDatabase  = "per-database"
 	FormatJSON         = "json"
 	FormatAvro         = "avro"
+	// SinkRedis is the cache tier's updater (docs/design/cache.md).
+	SinkRedis = "redis"
 )
 
 var (
@@ -183,20 +188,21 @@ func (d *Definition) validate() error {
 	s := &d.Sink
 	switch s.Type {
 	case "kafka":
+	case SinkRedis:
+		if err := s.validateRedis(); err != nil {
+			return err
+		}
+		return d.AutoPause.validate()
 	case "":
-		return problem.Field(problem.Malformed, "sink.type", `the sink needs a type ("kafka")`)
+		return problem.Field(problem.Malformed, "sink.type", `the sink needs a type ("kafka" or "redis")`)
 	default:
-		return problem.Field(problem.Malformed, "sink.type", `sink type %q is not supported (only "kafka")`, s.Type)
+		return problem.Field(problem.Malformed, "sink.type", `sink type %q is not supported ("kafka" or "redis")`, s.Type)
 	}
 	if len(s.Brokers) == 0 {
 		return problem.Field(problem.Malformed, "sink.brokers", "the Kafka sink needs at least one broker address (host:port)")
 	}
-	for i, b := range s.Brokers {
-		host, port, err := net.SplitHostPort(b)
-		n, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			return problem.Field(problem.Malformed, "sink.brokers", "broker %d (%q) is not host:port", i, b)
-		}
+	if err := checkHostPorts("sink.brokers", "broker", s.Brokers); err != nil {
+		return err
 	}
 	if err := choice(&s.Topics, "sink.topics", "topics", TopicsPerTable, TopicsPerDatabase); err != nil {
 		return err
@@ -216,7 +222,41 @@ func (d *Definition) validate() error {
 	if err := s.validateSecurity(); err != nil {
 		return err
 	}
-	a := &d.AutoPause
+	if len(s.Addresses) > 0 {
+		return problem.Field(problem.Malformed, "sink.addresses", "addresses are a Redis sink's; a Kafka sink names brokers")
+	}
+	return d.AutoPause.validate()
+}
+
+// validateRedis checks a Redis sink: its addresses, and none of a Kafka
+// sink's fields.
+func (s *Sink) validateRedis() error {
+	if len(s.Addresses) == 0 {
+		return problem.Field(problem.Malformed, "sink.addresses", "the Redis sink needs the address of its primary (host:port), then its replicas'")
+	}
+	if err := checkHostPorts("sink.addresses", "address", s.Addresses); err != nil {
+		return err
+	}
+	if len(s.Brokers) > 0 || s.Topics != "" || s.TopicPrefix != "" || s.Format != "" || s.TopicPartitions != 0 || s.ReplicationFactor != 0 || s.TLS != nil || s.SASL != nil {
+		return problem.Field(problem.Malformed, "sink", "a Redis sink takes only type and addresses")
+	}
+	return nil
+}
+
+// checkHostPorts checks that every address is host:port.
+func checkHostPorts(field, what string, addrs []string) error {
+	for i, b := range addrs {
+		host, port, err := net.SplitHostPort(b)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return problem.Field(problem.Malformed, field, "%s %d (%q) is not host:port", what, i, b)
+		}
+	}
+	return nil
+}
+
+// validate checks the policy and fills its defaults.
+func (a *AutoPause) validate() error {
 	if a.Failures == 0 {
 		a.Failures = DefaultFailures
 	}
@@ -368,7 +408,7 @@ func parseSink(raw json.RawMessage, s *Sink) error {
 	if err != nil {
 		return err
 	}
-	if err := known(m, "sink", "type", "brokers", "topics", "topicPrefix", "format", "topicPartitions", "replicationFactor", "tls", "sasl"); err != nil {
+	if err := known(m, "sink", "type", "brokers", "addresses", "topics", "topicPrefix", "format", "topicPartitions", "replicationFactor", "tls", "sasl"); err != nil {
 		return err
 	}
 	if err := parseTLS(m["tls"], &s.TLS); err != nil {
@@ -381,7 +421,7 @@ func parseSink(raw json.RawMessage, s *Sink) error {
 		name string
 		v    any
 	}{
-		{"type", &s.Type}, {"brokers", &s.Brokers}, {"topics", &s.Topics}, {"topicPrefix", &s.TopicPrefix},
+		{"type", &s.Type}, {"brokers", &s.Brokers}, {"addresses", &s.Addresses}, {"topics", &s.Topics}, {"topicPrefix", &s.TopicPrefix},
 		{"format", &s.Format}, {"topicPartitions", &s.TopicPartitions}, {"replicationFactor", &s.ReplicationFactor},
 	} {
 		if err := field(m[f.name], "sink."+f.name, f.v); err != nil {

@@ -80,6 +80,11 @@ func TestParseNamesTheBadField(t *testing.T) {
 		{"resumeAfter too short", "s", `{"database":"shop",` + okSink + `,"autoPause":{"resumeAfter":"10ms"}}`, problem.Malformed, "autoPause.resumeAfter"},
 		{"resumeAfter too long", "s", `{"database":"shop",` + okSink + `,"autoPause":{"resumeAfter":"200h"}}`, problem.Malformed, "autoPause.resumeAfter"},
 		{"bad from", "s", `{"database":"shop",` + okSink + `,"from":"yesterday"}`, problem.Malformed, "from"},
+		{"redis without addresses", "s", `{"database":"shop","sink":{"type":"redis"}}`, problem.Malformed, "sink.addresses"},
+		{"redis address without port", "s", `{"database":"shop","sink":{"type":"redis","addresses":["h:1","h"]}}`, problem.Malformed, "sink.addresses"},
+		{"redis with a Kafka field", "s", `{"database":"shop","sink":{"type":"redis","addresses":["h:1"],"format":"avro"}}`, problem.Malformed, "sink"},
+		{"kafka with addresses", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"addresses":["h:2"]}}`, problem.Malformed, "sink.addresses"},
+		{"redis with a bad policy", "s", `{"database":"shop","sink":{"type":"redis","addresses":["h:1"]},"autoPause":{"failures":5000}}`, problem.Malformed, "autoPause.failures"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,6 +128,13 @@ func TestParseFillsDefaults(t *testing.T) {
 	d.Sink.Topics, d.Sink.TopicPrefix = TopicsPerDatabase, "cdc."
 	if got := d.Topic("Order"); got != "cdc.shop" {
 		t.Errorf("per-database topic %q", got)
+	}
+	r, err := Parse(context.Background(), "updater", []byte(`{"database":"shop","sink":{"type":"redis","addresses":["10.0.0.1:6379","10.0.0.2:6379"]}}`), fakeCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sink.Type != SinkRedis || len(r.Sink.Addresses) != 2 || r.AutoPause.Failures != DefaultFailures || r.Sink.Format != "" {
+		t.Fatalf("a Redis sink parsed as %+v", r)
 	}
 }
 

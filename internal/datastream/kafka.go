@@ -47,7 +47,6 @@ type kafkaSink struct {
 
 	mu     sync.Mutex
 	topics map[string]bool // known to exist
-	refs   int
 }
 
 func newKafkaSink(def Definition, clientID string) (*kafkaSink, error) {
@@ -125,6 +124,15 @@ func (s *kafkaSink) ensureTopics(ctx context.Context, topics []string) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// deliver turns events into records and produces them.
+func (s *kafkaSink) deliver(ctx context.Context, _ TaskID, evs []changes.Event, tables func(string) (*schema.Table, error)) error {
+	recs, err := Records(&s.def, evs, tables)
+	if err != nil {
+		return err
+	}
+	return s.produce(ctx, recs)
 }
 
 // produce delivers records and waits until Kafka acknowledged them all;

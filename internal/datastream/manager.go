@@ -24,6 +24,8 @@ type Schemas interface {
 	Catalog
 	Database(name string) (schema.Database, bool)
 	Table(db, table string) (*schema.Table, bool)
+	// Tables lists a database's tables (the Redis sink's cacheable ones).
+	Tables(db string) []*schema.Table
 }
 
 // Cluster is the manager's view of the cluster, from membership.
@@ -80,7 +82,7 @@ type Manager struct {
 	mu      sync.Mutex
 	records map[string]*Record // watched definitions
 	tasks   map[TaskID]*task
-	sinks   map[string]*kafkaSink
+	sinks   map[string]*sharedSink
 	changed chan struct{} // closed and replaced when records change
 	wake    chan struct{}
 	// stopping holds stopped tasks until they have given up their keys.
@@ -110,7 +112,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		schemas: cfg.Schemas, cluster: cfg.Cluster, replicas: cfg.Replicas,
 		log: cfg.Logger.With("component", "datastream"), metrics: newMetrics(),
 		ctx: bg, cancel: cancel,
-		records: map[string]*Record{}, tasks: map[TaskID]*task{}, sinks: map[string]*kafkaSink{},
+		records: map[string]*Record{}, tasks: map[TaskID]*task{}, sinks: map[string]*sharedSink{},
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), stopping: map[TaskID]*task{},
 	}
 	if cfg.Registry != nil {
@@ -473,7 +475,7 @@ func (m *Manager) running() []*task {
 }
 
 // acquireSink returns the shared sink of a datastream's definition.
-func (m *Manager) acquireSink(def Definition) (*kafkaSink, error) {
+func (m *Manager) acquireSink(def Definition) (*sharedSink, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sinks[def.Name]
@@ -481,17 +483,18 @@ func (m *Manager) acquireSink(def Definition) (*kafkaSink, error) {
 		ok = false // the old definition's tasks are stopping; they close it
 	}
 	if !ok {
-		var err error
-		if s, err = newKafkaSink(def, "doppio-"+m.node+"-"+def.Name); err != nil {
+		sk, err := m.newSink(def)
+		if err != nil {
 			return nil, err
 		}
+		s = &sharedSink{def: def, sink: sk}
 		m.sinks[def.Name] = s
 	}
 	s.refs++
 	return s, nil
 }
 
-func (m *Manager) releaseSink(name string, s *kafkaSink) {
+func (m *Manager) releaseSink(name string, s *sharedSink) {
 	m.mu.Lock()
 	s.refs--
 	last := s.refs == 0
@@ -500,7 +503,7 @@ func (m *Manager) releaseSink(name string, s *kafkaSink) {
 	}
 	m.mu.Unlock()
 	if last {
-		s.close()
+		s.sink.close()
 	}
 }
 

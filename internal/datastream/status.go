@@ -46,6 +46,9 @@ type PartitionStatus struct {
 	// partition on this node yet").
 	Detail   string     `json:"detail,omitempty"`
 	Reported *time.Time `json:"reported,omitempty"` // when the owner published this
+	// Cache is a Redis sink's progress: the partition's watermark and its
+	// bootstraps.
+	Cache *CacheProgress `json:"cache,omitempty"`
 }
 
 // Lag is how far a partition's task is behind its partition.
@@ -266,6 +269,7 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 	}
 	if reported {
 		ps.Source, ps.Latest, ps.Throughput, ps.Delivered, ps.Failures = live.Source, live.Latest, live.Throughput, live.Delivered, live.Failures
+		ps.Cache = live.Cache
 		if live.Checkpoint != "" {
 			ps.Checkpoint = live.Checkpoint
 		}

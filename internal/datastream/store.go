@@ -140,6 +140,8 @@ type TaskState struct {
 	LagTxns     uint64  `json:"lagTxns"`     // transactions after the checkpoint on this replica
 	Since       int64   `json:"since"`       // when this node took the task (ms)
 	Source      string  `json:"source"`      // the replica read: node/role
+	// Cache is a Redis sink's watermark and bootstrap progress.
+	Cache *CacheProgress `json:"cache,omitempty"`
 }
 
 func (m *Manager) defKey(name string) string     { return m.prefix + dirDefs + name }

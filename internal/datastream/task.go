@@ -58,6 +58,7 @@ type task struct {
 	// (time, delivered) once a second for the throughput.
 	delivered uint64
 	samples   []sample
+	sink      sink // once running
 }
 
 type sample struct {
@@ -91,7 +92,10 @@ func (t *task) run() {
 		return
 	}
 	defer t.m.releaseSink(t.id.Stream, sink)
-	t.loop(sink)
+	t.mu.Lock()
+	t.sink = sink.sink
+	t.mu.Unlock()
+	t.loop(sink.sink)
 }
 
 // acquire takes the task's owner key under this node's lease, waiting
@@ -230,7 +234,7 @@ func retryBackoff() backoff.Backoff {
 }
 
 // loop reads, produces and checkpoints until the task stops.
-func (t *task) loop(sink *kafkaSink) {
+func (t *task) loop(sink sink) {
 	var (
 		rd     *changes.Reader
 		rdLog  changes.Log
@@ -316,6 +320,7 @@ func (t *task) loop(sink *kafkaSink) {
 			t.mu.Unlock()
 		}
 		t.setState(StateRunning)
+		fresh := t.freshness(l)
 		evs, err := rd.Next(t.ctx, pollEvery)
 		if err != nil {
 			rd = nil
@@ -329,12 +334,10 @@ func (t *task) loop(sink *kafkaSink) {
 			if p := rd.Position(); p.SCN != t.checkpoint() {
 				t.advance(p.SCN, 0, 0)
 			}
+			t.caughtUp(sink, l, rd.Position().SCN, fresh)
 			continue
 		}
-		recs, err := Records(&t.def, evs, resolve)
-		if err == nil {
-			err = sink.produce(t.ctx, recs)
-		}
+		err = sink.deliver(t.ctx, t.id, evs, resolve)
 		if err != nil {
 			rd = nil // read again from the checkpoint
 			t.m.metrics.errors.WithLabelValues(t.id.Stream).Inc()
@@ -347,6 +350,7 @@ func (t *task) loop(sink *kafkaSink) {
 		last := evs[len(evs)-1]
 		t.advance(rd.Position().SCN, last.Mtime, len(evs))
 		t.m.metrics.produced.WithLabelValues(t.id.Stream).Add(float64(len(evs)))
+		t.caughtUp(sink, l, rd.Position().SCN, fresh)
 	}
 }
 
@@ -441,6 +445,9 @@ func (t *task) snapshot(now time.Time) TaskState {
 	}
 	if !t.rec.Started {
 		st.Checkpoint = ""
+	}
+	if ss, ok := t.sink.(statusSink); ok {
+		st.Cache = ss.progress(t.id.Partition)
 	}
 	// Throughput over the samples of the last window.
 	t.samples = append(t.samples, sample{now, t.delivered})

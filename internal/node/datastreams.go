@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/doppio-db/doppio/internal/changes"
 	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/membership"
@@ -42,4 +44,14 @@ func (s streamReplicas) Local(db string, p int) (changes.Log, string, bool) {
 		role = "leader"
 	}
 	return rep, role, true
+}
+
+// FreshAt implements datastream.Freshness: the Redis sink raises the
+// cache tier's watermarks to it.
+func (s streamReplicas) FreshAt(db string, p int) (time.Time, bool) {
+	_, g, ok := s.r.Hosted(db, p)
+	if !ok || g.Removed() {
+		return time.Time{}, false
+	}
+	return g.FreshAt(), true
 }

@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/doppio-db/doppio/internal/cache"
+	"github.com/doppio-db/doppio/internal/cache/tier"
 	"iter"
 	"log/slog"
 	"net"
@@ -97,6 +99,9 @@ type Config struct {
 	// RowCacheBytes bounds the cache of recently read documents (default
 	// DefaultRowCacheBytes; negative: none).
 	RowCacheBytes int64
+	// Cache is the cache tier's read side here: Redis and the hot-key
+	// cache that answer staleness-bounded reads of cacheable tables.
+	Cache CacheConfig
 	// BackfillRate bounds the documents per second an index backfill
 	// indexes in one partition (default partition.DefaultBackfillRate).
 	BackfillRate int
@@ -151,11 +156,14 @@ type Config struct {
 
 // Node is a running Doppio process.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	sec      *transportSecurity // nil: insecure
-	listener net.Listener
-	http     *http1.Server
+	cfg Config
+	// tier and tierStore are the cache tier's read side (nil: none).
+	tier      *tier.Tier
+	tierStore *cache.Store
+	log       *slog.Logger
+	sec       *transportSecurity // nil: insecure
+	listener  net.Listener
+	http      *http1.Server
 	// peerMux splits the gRPC port between the Raft transport and
 	// peerHTTP, which serves other nodes' requests; peerDone is closed
 	// when peerHTTP stops serving.
@@ -248,6 +256,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.cfg.Controller.OnProgress = operator.RebalanceMetrics(registry)
 	sec.register(registry)
 	n.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, n.log, clusterView{n})
+	if n.tier, n.tierStore, err = openCacheTier(cfg.Cache, registry, n.log); err != nil {
+		return nil, err
+	}
+	if n.tier != nil {
+		n.api.AttachCache(n.tier)
+	}
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -611,6 +625,7 @@ func (n *Node) Close() error {
 	if n.catalog != nil {
 		n.catalog.Close()
 	}
+	closeCacheTier(n.tier, n.tierStore)
 	if n.users != nil {
 		n.users.Close()
 	}

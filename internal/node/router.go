@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/doppio-db/doppio/internal/cache"
+	"github.com/doppio-db/doppio/internal/cache/tier"
 	"log/slog"
 	"net"
 	"strings"
@@ -47,6 +49,8 @@ type RouterConfig struct {
 	// NetHTTPOnly serves the REST API with net/http alone, as on a node
 	// (Config.NetHTTPOnly).
 	NetHTTPOnly bool
+	// Cache is the cache tier's read side, as on a node (Config.Cache).
+	Cache CacheConfig
 }
 
 // Router is a stateless `doppio router`: the REST API of the cluster with
@@ -71,6 +75,9 @@ type Router struct {
 	// refusals when a quota changes (api.Server.RefuseEarly).
 	quotas *quota.Store
 	wg     sync.WaitGroup
+	// tier and tierStore are the cache tier's read side (nil: none).
+	tier      *tier.Tier
+	tierStore *cache.Store
 }
 
 // StartRouter starts a router; it answers /healthz at once and the rest
@@ -96,6 +103,12 @@ func StartRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	sec.register(registry)
 	rt.api = api.New(sec.apiConfig(cfg.API), nil, nil, registry, rt.log, nil)
+	if rt.tier, rt.tierStore, err = openCacheTier(cfg.Cache, registry, rt.log); err != nil {
+		return nil, err
+	}
+	if rt.tier != nil {
+		rt.api.AttachCache(rt.tier)
+	}
 	cfg.Auth.Registerer = registry
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -208,6 +221,7 @@ func (rt *Router) Close() error {
 	if rt.quotas != nil {
 		rt.quotas.Close()
 	}
+	closeCacheTier(rt.tier, rt.tierStore)
 	if rt.view != nil {
 		rt.view.Close()
 	}

@@ -154,11 +154,20 @@ func (r *Registry) SyncIndexes(db string) error {
 // Locate routes a request for the document group of the partition key pk
 // (a string or int64) of db; see Route.
 func (r *Registry) Locate(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, error) {
+	rep, _, err := r.LocateAt(ctx, db, pk, a)
+	return rep, err
+}
+
+// LocateAt is Locate that also returns a time at which the replica had
+// applied every write committed before it: for a leader's read the time
+// its ReadIndex began, for a stale read the replica's FreshAt. A read of
+// the replica answers a state at least that fresh.
+func (r *Registry) LocateAt(ctx context.Context, db schema.Database, pk any, a Access) (*partition.Replica, time.Time, error) {
 	enc, err := keys.EncodeTuple(keys.Tuple{pk})
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return r.Route(ctx, db, keys.PartitionOf(enc, db.Partitions), a)
+	return r.route(ctx, db, keys.PartitionOf(enc, db.Partitions), a)
 }
 
 // Route returns the replica of partition p of db that serves a request
@@ -168,8 +177,13 @@ func (r *Registry) Locate(ctx context.Context, db schema.Database, pk any, a Acc
 // *partition.NotAppliedError; if no leader becomes
 // known within LeadWait (or ctx), with a NoLeader one (both retryable 503s).
 func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, error) {
+	rep, _, err := r.route(ctx, db, p, a)
+	return rep, err
+}
+
+func (r *Registry) route(ctx context.Context, db schema.Database, p int, a Access) (*partition.Replica, time.Time, error) {
 	if p < 0 || p >= db.Partitions {
-		return nil, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
+		return nil, time.Time{}, problem.New(problem.NotFound, "database %s has no partition %d", db.Name, p)
 	}
 	// The wait's timer starts only if a leader must be waited for.
 	wait, cancel := lazyctx.WithTimeout(ctx, r.cfg.LeadWait)
@@ -177,39 +191,42 @@ func (r *Registry) Route(ctx context.Context, db schema.Database, p int, a Acces
 	for {
 		rep, g, ok := r.Hosted(db.Name, p)
 		if ok && !g.Removed() {
-			if a.Read && a.Staleness > 0 && time.Since(g.FreshAt()) <= a.Staleness {
-				return rep, nil
+			if a.Read && a.Staleness > 0 {
+				if fresh := g.FreshAt(); time.Since(fresh) <= a.Staleness {
+					return rep, fresh, nil
+				}
 			}
 			err := g.Lead(wait)
 			if err == nil {
+				at := time.Now()
 				if a.Read {
 					if err := g.ReadIndex(ctx); err != nil {
-						return nil, err
+						return nil, time.Time{}, err
 					}
 				}
-				return rep, nil
+				return rep, at, nil
 			}
 			if fw := r.redirect(db.Name, p, err); fw != nil {
-				return nil, fw
+				return nil, time.Time{}, fw
 			}
 			// The replica here knows no leader after waiting (it may have
 			// wrongly seen the leader's node die and forgotten it, while
 			// the leader, quiesced, has nothing to tell it): the routing
 			// table may name one. That node checks it still leads.
 			if fw := r.routed(db.Name, p); fw != nil {
-				return nil, fw
+				return nil, time.Time{}, fw
 			}
 			if wait.Err() != nil {
-				return nil, noLeader(db.Name, p, err)
+				return nil, time.Time{}, noLeader(db.Name, p, err)
 			}
 		} else if node, http, ok := r.cfg.Directory.RoutedLeader(db.Name, p); ok {
-			return nil, elsewhere(db.Name, p, node, http)
+			return nil, time.Time{}, elsewhere(db.Name, p, node, http)
 		}
 		// Not hosted here and no leader published yet (a new database, or
 		// an election in progress): look again shortly.
 		select {
 		case <-wait.Done():
-			return nil, noLeader(db.Name, p, nil)
+			return nil, time.Time{}, noLeader(db.Name, p, nil)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

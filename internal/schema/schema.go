@@ -53,6 +53,13 @@ type TableDef struct {
 	// Kind is KindDerived for a derived table, whose documents change
 	// only by pushing versions (docs/design/derived.md); empty otherwise.
 	Kind string `json:"kind,omitempty"`
+	// Cache, when set, makes the table cacheable (docs/design/cache.md).
+	Cache *CacheSettings `json:"cache,omitempty"`
+	// CacheGeneration names the table's entries in the cache tier: an
+	// etcd revision taken when the table was created, raised by every
+	// change of its documents that bypasses the change log (a bulk load,
+	// a restore), which orphans every entry written before.
+	CacheGeneration int64 `json:"cacheGeneration,omitempty"`
 }
 
 // KindDerived is the kind of a read-only table served in versions.

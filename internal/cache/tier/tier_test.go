@@ -1,0 +1,136 @@
+package tier
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/cache"
+	"github.com/doppio-db/doppio/internal/redistest"
+	"github.com/doppio-db/doppio/internal/scn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func doc(key string) Doc {
+	return Doc{Ref: cache.Ref{DB: "db", Generation: 7, Table: "T", Partition: 1, Key: []byte(key)}, Table: "db.T", TTL: time.Minute}
+}
+
+func entryAt(seq uint64, asOf time.Time, data string) cache.Entry {
+	e := cache.Entry{SCN: scn.SCN{Generation: 1, Sequence: seq}, AsOf: asOf.UnixMilli()}
+	if data != "" {
+		e.Version, e.Data, e.Mtime = 1, []byte(data), asOf.UnixMilli()
+	}
+	return e
+}
+
+// One real Redis serves the tests of the tier; each uses its own keys.
+func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
+	rc := redistest.Start(t, 0)
+	reg := prometheus.NewRegistry()
+	st, err := cache.Open(cache.Config{Addrs: rc.Addrs(), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tr, err := New(Config{Store: st, LocalBytes: 1 << 20, ClockSkew: -1, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx := context.Background()
+
+	// Nothing anywhere: a miss in both tiers.
+	d := doc("a")
+	if l := tr.Read(ctx, d, time.Second); l.Source != Miss {
+		t.Fatalf("empty tier: %s, want miss", l.Source)
+	}
+	// A fill lands here at once and in Redis soon.
+	now := time.Now()
+	tr.Fill(d, entryAt(5, now, "v5"))
+	if l := tr.Read(ctx, d, time.Second); l.Source != Local || string(l.Entry.Data) != "v5" || l.Age > time.Second {
+		t.Fatalf("after a fill: %+v, want a local hit on v5", l)
+	}
+	waitRedis(t, st, d, 5)
+
+	// A second process (a new tier, empty hot-key cache) finds it in Redis,
+	// then in its own hot-key cache.
+	tr2, err := New(Config{Store: st, LocalBytes: 1 << 20, ClockSkew: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	if l := tr2.Read(ctx, d, time.Second); l.Source != Redis || string(l.Entry.Data) != "v5" {
+		t.Fatalf("second process: %+v, want a redis hit", l)
+	}
+	if l := tr2.Read(ctx, d, time.Second); l.Source != Local {
+		t.Fatalf("second process, again: %s, want local", l.Source)
+	}
+
+	// An entry older than the bound answers nothing: the nodes do.
+	old := doc("old")
+	tr.Fill(old, entryAt(3, now.Add(-10*time.Second), "v3"))
+	if l := tr.Read(ctx, old, 5*time.Second); l.Source != Miss {
+		t.Fatalf("entry 10s old, bound 5s: %s, want miss", l.Source)
+	}
+	waitRedis(t, st, old, 3)
+	// The partition's watermark vouches for it: every change up to now
+	// is in Redis, so the entry is current as of now.
+	if err := st.RaiseWatermark(ctx, "db", 7, 1, time.Now().UnixMilli(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if l := tr2.Read(ctx, old, 5*time.Second); l.Source != Redis || l.Age > time.Second {
+		t.Fatalf("after the watermark rose: %+v, want a fresh redis hit", l)
+	}
+
+	// A stale fill never replaces a tombstone, in either tier.
+	gone := doc("gone")
+	tr.Fill(gone, entryAt(9, now, ""))
+	tr.Fill(gone, entryAt(8, now.Add(time.Second), "resurrected"))
+	waitRedis(t, st, gone, 9)
+	if l := tr.Read(ctx, gone, time.Minute); l.Source != Local || !l.Entry.Tombstone() {
+		t.Fatalf("local after a stale fill over a tombstone: %+v", l)
+	}
+	if l := tr2.Read(ctx, gone, time.Minute); l.Source != Redis || !l.Entry.Tombstone() {
+		t.Fatalf("redis after a stale fill over a tombstone: %+v", l)
+	}
+
+	if got := testutil.ToFloat64(tr.m.requests.WithLabelValues("local", "db.T", "hit")); got < 2 {
+		t.Errorf("doppio_cache_requests_total{local,hit} = %v, want at least 2", got)
+	}
+	if got := testutil.ToFloat64(tr.m.fills.WithLabelValues("redis", "refused")); got != 1 {
+		t.Errorf("doppio_cache_fills_total{redis,refused} = %v, want 1 (the stale fill)", got)
+	}
+
+	// Redis dies: reads bypass it (after the health monitor notices, at
+	// once) and never fail; the hot-key cache still answers.
+	rc.Primary.Kill()
+	miss := doc("never")
+	for range 20 {
+		if l := tr2.Read(ctx, miss, time.Second); l.Source != Bypass && l.Source != Miss {
+			t.Fatalf("Redis down: %s", l.Source)
+		}
+	}
+	if l := tr2.Read(ctx, miss, time.Second); l.Source != Bypass {
+		t.Fatalf("Redis down, health judged: %s, want bypass", l.Source)
+	}
+	if l := tr.Read(ctx, d, time.Minute); l.Source != Local {
+		t.Fatalf("Redis down, hot key: %s, want local", l.Source)
+	}
+}
+
+// waitRedis waits until Redis holds d's entry at SCN sequence seq.
+func waitRedis(t *testing.T, st *cache.Store, d Doc, seq uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e, _, err := st.Get(context.Background(), d.Ref)
+		if err == nil && e.SCN.Sequence == seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis holds %+v (%v), want SCN sequence %d", e, err, seq)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

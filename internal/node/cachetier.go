@@ -1,0 +1,57 @@
+package node
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/doppio-db/doppio/internal/cache"
+	"github.com/doppio-db/doppio/internal/cache/tier"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// CacheConfig is the cache tier's read side in a node or a router
+// (docs/design/cache.md).
+type CacheConfig struct {
+	// Redis lists the Redis endpoints, the primary first (none: no Redis
+	// tier).
+	Redis []string
+	// LocalBytes sizes the in-process hot-key cache (0: none).
+	LocalBytes int64
+	// ClockSkew is subtracted from every staleness bound (default 50 ms).
+	ClockSkew time.Duration
+}
+
+// enabled reports whether any tier is configured.
+func (c CacheConfig) enabled() bool { return len(c.Redis) > 0 || c.LocalBytes > 0 }
+
+// openCacheTier opens the tiers c configures, or returns nils.
+func openCacheTier(c CacheConfig, reg prometheus.Registerer, log *slog.Logger) (*tier.Tier, *cache.Store, error) {
+	if !c.enabled() {
+		return nil, nil, nil
+	}
+	var st *cache.Store
+	if len(c.Redis) > 0 {
+		var err error
+		if st, err = cache.Open(cache.Config{Addrs: c.Redis, Registry: reg, Logger: log}); err != nil {
+			return nil, nil, err
+		}
+	}
+	t, err := tier.New(tier.Config{Store: st, LocalBytes: c.LocalBytes, ClockSkew: c.ClockSkew, Registry: reg, Logger: log})
+	if err != nil {
+		if st != nil {
+			st.Close()
+		}
+		return nil, nil, err
+	}
+	return t, st, nil
+}
+
+// closeCacheTier closes what openCacheTier opened.
+func closeCacheTier(t *tier.Tier, st *cache.Store) {
+	if t != nil {
+		t.Close()
+	}
+	if st != nil {
+		_ = st.Close()
+	}
+}

@@ -28,6 +28,7 @@ const (
 	HeaderOp            = "doppio-op"             // insert, update or delete
 	HeaderSchemaVersion = "doppio-schema-version" // Avro values: the writer version of the value
 	HeaderDatabase      = "doppio-database"
+	HeaderSnapshot      = "doppio-snapshot" // "true" on the documents of a "from":"snapshot" stream's snapshot
 )
 
 // recordTimeout bounds how long a record may wait for Kafka (retried
@@ -156,18 +157,36 @@ func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) error {
 }
 
 // Records turns a batch of change events into Kafka records as def says:
-// keyed by the document group (the partition key, as text), with the
-// doppio-* headers, valued by the event's JSON or the post-image in Avro.
-// tables resolves a table's schema.
+// keyed by the document group (the partition key, as text; Debezium's
+// key struct in debezium-json), with the doppio-* headers, valued by the
+// event's JSON, the post-image in Avro, or Debezium's envelope. A batch
+// holds whole transactions. tables resolves a table's schema.
 func Records(def *Definition, evs []changes.Event, tables func(string) (*schema.Table, error)) ([]*kgo.Record, error) {
+	return records(def, evs, tables, 0)
+}
+
+// records is Records for a batch whose first event has transaction index
+// first: a chunk of a snapshot goes on from the previous chunk.
+func records(def *Definition, evs []changes.Event, tables func(string) (*schema.Table, error), first int) ([]*kgo.Record, error) {
 	out := make([]*kgo.Record, 0, len(evs))
 	index := 0
+	var (
+		dbz     *debezium
+		inTable map[string]int // events of the transaction so far, per table
+	)
+	if def.Sink.Format == FormatDebezium {
+		dbz, inTable = newDebezium(def, time.Now().UnixMilli()), map[string]int{}
+	}
 	for i := range evs {
 		ev := &evs[i]
-		if i > 0 && evs[i-1].SCN == ev.SCN && !evs[i-1].TxnEnd {
+		switch {
+		case i == 0:
+			index = first
+		case evs[i-1].SCN == ev.SCN && !evs[i-1].TxnEnd:
 			index++
-		} else {
+		default:
 			index = 0
+			clear(inTable)
 		}
 		t, err := tables(ev.Table)
 		if err != nil {
@@ -193,7 +212,15 @@ func Records(def *Definition, evs []changes.Event, tables func(string) (*schema.
 		if ev.TxnEnd {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTxnEnd, Value: []byte("true")})
 		}
+		if ev.Snapshot {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderSnapshot, Value: []byte("true")})
+		}
 		switch def.Sink.Format {
+		case FormatDebezium:
+			inTable[ev.Table]++
+			if r.Key, r.Value, err = dbz.record(ev, t, txnOrder{total: index + 1, table: inTable[ev.Table]}); err != nil {
+				return nil, err
+			}
 		case FormatAvro:
 			if ev.After != nil {
 				if r.Value, err = avroAtLatest(t, ev.After, int(ev.AfterVersion)); err != nil {

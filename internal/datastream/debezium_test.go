@@ -173,6 +173,60 @@ func TestDebeziumEnvelopesAreExact(t *testing.T) {
 	}
 }
 
+// TestDebeziumSnapshotReadsAreOpR starts a "from":"snapshot" stream in
+// debezium-json: the documents present arrive as reads (op r, no
+// transaction), the partition's last one marked snapshot "last", then
+// the changes after the snapshot.
+func TestDebeziumSnapshotReadsAreOpR(t *testing.T) {
+	broker := kafkatest.Start(t)
+	n := startNode(t)
+	setupShop(n, 2)
+	put := func(table string, id, v int) string {
+		return fmt.Sprintf(`{"op":"put","table":%q,"key":["g1",%d],"document":{"n":%d,"pad":""}}`, table, id, v)
+	}
+	n.txnSCN(put("Order", 2, 20) + "," + put("Item", 3, 30) + "," + put("Order", 4, 40))
+	def := fmt.Sprintf(`{"database":"shop","from":"snapshot","sink":{"type":"kafka","brokers":[%q],"topics":"per-database","format":"debezium-json","schemas":false,"topicPartitions":1}}`, broker.Addr())
+	n.must(201, "PUT", "/_datastreams/boot", def)
+	waitStatus(t, n, "boot", 30*time.Second, func(p datastream.PartitionStatus) bool {
+		return p.State == datastream.StateRunning && p.Snapshot == nil && p.Checkpoint != ""
+	})
+	later := n.txnSCN(put("Order", 2, 21))
+	recs := consumeDebezium(t, broker.Addr(), map[string]int{"shop": 4})["shop"]
+	type short struct {
+		key, op, snapshot, after, txn string
+	}
+	var got []short
+	for _, r := range recs {
+		var v struct {
+			Op     string          `json:"op"`
+			After  json.RawMessage `json:"after"`
+			Source struct {
+				Snapshot string `json:"snapshot"`
+			} `json:"source"`
+			Transaction *struct {
+				ID string `json:"id"`
+			} `json:"transaction"`
+		}
+		if err := json.Unmarshal([]byte(r.value), &v); err != nil {
+			t.Fatalf("record %s: %v", r.value, err)
+		}
+		txn := "null"
+		if v.Transaction != nil {
+			txn = v.Transaction.ID
+		}
+		got = append(got, short{r.key, v.Op, v.Source.Snapshot, string(v.After), txn})
+	}
+	want := []short{
+		{`{"customer":"g1","id":3}`, "r", "true", `{"n":30,"pad":""}`, "null"},
+		{`{"customer":"g1","id":2}`, "r", "true", `{"n":20,"pad":""}`, "null"},
+		{`{"customer":"g1","id":4}`, "r", "last", `{"n":40,"pad":""}`, "null"},
+		{`{"customer":"g1","id":2}`, "u", "false", `{"n":21,"pad":""}`, recs[3].partition + ":" + later},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("records\n got %v\nwant %v", got, want)
+	}
+}
+
 func keySchema(table string) string {
 	return `{"type":"struct","fields":[{"type":"string","optional":false,"field":"customer"},{"type":"int64","optional":false,"field":"id"}],"optional":false,"name":"doppio.shop.` + table + `.Key"}`
 }

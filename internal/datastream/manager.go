@@ -24,6 +24,8 @@ type Schemas interface {
 	Catalog
 	Database(name string) (schema.Database, bool)
 	Table(db, table string) (*schema.Table, bool)
+	// Tables returns db's tables (a snapshot reads them all).
+	Tables(db string) []*schema.Table
 }
 
 // Cluster is the manager's view of the cluster, from membership.

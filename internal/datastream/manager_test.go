@@ -29,6 +29,8 @@ func (fakeSchemas) Table(db, table string) (*schema.Table, bool) {
 	return fakeCatalog{}.LookupTable(context.Background(), db, table)
 }
 
+func (fakeSchemas) Tables(string) []*schema.Table { return nil }
+
 // fakeCluster is a shape tests change at will.
 type fakeCluster struct {
 	mu    sync.Mutex

@@ -46,6 +46,9 @@ type PartitionStatus struct {
 	// partition on this node yet").
 	Detail   string     `json:"detail,omitempty"`
 	Reported *time.Time `json:"reported,omitempty"` // when the owner published this
+	// Snapshot is present while a "from":"snapshot" partition delivers
+	// its snapshot.
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
 }
 
 // Lag is how far a partition's task is behind its partition.
@@ -275,6 +278,7 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 		pausedUntil = live.PausedUntil
 		pending = live.Pending
 		ps.Detail = live.Waiting
+		ps.Snapshot = live.Snapshot
 		ps.Lag.Transactions = live.LagTxns
 		// The owner publishes when its state changes and checks it every
 		// StatusInterval: the oldest undelivered transaction was pending

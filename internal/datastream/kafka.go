@@ -32,7 +32,10 @@ const (
 )
 
 // recordTimeout bounds how long a record may wait for Kafka (retried
-// meanwhile by the client) before its task counts a failure.
+// meanwhile by the client) before its task counts a failure. It bounds
+// the produce call, not the client's delivery timeout, which franz-go
+// measures from the record's timestamp: a commit or a document older
+// than that timed out at once.
 const recordTimeout = 15 * time.Second
 
 // kafkaSink produces one datastream's records. One client serves every
@@ -57,7 +60,6 @@ func newKafkaSink(def Definition, clientID string) (*kafkaSink, error) {
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Kafka's Java client
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(2 * time.Millisecond),
-		kgo.RecordDeliveryTimeout(recordTimeout),
 		kgo.ProduceRequestTimeout(10 * time.Second),
 		kgo.UnknownTopicRetries(20),
 	}
@@ -142,7 +144,9 @@ func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) error {
 		return err
 	}
 	var first error
-	for _, res := range s.cl.ProduceSync(ctx, recs...) {
+	pctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	for _, res := range s.cl.ProduceSync(pctx, recs...) {
 		if res.Err != nil {
 			if first == nil {
 				first = s.def.Sink.explain(fmt.Errorf("kafka: produce to %s: %w", res.Record.Topic, res.Err))

@@ -284,7 +284,9 @@ func (t *task) catchUp(l changes.Log, st *SnapshotState, to partition.SCN, sink 
 func (t *task) saveSnapshot(st *SnapshotState, n int) error {
 	t.mu.Lock()
 	t.rec.Snapshot = st
-	t.rec.Failures = 0
+	if n > 0 {
+		t.rec.Failures = 0
+	}
 	t.delivered += uint64(n)
 	t.mu.Unlock()
 	t.m.metrics.produced.WithLabelValues(t.id.Stream).Add(float64(n))

@@ -205,7 +205,15 @@ func TestDatastreamSnapshotAcrossANodeKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
+	// snapshotAt holds a document's snapshot record's SCN sequence until
+	// a log event of it follows.
+	snapshotAt := map[string]uint64{}
 	snapshotted := map[string]bool{}
+	killed := map[int]bool{}
+	for _, p := range moved {
+		killed[p] = true
+	}
+	resent := map[int]int{}
 	records, snaps := 0, 0
 	for _, evs := range d.Groups {
 		for _, e := range evs {
@@ -216,13 +224,23 @@ func TestDatastreamSnapshotAcrossANodeKill(t *testing.T) {
 			key := docKey(ev.Key)
 			_, exists := got[key]
 			records++
+			if !ev.Snapshot {
+				delete(snapshotAt, key)
+			}
 			switch {
 			case ev.Snapshot:
 				snaps++
-				if snapshotted[key] || exists {
+				// The one repeat a kill -9 allows (see the design note):
+				// a chunk Kafka acknowledged just before the kill, whose
+				// cursor was never written, comes again as of the next
+				// owner's later view, with no change of it in between.
+				if at, ok := snapshotAt[key]; ok && killed[e.Partition] && at < e.SCN.Sequence {
+					resent[e.Partition]++
+				} else if snapshotted[key] || exists {
 					t.Fatalf("%s: snapshot record %s #%d after the document was delivered already", key, e.SCN, e.Index)
 				}
 				snapshotted[key] = true
+				snapshotAt[key] = e.SCN.Sequence
 				got[key] = string(ev.After)
 			case ev.Op == "insert" && exists, ev.Op != "insert" && ev.Op != "delete" && !exists:
 				t.Fatalf("%s: %s at %s #%d, but the document does %sexist in the replay", key, ev.Op, e.SCN, e.Index, map[bool]string{true: "", false: "not "}[exists])
@@ -233,6 +251,11 @@ func TestDatastreamSnapshotAcrossANodeKill(t *testing.T) {
 			}
 		}
 	}
+	for p, n := range resent {
+		if n > 200 {
+			t.Errorf("partition %d: %d documents snapshotted twice, more than the one chunk (200) a kill may leave unrecorded", p, n)
+		}
+	}
 	if len(got) != len(want) {
 		t.Errorf("replay holds %d documents, the database %d", len(got), len(want))
 	}
@@ -241,7 +264,7 @@ func TestDatastreamSnapshotAcrossANodeKill(t *testing.T) {
 			t.Errorf("%s: replay %q, database %q", k, got[k], v)
 		}
 	}
-	t.Logf("%d records after dedupe (%d redelivered), %d in snapshots, %d documents rebuilt exactly", records, d.Dups, snaps, len(want))
+	t.Logf("%d records after dedupe (%d redelivered), %d in snapshots, %d documents rebuilt exactly; snapshotted again after the kill: %v", records, d.Dups, snaps, len(want), resent)
 }
 
 // docKey names a document by its key as JSON decodes it.

@@ -351,21 +351,10 @@ func (c *avroToConnect) convert(s any, ns string) (connectSchema, error) {
 			return cs, err
 		}
 		logical, _ := x["logicalType"].(string)
-		switch logical {
-		case "date":
-			cs.Name, cs.Version = "org.apache.kafka.connect.data.Date", 1
-		case "time-millis":
-			cs.Name, cs.Version = "org.apache.kafka.connect.data.Time", 1
-		case "timestamp-millis":
-			cs.Name, cs.Version = "org.apache.kafka.connect.data.Timestamp", 1
-		case "time-micros":
-			cs.Name, cs.Version = "io.debezium.time.MicroTime", 1
-		case "timestamp-micros":
-			cs.Name, cs.Version = "io.debezium.time.MicroTimestamp", 1
-		case "uuid":
-			cs.Name, cs.Version = "io.debezium.data.Uuid", 1
-		case "decimal":
-			cs.Name, cs.Version = "org.apache.kafka.connect.data.Decimal", 1
+		if name, ok := connectLogical[logical]; ok {
+			cs.Name, cs.Version = name, 1
+		}
+		if logical == "decimal" {
 			scale := 0
 			if f, ok := x["scale"].(float64); ok {
 				scale = int(f)
@@ -375,6 +364,18 @@ func (c *avroToConnect) convert(s any, ns string) (connectSchema, error) {
 		return cs, nil
 	}
 	return connectSchema{}, fmt.Errorf("unreadable schema node %v", s)
+}
+
+// connectLogical names the Connect (or Debezium) type of an Avro logical
+// type; the values render the same either way.
+var connectLogical = map[string]string{
+	"date":             "org.apache.kafka.connect.data.Date",
+	"time-millis":      "org.apache.kafka.connect.data.Time",
+	"timestamp-millis": "org.apache.kafka.connect.data.Timestamp",
+	"time-micros":      "io.debezium.time.MicroTime",
+	"timestamp-micros": "io.debezium.time.MicroTimestamp",
+	"uuid":             "io.debezium.data.Uuid",
+	"decimal":          "org.apache.kafka.connect.data.Decimal",
 }
 
 func connectPrimitive(name string) (connectSchema, bool) {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/problem"
@@ -166,26 +167,27 @@ func Parse(ctx context.Context, name string, body []byte, cat Catalog) (Definiti
 	return d, d.resolve(ctx, cat)
 }
 
-// choice checks that *v is def or other, setting it to def when empty.
-func choice(v *string, field, name, def, other string) error {
-	switch *v {
-	case "":
-		*v = def
-	case def, other:
-	default:
-		return problem.Field(problem.Malformed, field, "%s must be %q or %q, not %q", name, def, other, *v)
+// choice checks that *v is one of options, setting it to the first (the
+// default) when empty.
+func choice(v *string, field, name string, options ...string) error {
+	if *v == "" {
+		*v = options[0]
 	}
-	return nil
+	if slices.Contains(options, *v) {
+		return nil
+	}
+	quoted := make([]string, len(options))
+	for i, o := range options {
+		quoted[i] = strconv.Quote(o)
+	}
+	last := len(quoted) - 1
+	return problem.Field(problem.Malformed, field, "%s must be %s or %s, not %q", name, strings.Join(quoted[:last], ", "), quoted[last], *v)
 }
 
 // validate checks what needs no catalog and fills defaults.
 func (d *Definition) validate() error {
-	switch d.From {
-	case "":
-		d.From = FromNow
-	case FromNow, FromEarliest, FromSnapshot:
-	default:
-		return problem.Field(problem.Malformed, "from", "from must be %q, %q or %q, not %q", FromNow, FromEarliest, FromSnapshot, d.From)
+	if err := choice(&d.From, "from", "from", FromNow, FromEarliest, FromSnapshot); err != nil {
+		return err
 	}
 	switch {
 	case d.SnapshotRate < 0 || d.SnapshotRate > 10_000_000:
@@ -229,12 +231,8 @@ func (d *Definition) validate() error {
 	if !topicRE.MatchString(s.TopicPrefix) || len(s.TopicPrefix) > 120 {
 		return problem.Field(problem.Malformed, "sink.topicPrefix", "topic prefix %q may hold only letters, digits, '.', '_' and '-' (at most 120)", s.TopicPrefix)
 	}
-	switch s.Format {
-	case "":
-		s.Format = FormatJSON
-	case FormatJSON, FormatAvro, FormatDebezium:
-	default:
-		return problem.Field(problem.Malformed, "sink.format", "format must be %q, %q or %q, not %q", FormatJSON, FormatAvro, FormatDebezium, s.Format)
+	if err := choice(&s.Format, "sink.format", "format", FormatJSON, FormatAvro, FormatDebezium); err != nil {
+		return err
 	}
 	if s.Schemas != nil && s.Format != FormatDebezium {
 		return problem.Field(problem.Malformed, "sink.schemas", "schemas applies to format %q only, not %q", FormatDebezium, s.Format)

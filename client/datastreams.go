@@ -18,7 +18,9 @@ type DatastreamSpec struct {
 	Partitions []int          `json:"partitions,omitempty"`
 	Sink       DatastreamSink `json:"sink"`
 	AutoPause  *AutoPause     `json:"autoPause,omitempty"`
-	From       string         `json:"from,omitempty"` // "now" (default) or "earliest"
+	From       string         `json:"from,omitempty"` // "now" (default), "earliest" or "snapshot"
+	// SnapshotRate bounds a snapshot's documents per second per partition.
+	SnapshotRate int `json:"snapshotRate,omitempty"`
 }
 
 // DatastreamSink is where a datastream delivers.
@@ -27,13 +29,16 @@ type DatastreamSink struct {
 	Brokers           []string `json:"brokers"`
 	Topics            string   `json:"topics,omitempty"` // "per-table" (default) or "per-database"
 	TopicPrefix       string   `json:"topicPrefix,omitempty"`
-	Format            string   `json:"format,omitempty"` // "json" (default) or "avro"
+	Format            string   `json:"format,omitempty"` // "json" (default), "avro" or "debezium-json"
 	TopicPartitions   int      `json:"topicPartitions,omitempty"`
 	ReplicationFactor int      `json:"replicationFactor,omitempty"`
 	// TLS, when not nil, encrypts the connections to the brokers; SASL
 	// authenticates to them.
 	TLS  *DatastreamTLS  `json:"tls,omitempty"`
 	SASL *DatastreamSASL `json:"sasl,omitempty"`
+	// Schemas, for debezium-json, sends the Kafka Connect schemas
+	// (nil: true).
+	Schemas *bool `json:"schemas,omitempty"`
 }
 
 // DatastreamTLS is the sink's TLS: the CA that signs the brokers'
@@ -74,6 +79,8 @@ type Datastream struct {
 	Sink       DatastreamSink `json:"sink"`
 	AutoPause  AutoPause      `json:"autoPause"`
 	From       string         `json:"from"`
+	// SnapshotRate bounds a snapshot's documents per second per partition.
+	SnapshotRate int `json:"snapshotRate,omitempty"`
 	// State is "running", "paused" or "partially-paused".
 	State            string    `json:"state"`
 	PausedPartitions []int     `json:"pausedPartitions"`
@@ -114,6 +121,12 @@ type DatastreamPartition struct {
 	// Reported is when the owner published the live figures (lag,
 	// throughput); nil when no owner reports the partition.
 	Reported *time.Time `json:"reported"`
+	// Snapshot is present while a "from":"snapshot" partition delivers
+	// its snapshot: the view's SCN and the documents delivered.
+	Snapshot *struct {
+		SCN       string `json:"scn"`
+		Documents uint64 `json:"documents"`
+	} `json:"snapshot"`
 }
 
 func datastreamPath(parts ...string) string {

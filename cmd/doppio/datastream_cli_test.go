@@ -28,7 +28,7 @@ func TestCLIDatastreamCommands(t *testing.T) {
 	}{
 		{[]string{"--database", "nope", "--brokers", "127.0.0.1:1"}, `database "nope" does not exist`},
 		{[]string{"--database", "shop", "--brokers", "localhost"}, `broker 0 ("localhost") is not host:port`},
-		{[]string{"--database", "shop", "--brokers", "h:1", "--format", "xml"}, `format must be "json" or "avro", not "xml"`},
+		{[]string{"--database", "shop", "--brokers", "h:1", "--format", "xml"}, `format must be "json", "avro" or "debezium-json", not "xml"`},
 		{[]string{"--database", "shop", "--brokers", "h:1", "--tables", "Order,Gone"}, `table "Gone" does not exist in database "shop"`},
 	} {
 		_, errs, code := c.run("", append([]string{"datastream", "create", "s"}, bad.args...)...)

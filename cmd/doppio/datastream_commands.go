@@ -290,6 +290,9 @@ func datastreamStatusCommand(f *clientFlags) *cobra.Command {
 					if p.Detail != "" {
 						state += " (" + p.Detail + ")"
 					}
+					if s := p.Snapshot; s != nil {
+						state += fmt.Sprintf(" (snapshot at %s: %d documents)", s.SCN, s.Documents)
+					}
 					lag := "-"
 					if p.Lag.Seconds != nil {
 						lag = (time.Duration(*p.Lag.Seconds * float64(time.Second))).Round(time.Millisecond).String()

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/problem"
@@ -28,9 +29,14 @@ type Definition struct {
 	Sink       Sink      `json:"sink"`
 	AutoPause  AutoPause `json:"autoPause"`
 	// From is where a partition without a checkpoint starts: "now" (the
-	// transactions committed from the stream's creation on) or "earliest"
-	// (the oldest transaction the change log retains).
+	// transactions committed from the stream's creation on), "earliest"
+	// (the oldest transaction the change log retains) or "snapshot" (every
+	// document of the tables as of one SCN, then the log after it).
 	From string `json:"from"`
+	// SnapshotRate bounds, with "from":"snapshot", the documents a
+	// partition's snapshot delivers per second (0: unbounded), so a
+	// snapshot does not crowd out the replica's and the brokers' work.
+	SnapshotRate int `json:"snapshotRate,omitempty"`
 }
 
 // Sink is where a datastream delivers.
@@ -45,9 +51,14 @@ type Sink struct {
 	Topics      string `json:"topics"`
 	TopicPrefix string `json:"topicPrefix"`
 	// Format of record values: "json" (the change event as GET /_changes
-	// renders it) or "avro" (the post-image, Avro binary at the table's
-	// latest schema version; a delete is a tombstone).
+	// renders it), "avro" (the post-image, Avro binary at the table's
+	// latest schema version; a delete is a tombstone) or "debezium-json"
+	// (Debezium's envelope, keyed by the document key's struct).
 	Format string `json:"format"`
+	// Schemas, for debezium-json, puts the Kafka Connect schema beside
+	// each key and value ({"schema":…,"payload":…}, JsonConverter's
+	// schemas.enable); false sends the payloads alone. Default true.
+	Schemas *bool `json:"schemas,omitempty"`
 	// TopicPartitions and ReplicationFactor are used when a missing topic
 	// is created; 0 leaves them to the broker's defaults.
 	TopicPartitions   int `json:"topicPartitions,omitempty"`
@@ -78,12 +89,14 @@ const (
 	DefaultResumeAfter = Duration(60 * time.Second)
 	FromNow            = "now"
 	FromEarliest       = "earliest"
+	FromSnapshot       = "snapshot"
 	TopicsPerTable     = "per-table"
 	TopicsPerDatabase  = "per-database"
 	FormatJSON         = "json"
 	FormatAvro         = "avro"
 	// SinkRedis is the cache tier's updater (docs/design/cache.md).
-	SinkRedis = "redis"
+	SinkRedis      = "redis"
+	FormatDebezium = "debezium-json"
 )
 
 var (
@@ -116,7 +129,7 @@ func Parse(ctx context.Context, name string, body []byte, cat Catalog) (Definiti
 	if err != nil {
 		return d, err
 	}
-	if err := known(top, "", "name", "database", "tables", "partitions", "sink", "autoPause", "from"); err != nil {
+	if err := known(top, "", "name", "database", "tables", "partitions", "sink", "autoPause", "from", "snapshotRate"); err != nil {
 		return d, err
 	}
 	if raw, ok := top["name"]; ok {
@@ -144,6 +157,9 @@ func Parse(ctx context.Context, name string, body []byte, cat Catalog) (Definiti
 	if err := field(top["from"], "from", &d.From); err != nil {
 		return d, err
 	}
+	if err := field(top["snapshotRate"], "snapshotRate", &d.SnapshotRate); err != nil {
+		return d, err
+	}
 	if err := parseSink(top["sink"], &d.Sink); err != nil {
 		return d, err
 	}
@@ -156,22 +172,33 @@ func Parse(ctx context.Context, name string, body []byte, cat Catalog) (Definiti
 	return d, d.resolve(ctx, cat)
 }
 
-// choice checks that *v is def or other, setting it to def when empty.
-func choice(v *string, field, name, def, other string) error {
-	switch *v {
-	case "":
-		*v = def
-	case def, other:
-	default:
-		return problem.Field(problem.Malformed, field, "%s must be %q or %q, not %q", name, def, other, *v)
+// choice checks that *v is one of options, setting it to the first (the
+// default) when empty.
+func choice(v *string, field, name string, options ...string) error {
+	if *v == "" {
+		*v = options[0]
 	}
-	return nil
+	if slices.Contains(options, *v) {
+		return nil
+	}
+	quoted := make([]string, len(options))
+	for i, o := range options {
+		quoted[i] = strconv.Quote(o)
+	}
+	last := len(quoted) - 1
+	return problem.Field(problem.Malformed, field, "%s must be %s or %s, not %q", name, strings.Join(quoted[:last], ", "), quoted[last], *v)
 }
 
 // validate checks what needs no catalog and fills defaults.
 func (d *Definition) validate() error {
-	if err := choice(&d.From, "from", "from", FromNow, FromEarliest); err != nil {
+	if err := choice(&d.From, "from", "from", FromNow, FromEarliest, FromSnapshot); err != nil {
 		return err
+	}
+	switch {
+	case d.SnapshotRate < 0 || d.SnapshotRate > 10_000_000:
+		return problem.Field(problem.Malformed, "snapshotRate", "snapshotRate must be 1 to 10000000 documents per second (or 0 for unbounded), not %d", d.SnapshotRate)
+	case d.SnapshotRate > 0 && d.From != FromSnapshot:
+		return problem.Field(problem.Malformed, "snapshotRate", `snapshotRate applies to "from":"snapshot" only, not %q`, d.From)
 	}
 	for _, t := range d.Tables {
 		if t == "" {
@@ -210,8 +237,11 @@ func (d *Definition) validate() error {
 	if !topicRE.MatchString(s.TopicPrefix) || len(s.TopicPrefix) > 120 {
 		return problem.Field(problem.Malformed, "sink.topicPrefix", "topic prefix %q may hold only letters, digits, '.', '_' and '-' (at most 120)", s.TopicPrefix)
 	}
-	if err := choice(&s.Format, "sink.format", "format", FormatJSON, FormatAvro); err != nil {
+	if err := choice(&s.Format, "sink.format", "format", FormatJSON, FormatAvro, FormatDebezium); err != nil {
 		return err
+	}
+	if s.Schemas != nil && s.Format != FormatDebezium {
+		return problem.Field(problem.Malformed, "sink.schemas", "schemas applies to format %q only, not %q", FormatDebezium, s.Format)
 	}
 	if s.TopicPartitions < 0 || s.TopicPartitions > 10000 {
 		return problem.Field(problem.Malformed, "sink.topicPartitions", "topicPartitions must be 1 to 10000 (or 0 for the broker's default), not %d", s.TopicPartitions)
@@ -316,6 +346,9 @@ func (d *Definition) Topic(table string) string {
 	return d.Sink.TopicPrefix + d.Database + "." + table
 }
 
+// schemasOn reports whether debezium-json records carry their schemas.
+func (s *Sink) schemasOn() bool { return s.Schemas == nil || *s.Schemas }
+
 // sameRun reports whether two definitions run identically: tasks of a
 // stream whose definition changed otherwise restart.
 func sameRun(a, b Definition) bool {
@@ -396,6 +429,8 @@ func goType(t string) string {
 		return "an array of strings"
 	case "[]int":
 		return "an array of integers"
+	case "bool":
+		return "a boolean"
 	}
 	return t
 }
@@ -408,7 +443,7 @@ func parseSink(raw json.RawMessage, s *Sink) error {
 	if err != nil {
 		return err
 	}
-	if err := known(m, "sink", "type", "brokers", "addresses", "topics", "topicPrefix", "format", "topicPartitions", "replicationFactor", "tls", "sasl"); err != nil {
+	if err := known(m, "sink", "type", "brokers", "addresses", "topics", "topicPrefix", "format", "schemas", "topicPartitions", "replicationFactor", "tls", "sasl"); err != nil {
 		return err
 	}
 	if err := parseTLS(m["tls"], &s.TLS); err != nil {
@@ -422,7 +457,7 @@ func parseSink(raw json.RawMessage, s *Sink) error {
 		v    any
 	}{
 		{"type", &s.Type}, {"brokers", &s.Brokers}, {"addresses", &s.Addresses}, {"topics", &s.Topics}, {"topicPrefix", &s.TopicPrefix},
-		{"format", &s.Format}, {"topicPartitions", &s.TopicPartitions}, {"replicationFactor", &s.ReplicationFactor},
+		{"format", &s.Format}, {"schemas", &s.Schemas}, {"topicPartitions", &s.TopicPartitions}, {"replicationFactor", &s.ReplicationFactor},
 	} {
 		if err := field(m[f.name], "sink."+f.name, f.v); err != nil {
 			return err

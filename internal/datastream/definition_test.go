@@ -69,6 +69,8 @@ func TestParseNamesTheBadField(t *testing.T) {
 		{"bad topics", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"topics":"per-row"}}`, problem.Malformed, "sink.topics"},
 		{"bad prefix", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"topicPrefix":"a b"}}`, problem.Malformed, "sink.topicPrefix"},
 		{"bad format", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"format":"xml"}}`, problem.Malformed, "sink.format"},
+		{"schemas without debezium", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"format":"avro","schemas":false}}`, problem.Malformed, "sink.schemas"},
+		{"schemas not a boolean", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"format":"debezium-json","schemas":"no"}}`, problem.Malformed, "sink.schemas"},
 		{"negative topic partitions", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"topicPartitions":-2}}`, problem.Malformed, "sink.topicPartitions"},
 		{"bad replication factor", "s", `{"database":"shop","sink":{"type":"kafka","brokers":["h:1"],"replicationFactor":40000}}`, problem.Malformed, "sink.replicationFactor"},
 		{"autoPause not object", "s", `{"database":"shop",` + okSink + `,"autoPause":5}`, problem.Malformed, "autoPause"},

@@ -25,6 +25,11 @@
 // over TLS only, PLAIN); its password and client key are stored with the
 // definition but every answer shows them as Redacted (security.go).
 //
+// Records are the change events as JSON, the post-images in Avro, or
+// Debezium's envelope (debezium.go). A "from":"snapshot" stream first
+// delivers every document of its tables as of one SCN, resumable across
+// owners without a gap or a duplicate (snapshot.go), then the log.
+//
 // A task whose sink refuses its records keeps retrying with backoff; after
 // the policy's count of consecutive failures it is auto-paused for the
 // policy's time, with its last error in the status, and the other

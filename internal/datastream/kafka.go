@@ -29,10 +29,14 @@ const (
 	HeaderOp            = "doppio-op"             // insert, update or delete
 	HeaderSchemaVersion = "doppio-schema-version" // Avro values: the writer version of the value
 	HeaderDatabase      = "doppio-database"
+	HeaderSnapshot      = "doppio-snapshot" // "true" on the documents of a "from":"snapshot" stream's snapshot
 )
 
 // recordTimeout bounds how long a record may wait for Kafka (retried
-// meanwhile by the client) before its task counts a failure.
+// meanwhile by the client) before its task counts a failure. It bounds
+// the produce call, not the client's delivery timeout, which franz-go
+// measures from the record's timestamp: a commit or a document older
+// than that timed out at once.
 const recordTimeout = 15 * time.Second
 
 // kafkaSink produces one datastream's records. One client serves every
@@ -56,7 +60,6 @@ func newKafkaSink(def Definition, clientID string) (*kafkaSink, error) {
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Kafka's Java client
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(2 * time.Millisecond),
-		kgo.RecordDeliveryTimeout(recordTimeout),
 		kgo.ProduceRequestTimeout(10 * time.Second),
 		kgo.UnknownTopicRetries(20),
 	}
@@ -150,7 +153,9 @@ func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) error {
 		return err
 	}
 	var first error
-	for _, res := range s.cl.ProduceSync(ctx, recs...) {
+	pctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	for _, res := range s.cl.ProduceSync(pctx, recs...) {
 		if res.Err != nil {
 			if first == nil {
 				first = s.def.Sink.explain(fmt.Errorf("kafka: produce to %s: %w", res.Record.Topic, res.Err))
@@ -165,18 +170,36 @@ func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) error {
 }
 
 // Records turns a batch of change events into Kafka records as def says:
-// keyed by the document group (the partition key, as text), with the
-// doppio-* headers, valued by the event's JSON or the post-image in Avro.
-// tables resolves a table's schema.
+// keyed by the document group (the partition key, as text; Debezium's
+// key struct in debezium-json), with the doppio-* headers, valued by the
+// event's JSON, the post-image in Avro, or Debezium's envelope. A batch
+// holds whole transactions. tables resolves a table's schema.
 func Records(def *Definition, evs []changes.Event, tables func(string) (*schema.Table, error)) ([]*kgo.Record, error) {
+	return records(def, evs, tables, 0)
+}
+
+// records is Records for a batch whose first event has transaction index
+// first: a chunk of a snapshot goes on from the previous chunk.
+func records(def *Definition, evs []changes.Event, tables func(string) (*schema.Table, error), first int) ([]*kgo.Record, error) {
 	out := make([]*kgo.Record, 0, len(evs))
 	index := 0
+	var (
+		dbz     *debezium
+		inTable map[string]int // events of the transaction so far, per table
+	)
+	if def.Sink.Format == FormatDebezium {
+		dbz, inTable = newDebezium(def, time.Now().UnixMilli()), map[string]int{}
+	}
 	for i := range evs {
 		ev := &evs[i]
-		if i > 0 && evs[i-1].SCN == ev.SCN && !evs[i-1].TxnEnd {
+		switch {
+		case i == 0:
+			index = first
+		case evs[i-1].SCN == ev.SCN && !evs[i-1].TxnEnd:
 			index++
-		} else {
+		default:
 			index = 0
+			clear(inTable)
 		}
 		// A table's drop has no key and its table is gone from the
 		// catalog: its record is unkeyed and carries the event's JSON.
@@ -210,9 +233,17 @@ func Records(def *Definition, evs []changes.Event, tables func(string) (*schema.
 		if ev.TxnEnd {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTxnEnd, Value: []byte("true")})
 		}
+		if ev.Snapshot {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderSnapshot, Value: []byte("true")})
+		}
 		switch {
 		case drop:
 			if r.Value, err = ev.AppendJSON(nil, nil); err != nil {
+				return nil, err
+			}
+		case def.Sink.Format == FormatDebezium:
+			inTable[ev.Table]++
+			if r.Key, r.Value, err = dbz.record(ev, t, txnOrder{total: index + 1, table: inTable[ev.Table]}); err != nil {
 				return nil, err
 			}
 		case def.Sink.Format == FormatAvro:

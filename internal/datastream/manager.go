@@ -24,7 +24,8 @@ type Schemas interface {
 	Catalog
 	Database(name string) (schema.Database, bool)
 	Table(db, table string) (*schema.Table, bool)
-	// Tables lists a database's tables (the Redis sink's cacheable ones).
+	// Tables lists a database's tables (a snapshot reads them all; the
+	// Redis sink keeps the cacheable ones).
 	Tables(db string) []*schema.Table
 }
 

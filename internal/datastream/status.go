@@ -49,6 +49,9 @@ type PartitionStatus struct {
 	// Cache is a Redis sink's progress: the partition's watermark and its
 	// bootstraps.
 	Cache *CacheProgress `json:"cache,omitempty"`
+	// Snapshot is present while a "from":"snapshot" partition delivers
+	// its snapshot.
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
 }
 
 // Lag is how far a partition's task is behind its partition.
@@ -279,6 +282,7 @@ func (m *Manager) partitionStatus(rec *Record, p int, owner string, tr TaskRecor
 		pausedUntil = live.PausedUntil
 		pending = live.Pending
 		ps.Detail = live.Waiting
+		ps.Snapshot = live.Snapshot
 		ps.Lag.Transactions = live.LagTxns
 		// The owner publishes when its state changes and checks it every
 		// StatusInterval: the oldest undelivered transaction was pending

@@ -75,6 +75,9 @@ type TaskRecord struct {
 	Failures    int    `json:"failures,omitempty"`
 	Error       string `json:"error,omitempty"`
 	ErrorAt     int64  `json:"errorAt,omitempty"`
+	// Snapshot is a "from":"snapshot" task's progress until its snapshot
+	// is delivered (then Started).
+	Snapshot *SnapshotState `json:"snapshot,omitempty"`
 }
 
 // MarshalJSON writes the SCN as "g:s".
@@ -142,6 +145,14 @@ type TaskState struct {
 	Source      string  `json:"source"`      // the replica read: node/role
 	// Cache is a Redis sink's watermark and bootstrap progress.
 	Cache *CacheProgress `json:"cache,omitempty"`
+	// Snapshot is the progress of a "from":"snapshot" task's snapshot.
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
+}
+
+// SnapshotStatus is how far a partition's snapshot is delivered.
+type SnapshotStatus struct {
+	SCN       string `json:"scn"`       // the view's SCN (it moves if the task moved during the snapshot)
+	Documents uint64 `json:"documents"` // documents delivered so far
 }
 
 func (m *Manager) defKey(name string) string     { return m.prefix + dirDefs + name }

@@ -300,6 +300,27 @@ func (t *task) loop(sink sink) {
 				t.sleep(pollEvery)
 				continue
 			}
+			if rec.From == FromSnapshot && !t.started() {
+				t.mu.Lock()
+				t.log, t.source = l, t.m.node+"/"+role
+				t.mu.Unlock()
+				t.setState(StateRunning)
+				switch err := t.bootstrap(l, sink, filter, resolve); {
+				case errors.Is(err, errSnapshotPaused):
+					continue
+				case errors.Is(err, errSnapshotBehind):
+					t.setWaiting(err.Error())
+					t.sleep(pollEvery)
+					continue
+				case err != nil:
+					t.m.metrics.errors.WithLabelValues(t.id.Stream).Inc()
+					if t.ctx.Err() != nil || !t.fail(err, &bo) {
+						return
+					}
+					continue
+				}
+				bo.Reset()
+			}
 			pos, err := t.position(l, rec)
 			if err == nil {
 				rd, err = changes.NewReader(l, pos, filter)
@@ -442,6 +463,9 @@ func (t *task) snapshot(now time.Time) TaskState {
 		State: t.state, Checkpoint: t.rec.SCN.String(), Delivered: t.delivered, PausedUntil: t.rec.PausedUntil,
 		Failures: t.rec.Failures, Error: t.rec.Error, ErrorAt: t.rec.ErrorAt, Waiting: t.waiting, Source: t.source,
 		Since: t.since.UnixMilli(),
+	}
+	if s := t.rec.Snapshot; s != nil {
+		st.Snapshot = &SnapshotStatus{SCN: s.SCN.String(), Documents: s.Documents}
 	}
 	if !t.rec.Started {
 		st.Checkpoint = ""

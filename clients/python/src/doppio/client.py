@@ -512,7 +512,8 @@ class Client:
     ) -> ChangeStream:
         """Open the change stream of ``db``: its events in commit order per
         partition, from ``checkpoint`` (exactly after the last event read
-        before it) or from the oldest retained change. Raises
+        before it), else from a snapshot of the tables (``bootstrap``), else
+        from the newest commit. Raises
         :class:`doppio.CheckpointExpired` when the checkpoint is no longer
         retained. The stream does not end by itself: close it, or give
         ``read_timeout``, the seconds after which a wait for the next line

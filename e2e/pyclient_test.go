@@ -41,7 +41,13 @@ func pytest(t *testing.T, env []string, files ...string) {
 // against one `doppio dev` node.
 func TestPythonClientAgainstOneNode(t *testing.T) {
 	n := startDev(t, t.TempDir())
-	pytest(t, []string{"DOPPIO_URL=" + n.addr}, "tests/test_node.py", "tests/test_errors.py")
+	env := []string{"DOPPIO_URL=" + n.addr}
+	if mode.secure() {
+		// The harness's secure mode: TLS, and root's client certificate.
+		env = append(env, "DOPPIO_CA="+filepath.Join(mode.certsDir, "ca.crt"),
+			"DOPPIO_CERT="+filepath.Join(mode.certsDir, "client.root.crt"), "DOPPIO_KEY="+filepath.Join(mode.certsDir, "client.root.key"))
+	}
+	pytest(t, env, "tests/test_node.py", "tests/test_errors.py")
 }
 
 // TestPythonClientRidesOutANodeKill runs the Python client with smart

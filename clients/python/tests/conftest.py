@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -15,6 +15,17 @@ def env(name: str) -> str:
     if not v:
         raise RuntimeError(f"{name} is not set: run these tests through the Go test (e2e/pyclient_test.go)")
     return v
+
+
+def tls_options() -> dict[str, Any]:
+    """The CA and client certificate to reach a secure server with, when
+    the Go test gave them (DOPPIO_CA, DOPPIO_CERT, DOPPIO_KEY)."""
+    opts: dict[str, Any] = {}
+    if os.environ.get("DOPPIO_CA"):
+        opts["ca"] = os.environ["DOPPIO_CA"]
+    if os.environ.get("DOPPIO_CERT"):
+        opts["cert"] = (os.environ["DOPPIO_CERT"], os.environ["DOPPIO_KEY"])
+    return opts
 
 
 def eventually(what: str, fn: Callable[[], T], timeout: float = 20.0) -> T:

@@ -9,7 +9,7 @@ import pytest
 import doppio
 from doppio import delete_op, insert_op, patch_op, put_op
 
-from conftest import env, eventually
+from conftest import env, eventually, tls_options
 
 DB = "pyn"
 PARTITIONS = 4
@@ -27,7 +27,7 @@ MAILBOX = {"type": "record", "name": "Mailbox", "fields": [{"name": "unread", "t
 
 @pytest.fixture(scope="module")
 def c() -> doppio.Client:
-    client = doppio.Client(env("DOPPIO_URL"))
+    client = doppio.Client(env("DOPPIO_URL"), **tls_options())
     _, created = client.put_database(DB, partitions=PARTITIONS)
     assert created
     _, again = client.put_database(DB, partitions=PARTITIONS)
@@ -182,7 +182,7 @@ def test_over_quota_is_retried_after_retry_after(c: doppio.Client) -> None:
     c.put_database("pyq", partitions=1)
     c.put_table("pyq", "Mailbox", key=[{"name": "mailboxId", "type": "string"}], schema=MAILBOX)
     c.set_quota("databases", "pyq", write_units=2)
-    impatient = doppio.Client(c.base, retry=0)
+    impatient = doppio.Client(c.base, retry=0, **tls_options())
 
     written = iter(range(1000))
 
@@ -202,7 +202,7 @@ def test_over_quota_is_retried_after_retry_after(c: doppio.Client) -> None:
     with pytest.raises(doppio.NotFound):
         c.get("pyq", "Mailbox", [key])
     # The default client waits for the quota's credit and succeeds.
-    patient = doppio.Client(c.base, retry=15)
+    patient = doppio.Client(c.base, retry=15, **tls_options())
     for i in range(3):
         patient.put("pyq", "Mailbox", [f"later{i}"], {"unread": i})
     assert patient.get("pyq", "Mailbox", ["later2"]).body == {"unread": 2}

@@ -366,15 +366,15 @@ func TestCLISchemaPutDatabaseAndTable(t *testing.T) {
 	// A drop is refused while the table holds a document, unless forced.
 	c.ok(`{"price":3}`, "put", "Shop/Item/k1")
 	_, errs, code = c.run("", "schema", "drop", "Shop/Item")
-	if code != 1 || !strings.Contains(errs, "force=true") {
+	if code != exitConflict || !strings.Contains(errs, "force=true") {
 		t.Fatalf("unforced drop of a table holding a document: exit %d, stderr %q", code, errs)
 	}
 	expect(t, "schema drop --force", c.ok("", "schema", "drop", "Shop/Item", "--force"), "table Shop/Item dropped\n")
-	if _, _, code = c.run("", "get", "Shop/Item/k1"); code != 1 {
+	if _, _, code = c.run("", "get", "Shop/Item/k1"); code != exitNotFound {
 		t.Fatalf("get of a dropped document: exit %d", code)
 	}
 	expect(t, "schema drop DB", c.ok("", "schema", "drop", "Shop"), "database Shop dropped\n")
-	if _, errs, code = c.run("", "schema", "get", "Shop"); code != 1 || !strings.Contains(errs, "does not exist") {
+	if _, errs, code = c.run("", "schema", "get", "Shop"); code != exitNotFound || !strings.Contains(errs, "does not exist") {
 		t.Fatalf("schema get of a dropped database: exit %d, stderr %q", code, errs)
 	}
 }

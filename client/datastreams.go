@@ -25,8 +25,10 @@ type DatastreamSpec struct {
 
 // DatastreamSink is where a datastream delivers.
 type DatastreamSink struct {
-	Type              string   `json:"type"` // "kafka"
-	Brokers           []string `json:"brokers"`
+	Type    string   `json:"type"` // "kafka" or "redis" (the cache tier's updater)
+	Brokers []string `json:"brokers"`
+	// Addresses are a Redis sink's primary and then its replicas.
+	Addresses         []string `json:"addresses,omitempty"`
 	Topics            string   `json:"topics,omitempty"` // "per-table" (default) or "per-database"
 	TopicPrefix       string   `json:"topicPrefix,omitempty"`
 	Format            string   `json:"format,omitempty"` // "json" (default), "avro" or "debezium-json"

@@ -89,7 +89,7 @@ func TestDerivedTableVersions(t *testing.T) {
 		t.Fatalf("GET before any push: %d %s", status, b)
 	}
 	// A build for another partition count is refused before anything.
-	if out, code := runCLI(t, n1.addr, "derived", "push", "V/P", "--from", buildPYMK(t, partitions-1, 0, 5, 9)); code != 1 ||
+	if out, code := runCLI(t, n1.addr, "derived", "push", "V/P", "--from", buildPYMK(t, partitions-1, 0, 5, 9)); code != 4 ||
 		!strings.Contains(out, fmt.Sprintf("the build has %d partitions, database V has %d", partitions-1, partitions)) {
 		t.Fatalf("push of a 3-partition build exited %d:\n%s", code, out)
 	}
@@ -210,7 +210,7 @@ func TestDerivedTableVersions(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("push v2 exited %d:\n%s", code, out)
 	}
-	if out, code := runCLI(t, n1.addr, "derived", "push", "V/P", "--from", buildPYMK(t, partitions, 0, 5, 9)); code != 1 || !strings.Contains(out, "version 2 of V.P is fetching") {
+	if out, code := runCLI(t, n1.addr, "derived", "push", "V/P", "--from", buildPYMK(t, partitions, 0, 5, 9)); code != 4 || !strings.Contains(out, "version 2 of V.P is fetching") {
 		t.Fatalf("a second push during the first exited %d:\n%s", code, out)
 	}
 	victim := nodes[2]

@@ -22,7 +22,7 @@ func TestDropReachesEveryReplicaOfEveryPartition(t *testing.T) {
 		n1.must(201, "PUT", fmt.Sprintf("/shop/Order/c%d/1", i), map[string]any{"total": i, "status": "open"})
 	}
 	server := "http://" + d.nodes["n2"]
-	if out, code := runCLI(t, server, "schema", "drop", "shop/Order"); code != 1 || !strings.Contains(out, "force=true") {
+	if out, code := runCLI(t, server, "schema", "drop", "shop/Order"); code != 4 || !strings.Contains(out, "force=true") {
 		t.Fatalf("unforced drop of a table holding documents exited %d:\n%s", code, out)
 	}
 	if out, code := runCLI(t, server, "schema", "drop", "shop/Order", "--force"); code != 0 || out != "table shop/Order dropped\n" {

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/cache"
+	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/redistest"
+	"github.com/doppio-db/doppio/internal/testwait"
 )
 
 // cacheRef names the cache entry of shop's document (group, id) in table.
@@ -100,11 +102,13 @@ func TestRedisSinkKeepsTheCacheInStepWithCommits(t *testing.T) {
 	// moving.
 	committed := time.Now()
 	waitEntry(t, st, order, "the watermark", func(_ cache.Entry, wm int64, _ error) bool { return wm > committed.UnixMilli() })
-	stat := n.status("updater")
-	p := stat.Partitions[order.Partition]
-	if p.Cache == nil || p.Cache.Watermark <= 0 {
-		t.Fatalf("the status of partition %d shows no watermark: %+v", order.Partition, p)
-	}
+	// The owner publishes its status every StatusInterval or on a change
+	// of state: the watermark shows within that.
+	var p datastream.PartitionStatus
+	testwait.Until(t, 10*time.Second, "the partition's status shows the watermark", func() bool {
+		p = n.status("updater").Partitions[order.Partition]
+		return p.Cache != nil && p.Cache.Watermark > 0
+	})
 
 	// Redis down: the change waits, the checkpoint does not pass it.
 	rc.Primary.Kill()
@@ -134,12 +138,12 @@ func TestRedisSinkKeepsTheCacheInStepWithCommits(t *testing.T) {
 	waitEntry(t, st2, cacheRef(t, n, "Order", "g2", 3), "the bootstrap after Redis lost everything", func(e cache.Entry, _ int64, err error) bool {
 		return err == nil && !e.Tombstone() && e.AsOf >= restarted.Add(-time.Second).UnixMilli()
 	})
-	stat = n.status("updater")
-	var booted bool
-	for _, p := range stat.Partitions {
-		booted = booted || (p.Cache != nil && p.Cache.Bootstrapped["Order"] > 0)
-	}
-	if !booted {
-		t.Fatalf("no partition's status shows a bootstrap of Order: %+v", stat.Partitions)
-	}
+	testwait.Until(t, 10*time.Second, "a partition's status shows a bootstrap of Order", func() bool {
+		for _, p := range n.status("updater").Partitions {
+			if p.Cache != nil && p.Cache.Bootstrapped["Order"] > 0 {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -166,14 +166,20 @@ func runDevCluster(cmd *cobra.Command, f *nodeFlags, n int, restart bool) error 
 			c.stop()
 		}
 	}
+	// Every node's ports are chosen at once: a port picked and released
+	// while an earlier node has not yet bound its own may be that port.
+	addrs, err := freeAddrs(2 * n)
+	if err != nil {
+		return err
+	}
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("n%d", i)
-		httpAddr := f.httpAddr
+		httpAddr, grpcAddr := f.httpAddr, addrs[2*(i-1)+1]
 		if i > 1 || strings.HasSuffix(httpAddr, ":0") {
-			httpAddr = freeAddr()
+			httpAddr = addrs[2*(i-1)]
 		}
 		args := append([]string{"start", "--id", id, "--data", filepath.Join(f.dataDir, id),
-			"--http", httpAddr, "--grpc", freeAddr(), "--etcd", endpoints}, sharedNodeArgs(cmd)...)
+			"--http", httpAddr, "--grpc", grpcAddr, "--etcd", endpoints}, sharedNodeArgs(cmd)...)
 		if certsDir != "" {
 			args = append(args, "--certs-dir", certsDir)
 		}
@@ -421,14 +427,20 @@ func devBinary(dataDir string) (string, error) {
 	return dst, os.Rename(tmp.Name(), dst)
 }
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:0"
+// freeAddrs returns k loopback addresses, each with a different port free
+// right now: all are held open until the last is chosen, so the kernel
+// cannot hand one port out twice.
+func freeAddrs(k int) ([]string, error) {
+	addrs := make([]string, 0, k)
+	for range k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("choosing the dev cluster's ports: %w", err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs, nil
 }
 
 // prefixLines copies r's lines to w behind prefix, showing each to

@@ -59,3 +59,21 @@ func TestRestartCommandsSurviveTheShell(t *testing.T) {
 		t.Errorf("%s\nwant %s", got, want)
 	}
 }
+
+// TestFreeAddrsAreDistinct: the ports a dev cluster's nodes are given
+// are all different, so no node finds its port taken by another's.
+func TestFreeAddrsAreDistinct(t *testing.T) {
+	for range 20 {
+		addrs, err := freeAddrs(40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, a := range addrs {
+			if seen[a] {
+				t.Fatalf("%s handed out twice in %v", a, addrs)
+			}
+			seen[a] = true
+		}
+	}
+}

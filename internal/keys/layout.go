@@ -15,6 +15,8 @@ import (
 //	change log        = prefix 'l' uint64(generation) uint64(sequence) -> log entry
 //	index entry       = prefix 'i' string(table) tuple(partition key) string(field) value tuple(rest of key) -> posting data
 //	partition meta    = prefix 'm' string(name)                        -> value
+//	outcome           = prefix 'o' 'k' scope uint64(expires ms)        -> remembered outcome
+//	outcome expiry    = prefix 'o' 't' uint64(expires ms) scope        -> empty
 //
 // Node-wide keys (outside any partition) start with 'n'.
 const (
@@ -26,6 +28,10 @@ const (
 	sectionLog      byte = 'l'
 	sectionMeta     byte = 'm'
 	sectionIndex    byte = 'i'
+	sectionOutcome  byte = 'o'
+
+	outcomeByScope  byte = 'k'
+	outcomeByExpiry byte = 't'
 )
 
 // Partition is the key prefix of one partition of one database.
@@ -101,6 +107,36 @@ func (p Partition) Meta(name string) []byte {
 
 // MetaPrefix returns the prefix of every partition metadata key.
 func (p Partition) MetaPrefix() []byte { return p.section(sectionMeta, 0) }
+
+// Outcomes returns the prefix of the remembered outcomes of one
+// idempotency scope (a tuple-encoded principal, key and part), which sort
+// by expiry: the last one is the newest.
+func (p Partition) Outcomes(scope []byte) []byte {
+	b := append(p.section(sectionOutcome, 1+len(scope)+8), outcomeByScope)
+	return append(b, scope...)
+}
+
+// Outcome returns the key of the outcome of scope that expires at
+// expires (Unix milliseconds).
+func (p Partition) Outcome(scope []byte, expires int64) []byte {
+	return binary.BigEndian.AppendUint64(p.Outcomes(scope), uint64(expires))
+}
+
+// OutcomeExpiryPrefix returns the prefix of the outcomes' expiry index,
+// in which a purge finds the outcomes expired by a time.
+func (p Partition) OutcomeExpiryPrefix() []byte {
+	return append(p.section(sectionOutcome, 1), outcomeByExpiry)
+}
+
+// OutcomeExpiry returns the expiry index key of the outcome of scope that
+// expires at expires.
+func (p Partition) OutcomeExpiry(expires int64, scope []byte) []byte {
+	b := binary.BigEndian.AppendUint64(p.OutcomeExpiryPrefix(), uint64(expires))
+	return append(b, scope...)
+}
+
+// OutcomePrefix returns the prefix of every outcome key of the partition.
+func (p Partition) OutcomePrefix() []byte { return p.section(sectionOutcome, 0) }
 
 // End returns the first key after the partition.
 func (p Partition) End() []byte { return PrefixEnd(p) }

@@ -47,6 +47,12 @@ const (
 	// OverQuota (429): a database's or user's capacity units are spent;
 	// nothing was done. RetryAfter says when credit is back.
 	OverQuota
+	// IdempotencyInFlight (409): a request with the same Idempotency-Key
+	// is under way; retry once it is answered.
+	IdempotencyInFlight
+	// IdempotencyMismatch (422): the Idempotency-Key was used by another
+	// request; nothing was done.
+	IdempotencyMismatch
 )
 
 var kinds = [...]struct {
@@ -73,6 +79,8 @@ var kinds = [...]struct {
 	Forbidden:           {http.StatusForbidden, "forbidden", "Forbidden"},
 	TooManyRequests:     {http.StatusTooManyRequests, "too-many-requests", "Too many requests"},
 	OverQuota:           {http.StatusTooManyRequests, "over-quota", "Over quota"},
+	IdempotencyInFlight: {http.StatusConflict, "idempotency-key-in-use", "Idempotency key in use"},
+	IdempotencyMismatch: {http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with another request"},
 }
 
 // Status is the HTTP status of k.

@@ -17,7 +17,7 @@ import (
 // StoreFormat is the version of the layout of what a node stores that this
 // binary reads and writes (the node records it in its store and refuses a
 // newer one; see internal/node/format.go for its history).
-const StoreFormat = 1
+const StoreFormat = 2
 
 // Set by the Makefile: -ldflags "-X github.com/doppio-db/doppio/internal/buildinfo.version=…".
 var (

@@ -51,7 +51,7 @@ func TestBuildInfoGaugeCarriesTheBuild(t *testing.T) {
 		got[l.GetName()] = l.GetValue()
 	}
 	in := Get()
-	want := map[string]string{"version": in.Version, "commit": in.Commit, "date": in.Date, "goversion": in.GoVersion, "store_format": "1"}
+	want := map[string]string{"version": in.Version, "commit": in.Commit, "date": in.Date, "goversion": in.GoVersion, "store_format": "2"}
 	if mfs[0].GetName() != "doppio_build_info" || m.GetGauge().GetValue() != 1 || !maps.Equal(got, want) {
 		t.Errorf("%s = %v %v, want doppio_build_info = 1 %v", mfs[0].GetName(), m.GetGauge().GetValue(), got, want)
 	}

@@ -21,6 +21,8 @@ import (
 //
 //	1: the first format recorded (2026-11-26): write-set format 3, text
 //	   index segments.
+//	2: remembered idempotency outcomes: the outcome section after a write
+//	   set's index part, and the partition section 'o'.
 //
 // The value lives in buildinfo, which reports it with the version.
 const storeFormat = buildinfo.StoreFormat

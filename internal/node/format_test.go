@@ -37,7 +37,7 @@ func TestStoreFormatGuard(t *testing.T) {
 		value []byte
 		want  string
 	}{
-		{binary.AppendUvarint(nil, storeFormat+1), "data directory d was written by a newer version of Doppio (store format 2; this binary reads format 1 at most): start the newer version on it"},
+		{binary.AppendUvarint(nil, storeFormat+1), "data directory d was written by a newer version of Doppio (store format 3; this binary reads format 2 at most): start the newer version on it"},
 		{[]byte{0xff}, "data directory d: unreadable store format ff"},
 		{[]byte{1, 0}, "data directory d: unreadable store format 0100"},
 	} {

@@ -11,7 +11,8 @@ import (
 const metaApplied = "applied"
 
 // Apply writes the effect of ws at scn into b: documents, auto-increment
-// counters, the change-log entry and the applied SCN, all in one batch. It is
+// counters, the change-log entry, the remembered outcome and the applied
+// SCN, all in one batch. It is
 // a pure function of its inputs, so every replica applies the same bytes.
 // encoded is ws.Encode(); its change-log part is stored as the log entry.
 func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN) {
@@ -52,6 +53,7 @@ func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn
 	if ws.Load != nil {
 		b.Set(p.Meta(metaLoadPrefix+ws.Load.To.Load), encodeLoadMark(ws.Load.To))
 	}
+	applyOutcomes(b, p, ws.Outcomes, ws.Mtime, scn)
 	b.Notify(string(p.LogPrefix()))
 }
 

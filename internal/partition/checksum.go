@@ -132,11 +132,11 @@ func ComputeChecksums(it KV, p keys.Partition, pace func(n int) error) (Checksum
 
 // sections are the bytes after the partition prefix that start each
 // section, as package keys lays them out.
-type sections struct{ documents, autoinc, index, log, meta byte }
+type sections struct{ documents, autoinc, index, log, meta, outcomes byte }
 
 func sectionsOf(p keys.Partition) sections {
 	at := func(prefix []byte) byte { return prefix[len(p)] }
-	return sections{at(p.Table("")), at(p.AutoIncrement("", nil)), at(p.IndexTable("")), at(p.LogPrefix()), at(p.MetaPrefix())}
+	return sections{at(p.Table("")), at(p.AutoIncrement("", nil)), at(p.IndexTable("")), at(p.LogPrefix()), at(p.MetaPrefix()), at(p.OutcomePrefix())}
 }
 
 // classify names the range key k of partition p belongs to, or skips it;
@@ -174,6 +174,8 @@ func classify(p keys.Partition, sec sections, k []byte) (name string, logFrom ui
 			return "", 0, nil, true
 		}
 		return "meta", 0, nil, false
+	case sec.outcomes:
+		return "outcomes", 0, p.OutcomePrefix(), false
 	}
 	return "other", 0, nil, false
 }

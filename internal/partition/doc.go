@@ -13,6 +13,15 @@
 // evaluation and again at apply (Applies), so no chunk applies twice. It
 // is applied as one ingested sstable (ApplyIngest) on every replica.
 //
+// # Idempotent requests
+//
+// A request with an Idempotency (Request.Idempotency) that changes
+// something stores its outcome in the write set that applies it, so every
+// replica remembers it exactly when it holds the write, and a retry of
+// the same request, at this leader or the next, is answered that outcome
+// instead of running again (see idempotency.go). The leader purges
+// expired outcomes with upkeep write sets (ForgetOutcomes).
+//
 // # Consistency checksums
 //
 // ComputeChecksums sums a replica's state at one applied index range by
@@ -23,6 +32,7 @@
 //	index/<table>       every index entry of a table
 //	log/<from>-<to>     change-log entries with sequence in [from, to]
 //	meta                partition metadata, but the index build states
+//	outcomes            the remembered outcomes of idempotent requests
 //	other               anything else under the prefix (none today)
 //
 // Left out: the Raft section (log, hard state, applied index: each

@@ -67,6 +67,10 @@ type Request struct {
 	Ops []Operation
 	// Now is the commit time; zero means time.Now().
 	Now time.Time
+	// Idempotency, when set, remembers the request's outcome with its
+	// write, and answers it again to a request of the same scope (see
+	// idempotency.go).
+	Idempotency *Idempotency
 }
 
 // OpResult reports what one operation did.
@@ -87,6 +91,9 @@ type Result struct {
 	// WriteSetBytes is the size of the write set replicated (see
 	// WriteSet.Size), 0 when nothing was written: what quotas charge.
 	WriteSetBytes int
+	// Replayed: the outcome is a remembered one (Request.Idempotency);
+	// nothing ran now.
+	Replayed bool
 }
 
 // confirmLocal makes an answer computed from this replica's state alone (a
@@ -143,10 +150,32 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 	if err := r.checkVersions(req.Ops); err != nil {
 		return Result{}, err
 	}
-	release, err := r.lockFor(ctx, string(group), req.Ops)
+	var scope []byte
+	var err error
+	unclaim := func() {}
+	if id := req.Idempotency; id != nil {
+		scope = id.scope()
+		if unclaim, err = r.claims.claim(id, scope); err != nil {
+			return Result{}, err
+		}
+		at := req.Now
+		if at.IsZero() {
+			at = time.Now()
+		}
+		res, found, err := r.recall(id, scope, at.UnixMilli())
+		if err != nil || found {
+			unclaim()
+			return res, err
+		}
+	}
+	latched, err := r.lockFor(ctx, string(group), req.Ops)
 	if err != nil {
+		unclaim()
 		return Result{}, problem.New(problem.Unavailable, "timed out waiting for document group: %v", err)
 	}
+	// The scope stays claimed as long as the latch is held: until the
+	// write's fate is known, even past an "outcome unknown" answer.
+	release := func() { latched(); unclaim() }
 	held := true
 	defer func() {
 		if held {
@@ -187,6 +216,9 @@ func (r *Replica) Execute(ctx context.Context, req Request) (Result, error) {
 		}
 		res.SCN = r.repl.Applied()
 		return res, nil
+	}
+	if id := req.Idempotency; id != nil {
+		ws.Outcomes.Put = &Outcome{Scope: scope, Expires: ev.now + id.Retain.Milliseconds(), Fingerprint: id.Fingerprint, Ops: res.Ops}
 	}
 	scn, later, err := r.replicate(ctx, ws, "transaction", release)
 	if err != nil {

@@ -66,6 +66,8 @@ type Replica struct {
 	latch  latches
 	idx    indexes
 	folds  folding
+	// claims are the idempotency scopes of the requests under way.
+	claims claims
 }
 
 // New returns the replica of partition id of db, stored in e and replicated

@@ -63,6 +63,10 @@ type WriteSet struct {
 	// load.go): it applies only where the partition's mark for the load
 	// is Load.From (see Applies), and records Load.To.
 	Load *LoadStep
+	// Outcomes are the idempotency outcomes the write set remembers and
+	// forgets (see idempotency.go); like Index, replicated but not part of
+	// the change log.
+	Outcomes OutcomeWrites
 
 	// logLen is the length of the encoding's change-log part (everything
 	// but Index), set by Encode and DecodeWriteSet.
@@ -123,14 +127,16 @@ func (ws *WriteSet) Size() int {
 	for _, r := range ws.Index.Ranges {
 		n += len(r.Start) + len(r.End) + 4
 	}
-	return n
+	return n + ws.Outcomes.size()
 }
 
 // writeSetFormat 2 stores a pre-image as its difference from the
 // post-image (see appendImage); format 1 stored both whole, and is still
 // read. Format 3 is format 2 with a flags byte after the counters (bit 0:
 // Upkeep, bit 1: Ingest, bit 2: Load, whose step follows the byte),
-// written only when a flag is set.
+// written only when a flag is set. After the change-log part come the
+// index writes, when there are any or outcomes follow, then the outcomes,
+// when there are any.
 const (
 	writeSetFormat      = 2
 	writeSetFormatV1    = 1
@@ -196,7 +202,7 @@ func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 		b = ws.Load.appendTo(b)
 	}
 	ws.logLen = len(b) - start
-	if ws.Index.empty() {
+	if ws.Index.empty() && ws.Outcomes.empty() {
 		return b
 	}
 	b = binary.AppendUvarint(b, uint64(len(ws.Index.Puts)))
@@ -213,7 +219,10 @@ func (ws *WriteSet) AppendEncoding(dst []byte) []byte {
 		b = appendBytes(b, r.Start)
 		b = appendBytes(b, r.End)
 	}
-	return b
+	if ws.Outcomes.empty() {
+		return b
+	}
+	return appendOutcomes(b, ws.Outcomes)
 }
 
 // LogLen is the length of the change-log part of the last Encode (or of
@@ -277,6 +286,9 @@ func DecodeWriteSet(b []byte) (*WriteSet, error) {
 	ws.logLen = len(b) - len(d.b)
 	if d.err == nil && len(d.b) > 0 {
 		ws.Index = d.indexWrites(len(b))
+	}
+	if d.err == nil && len(d.b) > 0 {
+		ws.Outcomes = d.outcomes(len(b))
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errCorrupt

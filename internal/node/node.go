@@ -689,9 +689,20 @@ func (n *Node) trimLoop() {
 					if _, err := p.TrimLog(n.cfg.Retention, now); err != nil {
 						n.log.Error("trim change log", "db", p.DB, "partition", p.ID, "err", err)
 					}
+					n.forgetOutcomes(p, now)
 				}
 			}
 		}
+	}
+}
+
+// forgetOutcomes purges the expired idempotency outcomes of p where this
+// node leads it; followers apply the leader's purge.
+func (n *Node) forgetOutcomes(p *partition.Replica, now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.ForgetOutcomes(ctx, now); err != nil && !partition.IsNotApplied(err) {
+		n.log.Warn("forget expired idempotency outcomes", "db", p.DB, "partition", p.ID, "err", err)
 	}
 }
 

@@ -76,7 +76,7 @@ func hasExample(t *testing.T, doc, mt map[string]any) bool {
 // nodeHeaders pass only between nodes (and routers): clients never send
 // or see them, so the description of forwarding names them instead of an
 // operation.
-var nodeHeaders = []string{"X-Doppio-Forwarded-By", "X-Doppio-Catalog-Revision", "X-Doppio-Caller", "X-Doppio-Not-Applied"}
+var nodeHeaders = []string{"X-Doppio-Forwarded-By", "X-Doppio-Catalog-Revision", "X-Doppio-Caller", "X-Doppio-Not-Applied", "X-Doppio-Idempotency-Op"}
 
 // TestOpenAPIDeclaresEveryHeader finds the Doppio headers (and
 // Retry-After) the server's code reads or writes and requires each to be

@@ -732,11 +732,16 @@ type writeBody struct {
 }
 
 func (s *Server) execute(r *http.Request, tg target, ops ...partition.Operation) (partition.Result, error) {
-	rep, err := s.registry.Locate(r.Context(), tg.db, ops[0].Key[0], replicas.Access{})
+	return s.executeRequest(r, tg, partition.Request{Ops: ops})
+}
+
+// executeRequest runs req at the leader of its partition.
+func (s *Server) executeRequest(r *http.Request, tg target, req partition.Request) (partition.Result, error) {
+	rep, err := s.registry.Locate(r.Context(), tg.db, req.Ops[0].Key[0], replicas.Access{})
 	if err != nil {
 		return partition.Result{}, err
 	}
-	res, err := s.executeCharged(r, rep, partition.Request{Ops: ops})
+	res, err := s.executeCharged(r, rep, req)
 	return res, s.registry.Redirect(rep.DB, rep.ID, err)
 }
 
@@ -879,10 +884,16 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	res, err := s.execute(r, tg, partition.Operation{Kind: partition.Insert, Table: t, Key: tg.key, Doc: doc})
+	id, err := s.requestIdempotency(r, body)
 	if err != nil {
 		return err
 	}
+	res, err := s.executeRequest(r, tg, partition.Request{Idempotency: id,
+		Ops: []partition.Operation{{Kind: partition.Insert, Table: t, Key: tg.key, Doc: doc}}})
+	if err != nil {
+		return err
+	}
+	markReplayed(w, res)
 	return s.answerWrite(w, tg, res, http.StatusCreated)
 }
 

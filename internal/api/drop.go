@@ -183,7 +183,7 @@ func (s *Server) forwardDropStep(r *http.Request, to *partition.NotAppliedError,
 	if err != nil {
 		return out, err
 	}
-	resp, err := s.postThere(r, to, "/_internal/drop/"+url.PathEscape(to.DB)+"/"+strconv.Itoa(to.Partition), js, false)
+	resp, err := s.postThere(r, to, "/_internal/drop/"+url.PathEscape(to.DB)+"/"+strconv.Itoa(to.Partition), js, false, nil)
 	if err != nil {
 		return out, err
 	}
@@ -210,10 +210,13 @@ func (s *Server) forwardDropStep(r *http.Request, to *partition.NotAppliedError,
 // postThere posts the JSON body to path on the peer listener of the node
 // to names, as r's caller when asCaller (else as this node), within what
 // is left of r's deadline; a failed exchange is forwardError's.
-func (s *Server) postThere(r *http.Request, to *partition.NotAppliedError, path string, body []byte, asCaller bool) (*http.Response, error) {
+func (s *Server) postThere(r *http.Request, to *partition.NotAppliedError, path string, body []byte, asCaller bool, header http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, s.peers.URL(to.Peer, path), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	if asCaller {
 		peer.SetCaller(r.Context(), req)

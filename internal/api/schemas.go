@@ -28,6 +28,11 @@ func decodeStrict(r *http.Request, limit int64, v any) error {
 	if err != nil {
 		return err
 	}
+	return decodeStrictBody(body, v)
+}
+
+// decodeStrictBody is decodeStrict of a body already read.
+func decodeStrictBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()

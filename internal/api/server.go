@@ -58,6 +58,9 @@ type Config struct {
 	// quorum before it is answered 503 (default 5 s; X-Doppio-Timeout
 	// shortens it per request).
 	RequestTimeout time.Duration
+	// IdempotencyRetention is how long the outcome of a request with an
+	// Idempotency-Key is remembered (default 24 h).
+	IdempotencyRetention time.Duration
 	// DialPeerTLS, when set, makes the requests this server sends to
 	// other nodes' peer listeners (forwards, relays, query pages, change
 	// streams) speak https over the connections it dials: secure mode,
@@ -92,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 5 * time.Second
+	}
+	if c.IdempotencyRetention <= 0 {
+		c.IdempotencyRetention = DefaultIdempotencyRetention
 	}
 	return c
 }
@@ -191,6 +197,7 @@ func (s *Server) EndStreams() { s.endStreams() }
 // caller by header.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(peer.HeaderCaller)
+	r.Header.Del(headerIdempotencyOp)
 	s.serveOn(s.rest, w, r)
 }
 

@@ -179,7 +179,15 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 		PartitionKey any      `json:"partitionKey"`
 		Ops          []opBody `json:"ops"`
 	}
-	if err := decodeStrict(r, int64(s.cfg.MaxRequestBytes), &body); err != nil {
+	raw, err := readBody(r, s.cfg.MaxRequestBytes)
+	if err != nil {
+		return err
+	}
+	id, err := s.requestIdempotency(r, raw)
+	if err != nil {
+		return err
+	}
+	if err := decodeStrictBody(raw, &body); err != nil {
 		return err
 	}
 	if len(body.Ops) == 0 {
@@ -206,7 +214,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.executeCharged(r, rep, partition.Request{Ops: ops})
+	res, err := s.executeCharged(r, rep, partition.Request{Ops: ops, Idempotency: id})
 	if err = s.registry.Redirect(rep.DB, rep.ID, err); err != nil {
 		if len(ops) == 1 {
 			return withOperation(err, 0)
@@ -221,6 +229,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request, p params) error {
 		out.Results[i] = opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}
 	}
 	w.Header().Set(headerSCN, out.SCN)
+	markReplayed(w, res)
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -248,6 +257,10 @@ type batchResult struct {
 	SCN     string       `json:"scn,omitempty"`
 	Result  *opResult    `json:"result,omitempty"`
 	Problem *problemBody `json:"problem,omitempty"`
+	// replayed: the outcome is the one remembered under the batch's
+	// Idempotency-Key; nothing ran now. Said by a header, not in the body,
+	// so that a retry's body is the first attempt's.
+	replayed bool
 }
 
 // batch applies independent operations, each atomically on its own and in
@@ -269,6 +282,9 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
 	if len(body.Ops) > s.cfg.MaxOps {
 		return problem.New(problem.TooLarge, "a batch has at most %d operations, got %d", s.cfg.MaxOps, len(body.Ops))
 	}
+	if _, err := idempotencyKey(r); err != nil {
+		return err
+	}
 	// A condition that cannot be read makes the body itself malformed:
 	// refuse the whole batch before any operation runs.
 	for i, b := range body.Ops {
@@ -278,8 +294,14 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
 	}
 	results := make([]batchResult, len(body.Ops))
 	var refused error
+	replayed := true
 	for i, b := range body.Ops {
-		results[i], refused = s.batchOpRetrying(r, db, b)
+		results[i], refused = s.batchOpRetrying(r, db, i, b)
+		replayed = replayed && results[i].replayed
+	}
+	if replayed {
+		// Every operation answered its remembered outcome.
+		w.Header().Set(headerReplayed, "true")
 	}
 	if len(results) == 1 && refused != nil && r.Header.Get(headerForwardedBy) != "" {
 		// The forwarding node may route this batch of one again.
@@ -292,11 +314,11 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p params) error {
 // a failure that proves nothing was applied runs it again, routed afresh,
 // within the request's deadline. It returns that failure when it is the
 // operation's final answer.
-func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) (batchResult, error) {
+func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, i int, b opBody) (batchResult, error) {
 	deadline, _ := r.Context().Deadline()
 	bo := retryBackoff()
 	for {
-		res, err := s.batchOp(r, db, b)
+		res, err := s.batchOp(r, db, i, b)
 		if err == nil || !notApplied(r, err) || r.Context().Err() != nil {
 			return res, nil
 		}
@@ -310,9 +332,9 @@ func (s *Server) batchOpRetrying(r *http.Request, db schema.Database, b opBody) 
 	}
 }
 
-// batchOp runs one operation of a batch; with its result it returns the
+// batchOp runs operation i of a batch; with its result it returns the
 // error that made it fail, if any.
-func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchResult, error) {
+func (s *Server) batchOp(r *http.Request, db schema.Database, i int, b opBody) (batchResult, error) {
 	fail := func(err error) (batchResult, error) {
 		pe, ok := problem.As(err)
 		if !ok {
@@ -329,15 +351,19 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 	if err != nil {
 		return fail(err)
 	}
+	id, err := s.batchOpIdempotency(r, db.Name, i, b)
+	if err != nil {
+		return fail(err)
+	}
 	rep, err := s.registry.Locate(r.Context(), db, op.Key[0], replicas.Access{})
 	var res partition.Result
 	if err == nil {
-		res, err = s.executeCharged(r, rep, partition.Request{Ops: []partition.Operation{op}})
+		res, err = s.executeCharged(r, rep, partition.Request{Ops: []partition.Operation{op}, Idempotency: id})
 		err = s.registry.Redirect(rep.DB, rep.ID, err)
 	}
 	to, isElsewhere := partition.AsNotApplied(err, partition.Elsewhere)
 	if isElsewhere && r.Header.Get(headerForwardedBy) == "" {
-		out, ferr := s.forwardBatchOp(r, to, b)
+		out, ferr := s.forwardBatchOp(r, to, i, b)
 		if ferr == nil {
 			return out, nil
 		}
@@ -354,17 +380,23 @@ func (s *Server) batchOp(r *http.Request, db schema.Database, b opBody) (batchRe
 	case op.Kind == partition.Delete || op.Kind == partition.DeleteCollection:
 		status = http.StatusNoContent
 	}
-	return batchResult{Status: status, SCN: res.SCN.String(), Result: &opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted}}, nil
+	return batchResult{Status: status, SCN: res.SCN.String(), Result: &opResult{Key: o.Key, ETag: o.ETag, Created: o.Created, Deleted: o.Deleted},
+		replayed: res.Replayed}, nil
 }
 
-// forwardBatchOp runs one operation of a batch on the node leading its
-// partition, as a batch of one.
-func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, b opBody) (batchResult, error) {
+// forwardBatchOp runs operation i of a batch on the node leading its
+// partition, as a batch of one (under the batch's Idempotency-Key and
+// the operation's index, when it has one).
+func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, i int, b opBody) (batchResult, error) {
 	js, err := json.Marshal(map[string]any{"ops": []opBody{b}})
 	if err != nil {
 		return batchResult{}, err
 	}
-	resp, err := s.postThere(r, to, "/"+url.PathEscape(to.DB)+"/_batch", js, true)
+	var h http.Header
+	if k := r.Header.Get(headerIdempotencyKey); k != "" {
+		h = http.Header{headerIdempotencyKey: {k}, headerIdempotencyOp: {strconv.Itoa(i)}}
+	}
+	resp, err := s.postThere(r, to, "/"+url.PathEscape(to.DB)+"/_batch", js, true, h)
 	if err != nil {
 		return batchResult{}, err
 	}
@@ -382,5 +414,6 @@ func (s *Server) forwardBatchOp(r *http.Request, to *partition.NotAppliedError, 
 		return batchResult{}, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
 			Detail: fmt.Sprintf("%s, which answered the forwarded operation with status %d", to.Error(), resp.StatusCode)}
 	}
+	out.Results[0].replayed = resp.Header.Get(headerReplayed) != ""
 	return out.Results[0], nil
 }

@@ -33,6 +33,7 @@ type nodeFlags struct {
 	maxDoc, backfillRate                  int
 	logEntries                            uint64
 	logAge                                time.Duration
+	idempotencyRetention                  time.Duration
 	tick                                  time.Duration
 	deadNodeDelay                         time.Duration
 	placementMode                         string
@@ -63,6 +64,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, dev bool) {
 	fl.IntVar(&f.backfillRate, "backfill-rate", partition.DefaultBackfillRate, "documents per second an index backfill indexes in one partition at most")
 	fl.Uint64Var(&f.logEntries, "changelog-max-entries", 1_000_000, "change-log entries kept per partition (0 = unbounded)")
 	fl.DurationVar(&f.logAge, "changelog-max-age", 7*24*time.Hour, "age after which change-log entries are trimmed (0 = never)")
+	fl.DurationVar(&f.idempotencyRetention, "idempotency-retention", api.DefaultIdempotencyRetention, "how long the outcome of a request with an Idempotency-Key is remembered")
 	fl.DurationVar(&f.tick, "raft-tick", 50*time.Millisecond, "Raft clock: elections take about 10 ticks, failure detection about 5")
 	fl.DurationVar(&f.deadNodeDelay, "dead-node-delay", controller.DefaultDeadNodeDelay, "how long a node may stay dead before the controller recreates its replicas on other nodes")
 	fl.StringVar(&f.placementMode, "placement-mode", "spread", "placement strategy: spread (leaders and replicas spread evenly) or sharded-mysql (a node leads all or none of its partitions; for failover benchmarks)")
@@ -100,7 +102,7 @@ func (f *nodeFlags) config(logger *slog.Logger) (node.Config, error) {
 		ID: f.id, Zone: f.zone, DataDir: f.dataDir, HTTPAddr: f.httpAddr, GRPCAddr: f.grpcAddr,
 		EtcdEndpoints: f.etcd, TickInterval: f.tick,
 		CertsDir: f.common.certsDir, Insecure: f.insecure,
-		API:          api.Config{MaxDocumentBytes: f.maxDoc},
+		API:          api.Config{MaxDocumentBytes: f.maxDoc, IdempotencyRetention: f.idempotencyRetention},
 		Retention:    partition.Retention{MaxEntries: f.logEntries, MaxAge: f.logAge},
 		BackfillRate: f.backfillRate,
 		Logger:       logger,

@@ -77,7 +77,11 @@ func WithTLS(cfg *tls.Config) Option {
 // WithRetry sets the total time within which a request answered 503 or
 // 429 or refused a connection is retried; 0 disables retries. A 429 is
 // retried after its Retry-After, and answered at once when that wait
-// would end past the retry time or the context's deadline.
+// would end past the retry time or the context's deadline. A write under
+// an Idempotency-Key (an insert, a transaction, a batch) is also retried
+// after a broken exchange, a 504 outcome-unknown, or a 409 saying its
+// first attempt is still in flight: the server answers a retry with the
+// first outcome.
 func WithRetry(maxElapsed time.Duration) Option {
 	return func(c *Client) { c.retry = maxElapsed }
 }
@@ -157,7 +161,7 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 		resp, err := c.once(ctx, r)
 		// A read may always be sent again; a write only after a failure
 		// that proves it was not applied (a refused connection, a 503).
-		if c.routes != nil && r.route != nil && !r.unrouted && ((err != nil && (r.method == http.MethodGet || errors.Is(err, syscall.ECONNREFUSED))) || (err == nil && resp.status == http.StatusServiceUnavailable)) {
+		if c.routes != nil && r.route != nil && !r.unrouted && ((err != nil && (r.mayResend() || errors.Is(err, syscall.ECONNREFUSED))) || (err == nil && resp.status == http.StatusServiceUnavailable)) {
 			// The routed leader could not serve: retry at once through
 			// the seed server, which forwards.
 			c.missed(r)
@@ -184,6 +188,13 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			}
 		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 			wait = b.Next()
+		case r.mayResend() && r.method != http.MethodGet && (err != nil && ctx.Err() == nil || err == nil && resendable(resp)):
+			// The server answers the first outcome again, or says when
+			// it is decided.
+			wait = b.Next()
+			if s, perr := strconv.Atoi(resp.retryAfter()); perr == nil && s > 0 {
+				wait = time.Duration(s) * time.Second
+			}
 		default:
 			if err != nil {
 				return nil, err
@@ -238,6 +249,30 @@ func (c *Client) once(ctx context.Context, r *request) (*response, error) {
 		return nil, fmt.Errorf("client: read answer to %s %s: %w", r.method, r.path, err)
 	}
 	return &response{status: res.StatusCode, header: res.Header, body: b}, nil
+}
+
+// resendable reports whether an idempotent write's answer leaves its
+// outcome to a retry: outcome unknown, or its key still in flight.
+func resendable(resp *response) bool {
+	return resp.status == http.StatusGatewayTimeout ||
+		resp.status == http.StatusConflict && strings.HasSuffix(resp.problemType(), "/idempotency-key-in-use")
+}
+
+// problemType is the type of a problem answer ("" if it has none).
+func (r *response) problemType() string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(r.body, &p)
+	return p.Type
+}
+
+// retryAfter is the answer's Retry-After ("" for none, or no answer).
+func (r *response) retryAfter() string {
+	if r == nil {
+		return ""
+	}
+	return r.header.Get("Retry-After")
 }
 
 // problem returns the *Error an answer carries, or nil when it succeeded.

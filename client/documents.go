@@ -298,13 +298,14 @@ func (c *Client) Patch(ctx context.Context, db, table string, key Key, p Patch, 
 
 // Insert adds doc under leading, all key parts but the last, which the
 // server assigns from the table's auto-increment counter; the result holds
-// the full key.
-func (c *Client) Insert(ctx context.Context, db, table string, leading Key, doc any) (*WriteResult, error) {
+// the full key. It is sent under an Idempotency-Key (IdempotencyKey, or
+// one of the client's own), so its retries insert it once.
+func (c *Client) Insert(ctx context.Context, db, table string, leading Key, doc any, opts ...WriteOption) (*WriteResult, error) {
 	path, err := documentPath(db, table, leading)
 	if err != nil {
 		return nil, err
 	}
-	return c.write(ctx, (&request{}).routed(db, leading), http.MethodPost, path, doc, nil)
+	return c.write(ctx, (&request{}).routed(db, leading), http.MethodPost, path, doc, append(opts, writeFunc((*request).idempotent)))
 }
 
 // Delete removes the document at the full key; a missing document is a 404.

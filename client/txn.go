@@ -90,8 +90,10 @@ type OpResult struct {
 }
 
 // Txn applies t atomically. A false condition is a 412 (IsPreconditionFailed)
-// whose Operation names the operation; nothing is applied then.
-func (c *Client) Txn(ctx context.Context, db string, t Txn) (*TxnResult, error) {
+// whose Operation names the operation; nothing is applied then. It is
+// sent under an Idempotency-Key (IdempotencyKey, or one of the client's
+// own), so its retries apply it once.
+func (c *Client) Txn(ctx context.Context, db string, t Txn, opts ...WriteOption) (*TxnResult, error) {
 	r := newRequest(http.MethodPost, "/"+url.PathEscape(db)+"/_txn")
 	switch {
 	case t.PartitionKey != nil:
@@ -102,11 +104,20 @@ func (c *Client) Txn(ctx context.Context, db string, t Txn) (*TxnResult, error) 
 	if err := r.jsonBody(t); err != nil {
 		return nil, err
 	}
+	applyIdempotent(r, opts)
 	var out TxnResult
 	if _, err := c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// applyIdempotent applies opts to r and gives it an Idempotency-Key.
+func applyIdempotent(r *request, opts []WriteOption) {
+	for _, o := range opts {
+		o.applyWrite(r)
+	}
+	r.idempotent()
 }
 
 // BatchResult is the outcome of one operation of a batch: Result on
@@ -120,12 +131,15 @@ type BatchResult struct {
 
 // Batch applies independent operations in order, each atomic on its own;
 // one failing does not stop the others. The error is non-nil only when the
-// batch as a whole was refused.
-func (c *Client) Batch(ctx context.Context, db string, ops []TxnOp) ([]BatchResult, error) {
+// batch as a whole was refused. It is sent under an Idempotency-Key
+// (IdempotencyKey, or one of the client's own): the server remembers each
+// operation's outcome, so a retry applies none twice.
+func (c *Client) Batch(ctx context.Context, db string, ops []TxnOp, opts ...WriteOption) ([]BatchResult, error) {
 	r := newRequest(http.MethodPost, "/"+url.PathEscape(db)+"/_batch")
 	if err := r.jsonBody(map[string]any{"ops": ops}); err != nil {
 		return nil, err
 	}
+	applyIdempotent(r, opts)
 	var out struct {
 		Results []BatchResult `json:"results"`
 	}

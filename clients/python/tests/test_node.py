@@ -156,6 +156,23 @@ def test_transactions_and_batches(c: doppio.Client) -> None:
     assert c.get(DB, "Mailbox", ["hal"]).body == {"unread": 2}
 
 
+def test_idempotency_keys_answer_the_first_outcome(c: doppio.Client) -> None:
+    first = c.insert(DB, "Message", ["ida"], message("once", "inbox", 1), idempotency_key="py-insert-1")
+    again = c.insert(DB, "Message", ["ida"], message("once", "inbox", 1), idempotency_key="py-insert-1")
+    assert again == first and first.key == ["ida", 1]
+    with pytest.raises(doppio.Unprocessable):
+        c.insert(DB, "Message", ["ida"], message("other", "inbox", 1), idempotency_key="py-insert-1")
+    t1 = c.txn(DB, [insert_op("Message", ["ida"], message("t", "inbox", 2))], idempotency_key="py-txn-1")
+    t2 = c.txn(DB, [insert_op("Message", ["ida"], message("t", "inbox", 2))], idempotency_key="py-txn-1")
+    assert t1 == t2
+    # Without a key of the caller's, each call is a request of its own.
+    c.insert(DB, "Message", ["ida"], message("twice", "inbox", 3))
+    c.insert(DB, "Message", ["ida"], message("twice", "inbox", 3))
+    assert len(c.list(DB, "Message", ["ida"]).documents) == 4
+    with pytest.raises(doppio.BadRequest):
+        c.insert(DB, "Message", ["ida"], message("x", "inbox", 1), idempotency_key="k" * 256)
+
+
 def test_change_stream_checkpoints_and_whole_transactions(c: doppio.Client) -> None:
     part = doppio.partition_of("ivy", PARTITIONS)
     with c.changes(DB, tables=["Mailbox", "Message"], read_timeout=10) as s:

@@ -7,6 +7,7 @@ import json
 import ssl
 import threading
 import time
+import uuid
 from email.utils import format_datetime, parsedate_to_datetime
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
@@ -57,8 +58,12 @@ class Client:
 
     ``retry`` is the number of seconds within which a request answered 503
     or 429, or whose connection was refused, is sent again (0: never); a 503
-    or 429 waits for its ``Retry-After``. A 504 is never retried: it raises
-    :class:`doppio.OutcomeUnknown`.
+    or 429 waits for its ``Retry-After``. Inserts, transactions and batches
+    carry an ``Idempotency-Key`` (``idempotency_key``, or one the client
+    makes), so they are also sent again after a broken exchange, a 504 or
+    a 409 saying the first attempt is in flight: the server answers the
+    first outcome rather than applying twice. Any other write answered 504
+    raises :class:`doppio.OutcomeUnknown` unretried.
 
     ``smart_routing`` (seconds between refreshes of the routing table, or
     None) sends each request naming a partition key straight to its
@@ -165,6 +170,14 @@ class Client:
                     wait = None  # nothing waits that long: answer it now
             elif isinstance(err, _RETRYABLE_CONNECT):
                 wait = backoff
+            elif IDEMPOTENCY_KEY in hdrs and method != "GET" and (
+                isinstance(err, httpx.TransportError) or (resp is not None and _resendable(resp))
+            ):
+                # The server answers the first outcome again, or says when
+                # it is decided.
+                wait = backoff
+                if resp is not None and (ra := _retry_after(resp)):
+                    wait = ra
             remaining = self.retry - elapsed
             if wait is None or remaining <= 0:
                 if err is not None:
@@ -390,10 +403,12 @@ class Client:
         ``inc`` counters; dotted paths reach nested records."""
         return self._write("PATCH", db, table, key, _patch(set, unset, inc), _conditions(if_match, None, if_unmodified_since))
 
-    def insert(self, db: str, table: str, leading: Key, document: Any) -> WriteResult:
+    def insert(self, db: str, table: str, leading: Key, document: Any, *, idempotency_key: Optional[str] = None) -> WriteResult:
         """Insert a document under ``leading``, the server choosing its
-        auto-increment last key part (in the result's ``key``)."""
-        return self._write("POST", db, table, leading, document, {})
+        auto-increment last key part (in the result's ``key``). Sent under
+        ``idempotency_key`` (or a key of the client's own): a call again
+        with the same key answers the first outcome."""
+        return self._write("POST", db, table, leading, document, _idempotent(idempotency_key))
 
     def _write(self, method: str, db: str, table: str, key: Key, body: Any, headers: dict[str, str]) -> WriteResult:
         resp = self._request(method, document_path(db, table, key), headers=headers, body=body, route=(db, key[0]))
@@ -422,22 +437,29 @@ class Client:
 
     # Transactions and batches.
 
-    def txn(self, db: str, ops: Sequence[Mapping[str, Any]], *, partition_key: Optional[KeyPart] = None) -> TxnResult:
+    def txn(
+        self, db: str, ops: Sequence[Mapping[str, Any]], *, partition_key: Optional[KeyPart] = None, idempotency_key: Optional[str] = None
+    ) -> TxnResult:
         """Apply ``ops`` (from :func:`put_op`, :func:`insert_op`,
         :func:`patch_op`, :func:`delete_op`), across tables of one document
         group, all at one SCN or none. A false condition raises
-        :class:`doppio.PreconditionFailed` whose ``operation`` names it."""
+        :class:`doppio.PreconditionFailed` whose ``operation`` names it.
+        Sent under ``idempotency_key`` (or a key of the client's own)."""
         body: dict[str, Any] = {"ops": list(ops)}
         if partition_key is not None:
             body["partitionKey"] = partition_key
         pk = partition_key if partition_key is not None else (ops[0]["key"][0] if ops and ops[0].get("key") else None)
-        out = self._json("POST", "/" + quote(db, safe="") + "/_txn", body=body, route=(db, pk) if pk is not None else None)
+        out = self._json(
+            "POST", "/" + quote(db, safe="") + "/_txn", body=body, route=(db, pk) if pk is not None else None, headers=_idempotent(idempotency_key)
+        )
         return TxnResult(scn=out.get("scn", ""), results=[_op_result(r) for r in out.get("results") or []])
 
-    def batch(self, db: str, ops: Sequence[Mapping[str, Any]]) -> list[BatchResult]:
+    def batch(self, db: str, ops: Sequence[Mapping[str, Any]], *, idempotency_key: Optional[str] = None) -> list[BatchResult]:
         """Apply ``ops`` each on its own (any document groups); one result
-        per operation, failures included rather than raised."""
-        out = self._json("POST", "/" + quote(db, safe="") + "/_batch", body={"ops": list(ops)})
+        per operation, failures included rather than raised. Sent under
+        ``idempotency_key`` (or a key of the client's own): each
+        operation's outcome is remembered on its own."""
+        out = self._json("POST", "/" + quote(db, safe="") + "/_batch", body={"ops": list(ops)}, headers=_idempotent(idempotency_key))
         results = []
         for r in out.get("results") or []:
             p = r.get("problem")
@@ -621,6 +643,28 @@ def _page(body: Mapping[str, Any]) -> Page:
 
 def _op_result(r: Mapping[str, Any]) -> OpResult:
     return OpResult(key=r.get("key") or [], etag=r.get("etag", ""), created=r.get("created", False), deleted=r.get("deleted", 0))
+
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+"""The header a write's outcome is remembered under by the server."""
+
+
+def _idempotent(key: Optional[str]) -> dict[str, str]:
+    """The header of a write sent under ``key``, or a fresh random key."""
+    return {IDEMPOTENCY_KEY: key if key is not None else uuid.uuid4().hex}
+
+
+def _resendable(resp: httpx.Response) -> bool:
+    """Whether an idempotent write's answer leaves its outcome to a retry:
+    outcome unknown, or its key still in flight."""
+    if resp.status_code == 504:
+        return True
+    if resp.status_code != 409:
+        return False
+    try:
+        return str(resp.json().get("type", "")).endswith("/idempotency-key-in-use")
+    except ValueError:
+        return False
 
 
 def _retry_after(resp: httpx.Response) -> Optional[float]:

@@ -83,7 +83,8 @@ class TooLarge(DoppioError):
 
 
 class Unprocessable(DoppioError):
-    """422: the document does not match its table's schema."""
+    """422: the document does not match its table's schema, or an
+    ``Idempotency-Key`` was reused for another request."""
 
 
 class TooManyRequests(DoppioError):
@@ -104,7 +105,8 @@ class Unavailable(DoppioError):
 class OutcomeUnknown(DoppioError):
     """504: a write reached the replication log but its outcome was not
     learnt in time. It may or may not be applied: read to find out before
-    sending it again. Never retried by the client."""
+    sending it again. Retried by the client only for a write sent under an
+    ``Idempotency-Key`` (inserts, transactions, batches)."""
 
 
 class NotModified(Exception):

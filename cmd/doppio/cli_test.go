@@ -315,6 +315,22 @@ createdOn  attribute  [##############################] 100%  0/0  ready
 		t.Fatalf("put mismatching document: exit %d, stderr %q", code, errs)
 	}
 
+	// An insert run again under its --idempotency-key prints the first
+	// outcome and inserts nothing; the key with another document fails.
+	zed := `{"subject":"once","senderId":"carol","createdOn":1735736400000}`
+	first, _, code := c.run(zed, "insert", "MailboxDB/Message/zed", "--idempotency-key", "cli-1")
+	again, _, code2 := c.run(zed, "insert", "MailboxDB/Message/zed", "--idempotency-key", "cli-1")
+	if code != 0 || code2 != 0 || again != first || !strings.Contains(first, "\"zed\",\n    1\n") {
+		t.Fatalf("insert with a key twice: exit %d then %d,\n%s\nthen\n%s", code, code2, first, again)
+	}
+	_, errs, code = c.run(`{"subject":"other","senderId":"carol","createdOn":1}`, "insert", "MailboxDB/Message/zed", "--idempotency-key", "cli-1")
+	if code == 0 || !strings.Contains(errs, `Idempotency-Key "cli-1" was used by another request`) {
+		t.Fatalf("insert reusing a key: exit %d, stderr %q", code, errs)
+	}
+	if got := c.ok("", "get", "MailboxDB/Message/zed", "--fields", "subject"); strings.Count(got, `"zed"`) != 1 {
+		t.Fatalf("mailbox zed after a repeated insert:\n%s", got)
+	}
+
 	expect(t, "delete document", c.ok("", "delete", "MailboxDB/Message/alice/2"), "{\n  \"deleted\": 1\n}\n")
 	expect(t, "delete collection", c.ok("", "delete", "MailboxDB/Message/alice"), "{\n  \"deleted\": 1\n}\n")
 	expect(t, "empty collection", c.ok("", "get", "MailboxDB/Message/alice"), "{\n  \"documents\": []\n}\n")

@@ -202,8 +202,24 @@ func patchCommand(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
+// idempotencyFlag is --idempotency-key, of the commands whose retry could
+// apply twice.
+type idempotencyFlag struct{ key string }
+
+func (i *idempotencyFlag) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&i.key, "idempotency-key", "", "send under this Idempotency-Key: run again with it (after a 504), the command prints the first outcome instead of applying twice")
+}
+
+func (i *idempotencyFlag) options() []client.WriteOption {
+	if i.key == "" {
+		return nil
+	}
+	return []client.WriteOption{client.IdempotencyKey(i.key)}
+}
+
 func insertCommand(f *clientFlags) *cobra.Command {
 	var body bodyFlags
+	var idem idempotencyFlag
 	cmd := &cobra.Command{
 		Use:   "insert DB/Table/k1[/k2…] (-d JSON | -f FILE | < FILE)",
 		Short: "Insert a document under leading key parts with an auto-increment last part; prints its key",
@@ -217,7 +233,7 @@ func insertCommand(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := f.client().Insert(cmd.Context(), p.db, p.table, p.key, json.RawMessage(raw))
+			w, err := f.client().Insert(cmd.Context(), p.db, p.table, p.key, json.RawMessage(raw), idem.options()...)
 			if err != nil {
 				return err
 			}
@@ -225,6 +241,7 @@ func insertCommand(f *clientFlags) *cobra.Command {
 		}),
 	}
 	body.register(cmd, "the document")
+	idem.register(cmd)
 	return cmd
 }
 
@@ -262,6 +279,7 @@ func deleteCommand(f *clientFlags) *cobra.Command {
 
 func txnCommand(f *clientFlags) *cobra.Command {
 	var body bodyFlags
+	var idem idempotencyFlag
 	cmd := &cobra.Command{
 		Use:   "txn DB (-f txn.json | -d JSON | < txn.json)",
 		Short: `Apply {"partitionKey":…,"ops":[{"op":"put|insert|patch|delete","table":…,"key":[…],…}]} atomically`,
@@ -275,7 +293,7 @@ func txnCommand(f *clientFlags) *cobra.Command {
 			if err := json.Unmarshal(raw, &t); err != nil {
 				return err
 			}
-			res, err := f.client().Txn(cmd.Context(), args[0], t)
+			res, err := f.client().Txn(cmd.Context(), args[0], t, idem.options()...)
 			if err != nil {
 				return err
 			}
@@ -283,5 +301,6 @@ func txnCommand(f *clientFlags) *cobra.Command {
 		}),
 	}
 	body.register(cmd, "the transaction")
+	idem.register(cmd)
 	return cmd
 }

@@ -228,17 +228,9 @@ func (w *Derived) push(ctx context.Context, c *Client, from int, noSwap bool) {
 		kind = "stage"
 	}
 	op := w.hist.Invoke(c.ID, kind, "", true, derivedMove{From: from, Version: n})
-	c.Timeout = 10 * time.Second
-	resp, err := c.Do(ctx, "POST", "/_derived/"+derivedDB+"/Entry/versions", map[string]any{"source": dir, "noSwap": noSwap})
-	c.Timeout = DefaultTimeout
-	outcome := Classify(true, resp, err)
+	outcome := w.request(ctx, c, op, "versions", map[string]any{"source": dir, "noSwap": noSwap})
 	if outcome == Failed {
-		w.hist.Complete(op, Failed, nil, describe(resp, err))
 		return
-	}
-	if outcome == Indeterminate {
-		// The server gives up on the request within its deadline.
-		sleepCtx(ctx, 8*time.Second)
 	}
 	got := 0
 	w.follow(ctx, c, func(st wire.DerivedTable) bool {
@@ -261,20 +253,28 @@ func (w *Derived) push(ctx context.Context, c *Client, from int, noSwap bool) {
 // the move is announced.
 func (w *Derived) move(ctx context.Context, c *Client, verb string, from int) {
 	op := w.hist.Invoke(c.ID, verb, "", true, derivedMove{From: from})
+	if outcome := w.request(ctx, c, op, verb, nil); outcome != Failed {
+		w.follow(ctx, c, func(wire.DerivedTable) bool { return true }, op, outcome)
+	}
+}
+
+// request sends a pusher's POST to /_derived/{db}/Entry/{path} with more
+// time than a document's, and returns its outcome, having completed op
+// when it was refused.
+func (w *Derived) request(ctx context.Context, c *Client, op *Op, path string, body any) Outcome {
 	c.Timeout = 10 * time.Second
-	resp, err := c.Do(ctx, "POST", "/_derived/"+derivedDB+"/Entry/"+verb, nil)
+	resp, err := c.Do(ctx, "POST", "/_derived/"+derivedDB+"/Entry/"+path, body)
 	c.Timeout = DefaultTimeout
 	outcome := Classify(true, resp, err)
-	if outcome == Failed {
+	switch outcome {
+	case Failed:
 		w.hist.Complete(op, Failed, nil, describe(resp, err))
-		return
-	}
-	if outcome == Indeterminate {
+	case Indeterminate:
 		// Whatever it did is done once the server's deadline passed, so
-		// the state followed is after it.
+		// the state followed next is after it.
 		sleepCtx(ctx, 8*time.Second)
 	}
-	w.follow(ctx, c, func(wire.DerivedTable) bool { return true }, op, outcome)
+	return outcome
 }
 
 // follow polls the table until done says so and the state is announced,

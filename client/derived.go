@@ -81,6 +81,19 @@ func (c *Client) RollForwardVersion(ctx context.Context, db, table string) (Deri
 	return c.moveVersion(ctx, db, table, "roll-forward")
 }
 
+// DiscardVersion deletes a staged version (pushed with NoSwap) from
+// every replica without making it current: version n, or the staged one
+// when n is 0. Any other version is refused with an *Error (409).
+func (c *Client) DiscardVersion(ctx context.Context, db, table string, n int) (DerivedTable, error) {
+	r := newRequest(http.MethodPost, derivedPath(db, table)+"/discard")
+	if n != 0 {
+		r.query["version"] = strconv.Itoa(n)
+	}
+	var t DerivedTable
+	_, err := c.call(ctx, r, &t)
+	return t, err
+}
+
 func (c *Client) moveVersion(ctx context.Context, db, table, verb string) (DerivedTable, error) {
 	var t DerivedTable
 	_, err := c.call(ctx, newRequest(http.MethodPost, derivedPath(db, table)+"/"+verb), &t)

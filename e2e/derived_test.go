@@ -332,6 +332,34 @@ func TestDerivedTableVersions(t *testing.T) {
 	if len(info.Derived) != 1 || info.Derived[0].Current != 4 {
 		t.Fatalf("/_cluster derived: %+v", info.Derived)
 	}
+	// A version staged without a swap and not wanted is discarded: no
+	// longer readable, deleted from every replica, and a push may follow.
+	if out, code := runCLI(t, n1.addr, "derived", "discard", "V/P"); code != 4 || !strings.Contains(out, "V.P has no staged version to discard") {
+		t.Fatalf("discard with nothing staged exited %d:\n%s", code, out)
+	}
+	if out, code := runCLI(t, n1.addr, "derived", "push", "V/P", "--from", buildPYMK(t, partitions, 40, 60, 5), "--no-swap"); code != 0 {
+		t.Fatalf("push v5 exited %d:\n%s", code, out)
+	}
+	if status, h, _ := n1.do("GET", "/V/P/m045/o1", nil, "X-Doppio-Version", "5"); status != 200 || h.Get("X-Doppio-Version") != "5" {
+		t.Fatalf("a read naming the staged version 5: %d %q", status, h.Get("X-Doppio-Version"))
+	}
+	if out, code := runCLI(t, n1.addr, "derived", "discard", "V/P", "--version", "4"); code != 4 || !strings.Contains(out, "version 4 of V.P is current: only a staged version is discarded") {
+		t.Fatalf("discard of the current version exited %d:\n%s", code, out)
+	}
+	if out, code := runCLI(t, n1.addr, "derived", "discard", "V/P", "--version", "5"); code != 0 || !strings.Contains(out, "5  deleting") {
+		t.Fatalf("discard of the staged version exited %d:\n%s", code, out)
+	}
+	waitFor(t, 60*time.Second, "version 5 gone", func() (bool, string) {
+		d := status()
+		return states(d) == "2:backup 4:current", states(d)
+	})
+	if status, _, b := n1.do("GET", "/V/P/m045/o1", nil, "X-Doppio-Version", "5"); status != 404 || !strings.Contains(string(b), "version 5 of V.P cannot be read") {
+		t.Fatalf("a read naming the discarded version: %d %s", status, b)
+	}
+	if r := check(context.Background(), nodes[2], rand.New(rand.NewPCG(6, 6)), 2); r.err != "" || r.version != 4 {
+		t.Fatalf("after the discard: %+v", r)
+	}
+
 	victim = nodes[1]
 	stopCleanly(t, victim)
 	data := victim.args[slices.Index(victim.args, "--data")+1]
@@ -359,6 +387,9 @@ func TestDerivedTableVersions(t *testing.T) {
 	}
 	if n := count("P@1"); n != 0 {
 		t.Fatalf("node %s still holds %d keys of the expired version 1", victim.id, n)
+	}
+	if n := count("P@5"); n != 0 {
+		t.Fatalf("node %s still holds %d keys of the discarded version 5", victim.id, n)
 	}
 	if n := count("P@4"); n < 80*6 {
 		t.Fatalf("node %s holds %d keys of the current version 4", victim.id, n)

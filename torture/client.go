@@ -214,12 +214,16 @@ func (c *Client) Retry(ctx context.Context, method, path string, body any, want 
 	}
 }
 
+// workloadPartitions is how many partitions a workload's database has.
+const workloadPartitions = 4
+
 // setupDatabase is every workload's first step of Setup: a client for
 // setup requests, seeded with seed so that setups replay, and db with its
-// tables created and served (see createDatabase), in 4 partitions.
+// tables created and served (see createDatabase), in workloadPartitions
+// partitions.
 func setupDatabase(ctx context.Context, t Target, seed uint64, db string, tables map[string]string) (*Client, error) {
 	c := NewClient(-1, t.Endpoints(), newHTTPClient(t), rand.New(rand.NewPCG(seed, seed+1)))
-	return c, createDatabase(ctx, c, db, 4, tables)
+	return c, createDatabase(ctx, c, db, workloadPartitions, tables)
 }
 
 // createDatabase creates db with the given tables (name → table schema

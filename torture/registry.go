@@ -16,6 +16,8 @@ var workloadMakers = []struct {
 	{"counter", func() Workload { return &Counter{} }},
 	{"set", func() Workload { return &Set{} }},
 	{"changelog", func() Workload { return &Changelog{} }},
+	{"bulk", func() Workload { return &Bulk{} }},
+	{"derived", func() Workload { return &Derived{} }},
 }
 
 // WorkloadNames lists every workload.

@@ -31,7 +31,8 @@ type Target interface {
 // Workload is one kind of concurrent client activity with its own checker.
 type Workload interface {
 	// Name is short and stable ("register", "bank", "counter", "set",
-	// "changelog"); it names the workload in reports and in -workload flags.
+	// "changelog", "bulk", "derived"); it names the workload in reports
+	// and in -workload flags.
 	Name() string
 	// Setup creates the workload's own database and tables and any initial
 	// documents; it retries until the cluster serves them or ctx ends.

@@ -72,35 +72,42 @@ func (w *Changelog) Setup(ctx context.Context, t Target) error {
 	if _, err := setupDatabase(ctx, t, 17, changelogDB, map[string]string{"A": changelogTable("A"), "B": changelogTable("B")}); err != nil {
 		return err
 	}
+	cp, err := startCheckpoint(ctx, t, changelogDB)
+	w.start = cp
+	return err
+}
+
+// startCheckpoint is db's change stream's checkpoint now, asked of each
+// node in turn until one answers.
+func startCheckpoint(ctx context.Context, t Target, db string) (string, error) {
 	var last error
 	notFound := 0
 	hc := newHTTPClient(t)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		cp, err := firstCheckpoint(ctx, hc, t.Endpoints()[attempt%len(t.Endpoints())])
+		cp, err := firstCheckpoint(ctx, hc, t.Endpoints()[attempt%len(t.Endpoints())], db)
 		if err == nil {
-			w.start = cp
-			return nil
+			return cp, nil
 		}
 		last = err
 		// A node may not know the new database yet (404) for a moment;
 		// a steady 404 means the server has no change stream at all.
 		if errors.Is(err, errNoStream) {
 			if notFound++; notFound == 25 {
-				return fmt.Errorf("changelog: GET /_changes/%s keeps answering 404: %w", changelogDB, err)
+				return "", fmt.Errorf("GET /_changes/%s keeps answering 404: %w", db, err)
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("changelog: no checkpoint from GET /_changes/%s: %v", changelogDB, last)
+	return "", fmt.Errorf("no checkpoint from GET /_changes/%s: %v", db, last)
 }
 
-// firstCheckpoint opens the stream from now and returns the first
+// firstCheckpoint opens db's stream from now and returns the first
 // checkpoint it carries.
-func firstCheckpoint(ctx context.Context, hc *http.Client, endpoint string) (string, error) {
+func firstCheckpoint(ctx context.Context, hc *http.Client, endpoint, db string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var cp string
-	err := streamChanges(ctx, hc, endpoint, changelogDB, "", func(line changeLine) bool {
+	err := streamChanges(ctx, hc, endpoint, db, "", func(line changeLine) bool {
 		cp = line.Checkpoint
 		return cp == ""
 	})
@@ -230,47 +237,13 @@ func (w *Changelog) Check(ctx context.Context, t Target, dir string) Result {
 			want[in.Token] = true
 		}
 	}
-	var events []changeLine
-	from := w.start
-	var lastErr error
-	hc := newHTTPClient(t)
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		idle := time.NewTimer(w.Idle)
-		sctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-idle.C:
-				cancel()
-			case <-sctx.Done():
-			}
-		}()
-		err := streamChanges(sctx, hc, t.Endpoints()[attempt%len(t.Endpoints())], changelogDB, from, func(l changeLine) bool {
-			if l.Checkpoint != "" {
-				from = l.Checkpoint
-			}
-			if l.SCN != "" {
-				events = append(events, l)
-				if tok, ok := lineToken(l); ok && want[tok] {
-					delete(want, tok)
-				}
-				idle.Reset(w.Idle)
-			}
-			return true
-		})
-		idle.Stop()
-		idled := sctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		if idled && len(want) == 0 {
-			lastErr = nil
-			break
+	events, err := readChanges(ctx, t, changelogDB, w.start, w.Idle, func(l changeLine) {
+		if tok, ok := lineToken(l); ok && want[tok] {
+			delete(want, tok)
 		}
-		if !idled {
-			lastErr = err
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	if ctx.Err() != nil && (lastErr != nil || len(want) > 0) {
-		res.Failures = append(res.Failures, fmt.Sprintf("changelog: the stream did not deliver every acknowledged transaction before the check's deadline (last error: %v)", lastErr))
+	}, func() bool { return len(want) == 0 })
+	if err != nil {
+		res.Failures = append(res.Failures, fmt.Sprintf("changelog: the stream did not deliver every acknowledged transaction before the check's deadline: %v", err))
 	}
 	res = judgeChangelog(res, ops, events)
 	if !res.OK() && dir != "" {
@@ -284,6 +257,49 @@ func (w *Changelog) Check(ctx context.Context, t Target, dir string) Result {
 		}
 	}
 	return res
+}
+
+// readChanges reads db's change stream from checkpoint from, resuming
+// from its last checkpoint (on another node) when it breaks, and hands
+// each event to seen, until done holds and the stream stayed idle for
+// idle. It returns the events read, and an error when ctx ended first.
+func readChanges(ctx context.Context, t Target, db, from string, idle time.Duration, seen func(changeLine), done func() bool) ([]changeLine, error) {
+	var events []changeLine
+	var lastErr error
+	hc := newHTTPClient(t)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		timer := time.NewTimer(idle)
+		sctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-timer.C:
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
+		err := streamChanges(sctx, hc, t.Endpoints()[attempt%len(t.Endpoints())], db, from, func(l changeLine) bool {
+			if l.Checkpoint != "" {
+				from = l.Checkpoint
+			}
+			if l.SCN != "" {
+				events = append(events, l)
+				seen(l)
+				timer.Reset(idle)
+			}
+			return true
+		})
+		timer.Stop()
+		idled := sctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if idled && done() {
+			return events, nil
+		}
+		if !idled {
+			lastErr = err
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return events, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
 }
 
 func writeLines(path string, events []changeLine) error {

@@ -41,7 +41,8 @@ func derivedCommand(f *clientFlags) *cobra.Command {
 	cmd.AddCommand(derivedPushCommand(f), derivedStatusCommand(f),
 		move("swap", "Make the staged version current", (*client.Client).SwapVersion),
 		move("rollback", "Make the previous version current again", (*client.Client).RollbackVersion),
-		move("roll-forward", "Undo a rollback", (*client.Client).RollForwardVersion))
+		move("roll-forward", "Undo a rollback", (*client.Client).RollForwardVersion),
+		derivedDiscardCommand(f))
 	return cmd
 }
 
@@ -101,6 +102,31 @@ func derivedPushCommand(f *clientFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&noSwap, "no-swap", false, "stage the version without making it current")
 	cmd.Flags().IntVar(&retain, "retain", 0, "how many versions the table keeps from now on (0 = unchanged; 2 by default)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the version number and return at once")
+	return cmd
+}
+
+func derivedDiscardCommand(f *clientFlags) *cobra.Command {
+	var version int
+	cmd := &cobra.Command{
+		Use:   "discard DB/TABLE [--version N]",
+		Short: "Delete a staged version (pushed with --no-swap) without swapping it in",
+		Long: "The staged version is deleted from every replica and can no longer be read;\n" +
+			"its number is not reused. Only a staged version is discarded.",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			db, table, err := splitTable(args[0])
+			if err != nil {
+				return err
+			}
+			t, err := f.client().DiscardVersion(cmd.Context(), db, table, version)
+			if err != nil {
+				return err
+			}
+			printDerived(cmd.OutOrStdout(), t, false)
+			return nil
+		}),
+	}
+	cmd.Flags().IntVar(&version, "version", 0, "the staged version to discard (default: the staged one)")
 	return cmd
 }
 

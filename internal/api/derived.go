@@ -124,3 +124,29 @@ func (s *Server) moveVersion(w http.ResponseWriter, r *http.Request, p params, m
 	}
 	return writeJSON(w, http.StatusOK, v)
 }
+
+// discardVersion deletes a staged version: ?version=N names it, else the
+// staged one.
+func (s *Server) discardVersion(w http.ResponseWriter, r *http.Request, p params) error {
+	m, err := s.derivedTables()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	if err := onlyParams(q, "version"); err != nil {
+		return err
+	}
+	version := 0
+	if q.Has("version") {
+		n, err := strconv.Atoi(q.Get("version"))
+		if err != nil || n < 1 {
+			return problem.Field(problem.Malformed, "version", "version %q is not a version number", q.Get("version"))
+		}
+		version = n
+	}
+	v, err := m.Discard(r.Context(), p.db, p.table, version)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}

@@ -105,6 +105,7 @@ func routes() []*route {
 		{method: "POST", pattern: "/_derived/{db}/{table}/swap", priv: dbAdmin, audit: "derived.swap", handle: (*Server).swapVersion},
 		{method: "POST", pattern: "/_derived/{db}/{table}/rollback", priv: dbAdmin, audit: "derived.rollback", handle: (*Server).rollbackVersion},
 		{method: "POST", pattern: "/_derived/{db}/{table}/roll-forward", priv: dbAdmin, audit: "derived.roll-forward", handle: (*Server).rollForwardVersion},
+		{method: "POST", pattern: "/_derived/{db}/{table}/discard", priv: dbAdmin, audit: "derived.discard", handle: (*Server).discardVersion},
 		{method: "GET", pattern: "/_quotas", priv: clusterAdmin, handle: (*Server).listQuotas},
 		{method: "GET", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, handle: (*Server).getQuota},
 		{method: "PUT", pattern: "/_quotas/databases/{db}", priv: clusterAdmin, audit: "quota.put", handle: (*Server).putQuota},

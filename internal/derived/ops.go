@@ -122,6 +122,18 @@ func (m *Manager) RollForward(ctx context.Context, db, table string) (wire.Deriv
 	return m.move(ctx, db, table, RollForward)
 }
 
+// Discard deletes a staged version (version 0: the staged one) from
+// every replica without it ever becoming current.
+func (m *Manager) Discard(ctx context.Context, db, table string, version int) (wire.DerivedTable, error) {
+	if _, err := m.table(db, table); err != nil {
+		return wire.DerivedTable{}, err
+	}
+	if err := m.update(ctx, db, table, func(s Store) (Store, error) { return Discard(s, version) }); err != nil {
+		return wire.DerivedTable{}, err
+	}
+	return m.Status(ctx, db, table)
+}
+
 // move changes which version is current, then waits (within
 // AnnounceWait) until every live node serves the change.
 func (m *Manager) move(ctx context.Context, db, table string, change func(Store) (Store, error)) (wire.DerivedTable, error) {

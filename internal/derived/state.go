@@ -197,6 +197,34 @@ func RollForward(s Store) (Store, error) {
 	return makeCurrent(s, best), nil
 }
 
+// Discard sends a staged version the user does not want to deletion:
+// version v, or the staged one when v is 0. Only a staged version is
+// discarded: a fetching one is still being written (cancel its load),
+// and current and backup ones are what rollbacks return to.
+func Discard(s Store, v int) (Store, error) {
+	if v == 0 {
+		staged, ok := s.inFlight()
+		if !ok || staged.State != wire.VersionStaged {
+			return s, problem.New(problem.Conflict, "%s.%s has no staged version to discard", s.Database, s.Table)
+		}
+		v = staged.Version
+	}
+	i := s.index(v)
+	if i < 0 {
+		return s, problem.Field(problem.NotFound, "version", "%s.%s has no version %d", s.Database, s.Table, v)
+	}
+	switch x := s.Versions[i]; x.State {
+	case wire.VersionStaged:
+	case wire.VersionFetching:
+		return s, problem.Field(problem.Conflict, "version", "version %d of %s.%s is still fetching: cancel its load (doppio bulk cancel %s) rather than discard it", v, s.Database, s.Table, x.Load)
+	default:
+		return s, problem.Field(problem.Conflict, "version", "version %d of %s.%s is %s: only a staged version is discarded", v, s.Database, s.Table, x.State)
+	}
+	s = s.clone()
+	s.Versions[i].State = wire.VersionDeleting
+	return s, nil
+}
+
 // makeCurrent returns s with version v current and the current one a
 // backup.
 func makeCurrent(s Store, v int) Store {

@@ -188,3 +188,50 @@ func TestPush(t *testing.T) {
 		t.Fatalf("negative retain: %v", err)
 	}
 }
+
+func TestDiscard(t *testing.T) {
+	for _, tc := range []struct {
+		name, from string
+		version    int
+		want       string
+		kind       problem.Kind
+		detail     string // a substring of the refusal's detail
+	}{
+		{name: "the staged version", from: "1:current 2:staged", want: "1:current 2:deleting"},
+		{name: "the staged version by number", from: "1:backup 2:current 3:staged", version: 3, want: "1:backup 2:current 3:deleting"},
+		{name: "the first version, staged", from: "1:staged", want: "1:deleting"},
+		{name: "nothing staged", from: "1:backup 2:current", kind: problem.Conflict, detail: "D.T has no staged version to discard"},
+		{name: "a fetching version is not staged yet", from: "1:current 2:fetching/L9", kind: problem.Conflict, detail: "D.T has no staged version to discard"},
+		{name: "a fetching version by number", from: "1:current 2:fetching/L9", version: 2, kind: problem.Conflict, detail: "version 2 of D.T is still fetching: cancel its load (doppio bulk cancel L9)"},
+		{name: "the current version", from: "1:current 2:staged", version: 1, kind: problem.Conflict, detail: "version 1 of D.T is current: only a staged version is discarded"},
+		{name: "a backup", from: "1:backup 2:current", version: 1, kind: problem.Conflict, detail: "version 1 of D.T is backup"},
+		{name: "a version that never was", from: "1:current 2:staged", version: 7, kind: problem.NotFound, detail: "D.T has no version 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := store(tc.from)
+			before := spec(from)
+			got, err := Discard(from, tc.version)
+			if spec(from) != before {
+				t.Fatalf("Discard changed its input to %s", spec(from))
+			}
+			if tc.detail != "" {
+				if !problem.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.detail) {
+					t.Fatalf("err = %v, want a %v saying %q", err, tc.kind, tc.detail)
+				}
+				if spec(got) != spec(from) {
+					t.Fatalf("a refused discard changed the record to %s", spec(got))
+				}
+				return
+			}
+			if err != nil || spec(got) != tc.want {
+				t.Fatalf("= %s, %v; want %s", spec(got), err, tc.want)
+			}
+			// The discarded version goes once every replica is empty of it.
+			v := got.Versions[len(got.Versions)-1].Version
+			next, _ := Next(got, Inputs{Placement: twoPartitions, Reports: held(v, map[string][]int{"a": {0}, "b": {0, 1}, "c": {1}})})
+			if want := strings.TrimSpace(strings.TrimSuffix(tc.want, strconv.Itoa(v)+":deleting")); spec(next) != want {
+				t.Fatalf("once empty everywhere: %s, want %s", spec(next), want)
+			}
+		})
+	}
+}

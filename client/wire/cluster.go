@@ -19,6 +19,8 @@ type ClusterInfo struct {
 	Loads []Load `json:"loads,omitempty"`
 	// Derived are the derived tables with their versions.
 	Derived []DerivedTable `json:"derived,omitempty"`
+	// Cache is the cache tier: tables, read sides, updaters.
+	Cache *CacheInfo `json:"cache,omitempty"`
 	// Insecure: the node that answered runs without TLS (no certs
 	// directory), by its operator's explicit choice off loopback.
 	Insecure bool `json:"insecure"`
@@ -124,6 +126,8 @@ type LocalInfo struct {
 	Node      string         `json:"node"`
 	Replicas  []LocalReplica `json:"replicas"`
 	Transfers []Transfer     `json:"transfers,omitempty"`
+	// Cache is the node's read side of the cache tier, if it runs one.
+	Cache *CacheProcess `json:"cache,omitempty"`
 }
 
 // LocalReplica is one replica hosted on a node, as GET

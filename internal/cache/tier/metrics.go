@@ -2,9 +2,11 @@ package tier
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/cache"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -56,7 +58,19 @@ type tableCounters struct {
 	series [2][3]prometheus.Counter
 	n      [2][3]atomic.Int64
 	bypass prometheus.Counter
-	nb     atomic.Int64
+	// answered counts reads by Source, in sourceNames' order.
+	answered [4]atomic.Int64
+}
+
+var sourceNames = [4]Source{Local, Redis, Miss, Bypass}
+
+func (c *tableCounters) answer(s Source) Source {
+	for i, n := range sourceNames {
+		if n == s {
+			c.answered[i].Add(1)
+		}
+	}
+	return s
 }
 
 func (c *tableCounters) inc(tier, result string) {
@@ -67,7 +81,6 @@ func (c *tableCounters) inc(tier, result string) {
 
 func (c *tableCounters) bypassed() {
 	c.bypass.Inc()
-	c.nb.Add(1)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -131,38 +144,26 @@ func (m *metrics) fillN(tier, result string, n int) {
 	v.(*atomic.Int64).Add(int64(n))
 }
 
-// TableStats are one table's lookups: per tier (local, redis), hits,
-// stale entries and misses; and reads that bypassed Redis.
-type TableStats struct {
-	Tiers    map[string]map[string]int64
-	Bypassed int64
-}
-
-func (m *metrics) stats() Stats {
-	s := Stats{Tables: map[string]TableStats{}, Fills: map[string]map[string]int64{}}
+func (m *metrics) report(p *wire.CacheProcess) {
+	p.Tables, p.Fills = map[string]wire.CacheReads{}, map[string]map[string]int64{}
 	m.mu.Lock()
 	for name, c := range m.tables {
-		ts := TableStats{Tiers: map[string]map[string]int64{}, Bypassed: c.nb.Load()}
-		for i, tn := range tierNames {
-			ts.Tiers[tn] = map[string]int64{}
-			for j, rn := range resultNames {
-				ts.Tiers[tn][rn] = c.n[i][j].Load()
-			}
+		r := wire.CacheReads{Answered: map[string]int64{}}
+		for i, s := range sourceNames {
+			r.Answered[string(s)] = c.answered[i].Load()
 		}
-		s.Tables[name] = ts
+		for i, l := range []*wire.CacheLookups{&r.Local, &r.Redis} {
+			l.Hit, l.Stale, l.Miss = c.n[i][0].Load(), c.n[i][1].Load(), c.n[i][2].Load()
+		}
+		p.Tables[name] = r
 	}
 	m.mu.Unlock()
 	m.counts.Range(func(k, v any) bool {
-		key := k.(string)
-		for i := 0; i < len(key); i++ {
-			if key[i] == '/' {
-				if s.Fills[key[:i]] == nil {
-					s.Fills[key[:i]] = map[string]int64{}
-				}
-				s.Fills[key[:i]][key[i+1:]] = v.(*atomic.Int64).Load()
-			}
+		tier, result, _ := strings.Cut(k.(string), "/")
+		if p.Fills[tier] == nil {
+			p.Fills[tier] = map[string]int64{}
 		}
+		p.Fills[tier][result] = v.(*atomic.Int64).Load()
 		return true
 	})
-	return s
 }

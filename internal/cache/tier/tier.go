@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/cache"
 	"github.com/doppio-db/doppio/internal/cache/local"
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,6 +108,15 @@ func New(cfg Config) (*Tier, error) {
 	}
 	t := &Tier{cfg: cfg, store: cfg.Store, local: local.New(cfg.LocalBytes), log: cfg.Logger, m: m,
 		fills: make(chan cache.Write, cfg.FillQueue), stop: make(chan struct{})}
+	if t.local != nil && cfg.Registry != nil {
+		// One process runs one tier: a second registration is a test's.
+		_ = cfg.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "doppio_cache_local_bytes", Help: "Bytes of keys and documents the in-process hot-key cache holds.",
+		}, func() float64 { return float64(t.local.Stats().Bytes) }))
+		_ = cfg.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "doppio_cache_local_entries", Help: "Entries the in-process hot-key cache holds.",
+		}, func() float64 { return float64(t.local.Stats().Entries) }))
+	}
 	if t.store != nil {
 		t.done.Add(1)
 		go t.fillLoop()
@@ -137,6 +147,12 @@ func (l Lookup) AsOf() time.Time { return time.UnixMilli(l.Entry.AsOf) }
 // Read looks d's entry up for a read that accepts state as old as bound.
 func (t *Tier) Read(ctx context.Context, d Doc, bound time.Duration) Lookup {
 	c := t.m.table(d.Table)
+	l := t.read(ctx, c, d, bound)
+	c.answer(l.Source)
+	return l
+}
+
+func (t *Tier) read(ctx context.Context, c *tableCounters, d Doc, bound time.Duration) Lookup {
 	limit := bound - t.cfg.ClockSkew
 	key := d.Ref.EntryKey()
 	if t.local != nil {
@@ -236,20 +252,19 @@ func (t *Tier) fillLoop() {
 	}
 }
 
-// Stats is what the tier has done and holds, for /_cluster.
-type Stats struct {
-	Local  local.Stats
-	Tables map[string]TableStats
-	Fills  map[string]map[string]int64 // tier -> result -> count
-	Redis  []cache.EndpointState
-}
-
-// Stats returns the tier's counters and state now.
-func (t *Tier) Stats() Stats {
-	s := t.m.stats()
-	s.Local = t.local.Stats()
-	if t.store != nil {
-		s.Redis = t.store.Endpoints()
+// Report is the tier's counters and state now, for /_cluster: process
+// names it, role is "node" or "router".
+func (t *Tier) Report(process, role string) wire.CacheProcess {
+	p := wire.CacheProcess{Process: process, Role: role, Redis: []wire.CacheEndpoint{}}
+	t.m.report(&p)
+	if t.local != nil {
+		st := t.local.Stats()
+		p.Local = &wire.CacheLocal{Entries: st.Entries, Bytes: st.Bytes, MaxBytes: st.MaxBytes}
 	}
-	return s
+	if t.store != nil {
+		for _, e := range t.store.Endpoints() {
+			p.Redis = append(p.Redis, wire.CacheEndpoint{Addr: e.Addr, Primary: e.Primary, Healthy: e.Healthy})
+		}
+	}
+	return p
 }

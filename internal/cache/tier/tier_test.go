@@ -2,9 +2,11 @@ package tier
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/cache"
 	"github.com/doppio-db/doppio/internal/redistest"
 	"github.com/doppio-db/doppio/internal/scn"
@@ -100,6 +102,23 @@ func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(tr.m.fills.WithLabelValues("redis", "refused")); got != 1 {
 		t.Errorf("doppio_cache_fills_total{redis,refused} = %v, want 1 (the stale fill)", got)
+	}
+
+	// The second process's report: what answered each read, each tier's
+	// lookups, its hot-key cache and its judgement of Redis.
+	rep := tr2.Report("r2", "router")
+	wantReads := wire.CacheReads{
+		Answered: map[string]int64{"local": 1, "redis": 3, "miss": 0, "bypass": 0},
+		Local:    wire.CacheLookups{Hit: 1, Miss: 3},
+		Redis:    wire.CacheLookups{Hit: 3},
+	}
+	if !reflect.DeepEqual(rep.Tables, map[string]wire.CacheReads{"db.T": wantReads}) || rep.Process != "r2" || rep.Role != "router" ||
+		rep.Local == nil || rep.Local.Entries != 3 || rep.Local.MaxBytes != 1<<20 ||
+		!reflect.DeepEqual(rep.Redis, []wire.CacheEndpoint{{Addr: rc.Primary.Addr, Primary: true, Healthy: true}}) || len(rep.Fills) != 0 {
+		t.Errorf("second process's report: %+v", rep)
+	}
+	if fills := tr.Report("n1", "node").Fills; fills["redis"]["refused"] != 1 || fills["local"]["refused"] != 1 {
+		t.Errorf("first process's fills %v: want the stale fill refused by both tiers", fills)
 	}
 
 	// Redis dies: reads bypass it (after the health monitor notices, at

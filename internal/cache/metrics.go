@@ -53,6 +53,9 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 type UpdaterMetrics struct {
 	// Lag is how old each partition's watermark is, as last raised here.
 	Lag *prometheus.GaugeVec
+	// LagTransactions is how many committed write sets of each partition
+	// the updater here has not delivered yet.
+	LagTransactions *prometheus.GaugeVec
 	// BootstrapProgress is the share of a table's partitions on this
 	// node bootstrapped within the table's period.
 	BootstrapProgress *prometheus.GaugeVec
@@ -68,6 +71,10 @@ func NewUpdaterMetrics(reg prometheus.Registerer) (*UpdaterMetrics, error) {
 			Name: "doppio_cache_updater_lag_seconds",
 			Help: "Age of the partition's cache watermark as this node's updater last saw it: every change committed before it is in the cache tier.",
 		}, []string{"db", "partition"}),
+		LagTransactions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "doppio_cache_updater_lag_transactions",
+			Help: "Committed write sets of the partition this node's updater has not delivered to the cache tier yet.",
+		}, []string{"db", "partition"}),
 		BootstrapProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "doppio_cache_bootstrap_progress",
 			Help: "Share (0 to 1) of the table's partitions updated here whose entries were all rewritten from a snapshot within the table's bootstrap period.",
@@ -82,6 +89,9 @@ func NewUpdaterMetrics(reg prometheus.Registerer) (*UpdaterMetrics, error) {
 	}
 	var err error
 	if m.Lag, err = register(reg, m.Lag); err != nil {
+		return nil, err
+	}
+	if m.LagTransactions, err = register(reg, m.LagTransactions); err != nil {
 		return nil, err
 	}
 	if m.BootstrapProgress, err = register(reg, m.BootstrapProgress); err != nil {

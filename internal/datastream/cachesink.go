@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -153,7 +154,7 @@ func (s *redisSink) observeLag(id TaskID) {
 	wm := s.part(id.Partition).watermark
 	s.mu.Unlock()
 	if wm > 0 {
-		s.metrics.Lag.WithLabelValues(id.DB, fmt.Sprint(id.Partition)).Set(time.Since(time.UnixMilli(wm)).Seconds())
+		s.metrics.Lag.WithLabelValues(id.DB, strconv.Itoa(id.Partition)).Set(time.Since(time.UnixMilli(wm)).Seconds())
 	}
 }
 
@@ -187,7 +188,7 @@ func (s *redisSink) maybeBootstrap(ctx context.Context, id TaskID, tables []*sch
 	pc.booting = true
 	s.mu.Unlock()
 	go func() {
-		err := s.bootstrap(ctx, id, due, sn)
+		err := s.bootstrap(ctx, id, pc, due, sn)
 		s.mu.Lock()
 		pc.booting, pc.doing, pc.done = false, "", 0
 		s.mu.Unlock()
@@ -198,8 +199,9 @@ func (s *redisSink) maybeBootstrap(ctx context.Context, id TaskID, tables []*sch
 }
 
 // bootstrap rewrites every document of tables in the partition from one
-// snapshot, as of a time the replica was fresh before the snapshot.
-func (s *redisSink) bootstrap(ctx context.Context, id TaskID, tables []*schema.Table, sn snapshotter) error {
+// snapshot, as of a time the replica was fresh before the snapshot. It
+// records its progress in pc, which forget may have dropped meanwhile.
+func (s *redisSink) bootstrap(ctx context.Context, id TaskID, pc *partCache, tables []*schema.Table, sn snapshotter) error {
 	f, ok := s.m.replicas.(Freshness)
 	if !ok {
 		return errors.New("the node's replicas do not tell their freshness")
@@ -216,7 +218,6 @@ func (s *redisSink) bootstrap(ctx context.Context, id TaskID, tables []*schema.T
 	defer snap.Close()
 	for _, tb := range tables {
 		s.mu.Lock()
-		pc := s.part(id.Partition)
 		pc.doing, pc.done = tb.Def.Name, 0
 		s.mu.Unlock()
 		docs := s.metrics.BootstrapDocuments.WithLabelValues(id.DB, tb.Def.Name)
@@ -271,6 +272,8 @@ func (s *redisSink) observeBootstrap(db string, tb *schema.Table) {
 	}
 	if all > 0 {
 		s.metrics.BootstrapProgress.WithLabelValues(db, tb.Def.Name).Set(float64(fresh) / float64(all))
+	} else {
+		s.metrics.BootstrapProgress.DeleteLabelValues(db, tb.Def.Name)
 	}
 }
 
@@ -288,16 +291,22 @@ type CacheProgress struct {
 	Bootstrapped map[string]int64 `json:"bootstrapped,omitempty"`
 }
 
-// statusSink is a sink that adds its own progress to a task's state.
+// statusSink is a sink that adds its own progress to a task's state,
+// and forgets a partition whose task here ended.
 type statusSink interface {
-	progress(p int) *CacheProgress
+	// progress is called about once a status interval for every running
+	// task, with how many write sets the task has yet to deliver.
+	progress(p int, lagTxns uint64) *CacheProgress
+	forget(p int)
 }
 
-func (s *redisSink) progress(p int) *CacheProgress {
+// progress reports a partition's cache progress and sets its gauges
+// from it now, so that a stalled updater's lag keeps growing.
+func (s *redisSink) progress(p int, lagTxns uint64) *CacheProgress {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	pc, ok := s.parts[p]
 	if !ok {
+		s.mu.Unlock()
 		return nil
 	}
 	out := &CacheProgress{Watermark: pc.watermark, Bootstrapping: pc.doing, Documents: pc.done}
@@ -307,5 +316,29 @@ func (s *redisSink) progress(p int) *CacheProgress {
 		}
 		out.Bootstrapped[t] = at.UnixMilli()
 	}
+	s.mu.Unlock()
+	part := strconv.Itoa(p)
+	if out.Watermark > 0 {
+		s.metrics.Lag.WithLabelValues(s.def.Database, part).Set(time.Since(time.UnixMilli(out.Watermark)).Seconds())
+	}
+	s.metrics.LagTransactions.WithLabelValues(s.def.Database, part).Set(float64(lagTxns))
+	for _, tb := range s.cacheable(s.def.Database) {
+		s.observeBootstrap(s.def.Database, tb)
+	}
 	return out
+}
+
+// forget drops what the sink knows of a partition whose task ended here:
+// its gauges, and its bootstraps, so that a task taken over again starts
+// with one.
+func (s *redisSink) forget(p int) {
+	s.mu.Lock()
+	delete(s.parts, p)
+	s.mu.Unlock()
+	part := strconv.Itoa(p)
+	s.metrics.Lag.DeleteLabelValues(s.def.Database, part)
+	s.metrics.LagTransactions.DeleteLabelValues(s.def.Database, part)
+	for _, tb := range s.cacheable(s.def.Database) {
+		s.observeBootstrap(s.def.Database, tb)
+	}
 }

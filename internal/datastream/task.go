@@ -95,6 +95,9 @@ func (t *task) run() {
 	t.mu.Lock()
 	t.sink = sink.sink
 	t.mu.Unlock()
+	if ss, ok := sink.sink.(statusSink); ok {
+		defer ss.forget(t.id.Partition)
+	}
 	t.loop(sink.sink)
 }
 
@@ -470,9 +473,6 @@ func (t *task) snapshot(now time.Time) TaskState {
 	if !t.rec.Started {
 		st.Checkpoint = ""
 	}
-	if ss, ok := t.sink.(statusSink); ok {
-		st.Cache = ss.progress(t.id.Partition)
-	}
 	// Throughput over the samples of the last window.
 	t.samples = append(t.samples, sample{now, t.delivered})
 	for len(t.samples) > 1 && now.Sub(t.samples[0].at) > rateWindow {
@@ -490,6 +490,9 @@ func (t *task) snapshot(now time.Time) TaskState {
 				st.Pending = ents[0].Mtime
 			}
 		}
+	}
+	if ss, ok := t.sink.(statusSink); ok {
+		st.Cache = ss.progress(t.id.Partition, st.LagTxns)
 	}
 	return st
 }

@@ -102,7 +102,8 @@ func (r *Reporter) Info(ctx context.Context) wire.ClusterInfo {
 // Assemble joins the reports of the live nodes with the placements: each
 // node with the replicas it leads and follows, each placed partition with
 // its leader's view of its members (the report of the highest term wins),
-// and the nodes a placement names but that are not live, as dead.
+// and the nodes a placement names but that are not live, as dead; and the
+// nodes' read sides of the cache tier (AddCache completes that section).
 func Assemble(nodes []membership.Node, intent func(id string) membership.Intent, placements map[string]membership.PlacementRecord, reports []wire.LocalInfo) wire.ClusterInfo {
 	info := empty()
 	type key struct {
@@ -118,6 +119,14 @@ func Assemble(nodes []membership.Node, intent func(id string) membership.Intent,
 	for _, r := range reports {
 		for _, tr := range r.Transfers {
 			info.Transfers = append(info.Transfers, wire.TransferInfo{Node: r.Node, Transfer: tr})
+		}
+		if r.Cache != nil {
+			if info.Cache == nil {
+				info.Cache = &wire.CacheInfo{}
+			}
+			p := *r.Cache
+			p.Process = r.Node
+			info.Cache.Processes = append(info.Cache.Processes, p)
 		}
 		for _, lr := range r.Replicas {
 			k := key{lr.Database, lr.Partition}

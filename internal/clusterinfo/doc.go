@@ -5,5 +5,7 @@
 //
 // Assembly is a pure function of the reports, the live nodes and the
 // placements (Assemble); Reporter fetches the reports and Local builds
-// this node's own.
+// this node's own. The cache tier's section (AddCache) is likewise a pure
+// function of the nodes' read sides, the cacheable tables and the
+// updaters' datastream statuses.
 package clusterinfo

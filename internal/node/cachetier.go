@@ -1,11 +1,14 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/doppio-db/doppio/internal/cache"
 	"github.com/doppio-db/doppio/internal/cache/tier"
+	"github.com/doppio-db/doppio/internal/clusterinfo"
+	"github.com/doppio-db/doppio/internal/datastream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -54,4 +57,35 @@ func closeCacheTier(t *tier.Tier, st *cache.Store) {
 	if st != nil {
 		_ = st.Close()
 	}
+}
+
+// cacheSources are the cacheable tables and the updaters (datastreams
+// with a Redis sink), for /_cluster's cache section.
+func (n *Node) cacheSources(ctx context.Context) clusterinfo.CacheSources {
+	var src clusterinfo.CacheSources
+	if n.catalog == nil || n.streams == nil {
+		return src
+	}
+	for _, db := range n.catalog.Databases() {
+		for _, tb := range n.catalog.Tables(db.Name) {
+			if tb.Def.Cacheable() {
+				src.Tables = append(src.Tables, clusterinfo.CachedTable{
+					DB: db.Name, Partitions: db.Partitions, Table: tb.Def.Name, Settings: *tb.Def.Cache, Generation: tb.Def.CacheGeneration,
+				})
+			}
+		}
+	}
+	views, err := n.streams.List(ctx)
+	if err != nil {
+		return src
+	}
+	for _, v := range views {
+		if v.Sink.Type != datastream.SinkRedis {
+			continue
+		}
+		if st, err := n.streams.Status(ctx, v.Name); err == nil {
+			src.Updaters = append(src.Updaters, clusterinfo.Updater{Status: st, Tables: v.Tables})
+		}
+	}
+	return src
 }

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/doppio-db/doppio/client/wire"
 
@@ -32,6 +33,7 @@ func (c clusterView) Info(ctx context.Context) (wire.ClusterInfo, error) {
 	if c.n.derived != nil {
 		info.Derived = c.n.derived.List(ctx)
 	}
+	clusterinfo.AddCache(&info, c.n.cacheSources(ctx), time.Now())
 	info.Insecure = !c.n.sec.secure()
 	return info, nil
 }
@@ -70,7 +72,12 @@ func (n *Node) local() wire.LocalInfo {
 			}
 		}
 	}
-	return clusterinfo.Local(n.cfg.ID, transfers, hosted, n.checks, n.nodeName)
+	li := clusterinfo.Local(n.cfg.ID, transfers, hosted, n.checks, n.nodeName)
+	if n.tier != nil {
+		p := n.tier.Report(n.cfg.ID, "node")
+		li.Cache = &p
+	}
+	return li
 }
 
 func uintString(v uint64) string { return strconv.FormatUint(v, 10) }

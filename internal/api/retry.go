@@ -60,6 +60,9 @@ func (s *Server) serve(rt *route, w *statusWriter, r *http.Request, p params) er
 	bo := retryBackoff()
 	var body []byte
 	if s.relay != nil && relayed(rt.pattern) {
+		if rt.pattern == "/_cluster" && r.Method == http.MethodGet && s.tier != nil {
+			return s.relayClusterWithCache(w, r)
+		}
 		return s.relayAny(w, r)
 	}
 	for attempt := 0; ; attempt++ {

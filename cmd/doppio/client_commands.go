@@ -115,7 +115,7 @@ func addClientCommands(root *cobra.Command) *clientFlags {
 		return f.setupTLS(cmd)
 	}
 	root.AddCommand(schemaCommand(f), getCommand(f), putCommand(f), patchCommand(f), insertCommand(f), deleteCommand(f), txnCommand(f), clusterCommand(f), datastreamCommand(f))
-	root.AddCommand(checkCommand(f), quotaCommand(f))
+	root.AddCommand(checkCommand(f), quotaCommand(f), cacheCommand(f))
 	f.auth.register(pf)
 	root.AddCommand(userCommand(f), loginCommand(f))
 	return f

@@ -282,7 +282,9 @@ func TestCacheTierKeepsItsStalenessBoundUnderFaults(t *testing.T) {
 	victim.kill()
 	time.Sleep(3 * time.Second)
 	victim.restart(t)
-	waitFor(t, 20*time.Second, "settled after the kill", func() (bool, string) { return settled(clusterInfo(t, nodes[0]), partitions, 3) })
+	waitFor(t, 20*time.Second, "every partition led, with three voters, after the kill", func() (bool, string) {
+		return voting(clusterInfo(t, nodes[0]), partitions)
+	})
 
 	t.Log("fault: the router restarts")
 	rt.kill()
@@ -308,6 +310,9 @@ func TestCacheTierKeepsItsStalenessBoundUnderFaults(t *testing.T) {
 	}
 	if bad := checkReads(l.ops, reads); len(bad) > 0 {
 		t.Errorf("%d of %d reads broke their staleness bound (seed %d), first:\n%s", len(bad), len(reads), seed, strings.Join(bad[:min(10, len(bad))], "\n"))
+	}
+	if n := bySource[""]; n > 0 {
+		t.Errorf("%d reads answered without X-Doppio-Cache", n)
 	}
 	if bySource["local"] == 0 || bySource["redis"] == 0 || bySource["miss"] == 0 {
 		t.Errorf("reads by source %v: want some from each tier and some misses", bySource)
@@ -361,6 +366,26 @@ func updaterCaughtUp(st datastream.Status, after time.Time) bool {
 		}
 	}
 	return true
+}
+
+// voting reports whether every partition has a leader and three voting
+// members (which, under load, need not have applied the same SCN).
+func voting(info wire.ClusterInfo, partitions int) (bool, string) {
+	js, _ := json.Marshal(info.Partitions)
+	if len(info.Partitions) != partitions {
+		return false, string(js)
+	}
+	for _, p := range info.Partitions {
+		if p.Leader == "" || len(p.Members) != 3 {
+			return false, string(js)
+		}
+		for _, m := range p.Members {
+			if m.Role != "leader" && m.Role != "follower" {
+				return false, string(js)
+			}
+		}
+	}
+	return true, ""
 }
 
 // updaterVictim is a node that runs updater tasks and leads a

@@ -324,8 +324,17 @@ func answerOne(w http.ResponseWriter, r *http.Request, tg target, opts readOptio
 	if !pr.found {
 		pe := problem.New(problem.NotFound, "document %s %s does not exist", tg.table.Def.Name, tg.key)
 		scn := pr.scn.String()
+		// writeProblem starts the header afresh: a cache tier's answer
+		// keeps saying where it came from and how old it may be.
+		cached, age := w.Header()[canonicalCache], w.Header()[canonicalAge]
 		aw := headerAdder{w, func(h http.Header) {
 			h[canonicalSCN], h[canonicalAsOf] = []string{scn}, []string{asOf}
+			if cached != nil {
+				h[canonicalCache] = cached
+			}
+			if age != nil {
+				h[canonicalAge] = age
+			}
 		}}
 		writeProblem(aw, problemFor(pe, r.URL.EscapedPath()), 0, 0, "", false)
 		return nil
@@ -385,6 +394,8 @@ func (w headerAdder) WriteHeader(code int) {
 var renderBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 var (
+	canonicalCache         = textproto.CanonicalMIMEHeaderKey(headerCache)
+	canonicalAge           = textproto.CanonicalMIMEHeaderKey(headerAge)
 	canonicalETag          = textproto.CanonicalMIMEHeaderKey("ETag")
 	canonicalLastModified  = textproto.CanonicalMIMEHeaderKey("Last-Modified")
 	canonicalSCN           = textproto.CanonicalMIMEHeaderKey(headerSCN)

@@ -126,8 +126,12 @@ func TestStalenessBoundedReadsAreServedByTheCacheTier(t *testing.T) {
 			}
 		}
 	}
-	if r, _ := do("GET", "/db/T/nobody", "", "X-Doppio-Staleness", "5s"); r.StatusCode != 404 || r.Header.Get("X-Doppio-SCN") == "" {
+	if r, _ := do("GET", "/db/T/nobody", "", "X-Doppio-Staleness", "5s"); r.StatusCode != 404 || r.Header.Get("X-Doppio-SCN") == "" || r.Header.Get("X-Doppio-Cache") != "miss" {
 		t.Fatalf("router read of an absent document: %d %v", r.StatusCode, r.Header)
+	}
+	// Its tombstone answers the next read, saying so.
+	if r, _ := do("GET", "/db/T/nobody", "", "X-Doppio-Staleness", "5s"); r.StatusCode != 404 || r.Header.Get("X-Doppio-Cache") != "local" || r.Header.Get("X-Doppio-Age") == "" {
+		t.Fatalf("router read of an absent document, again: %d %v", r.StatusCode, r.Header)
 	}
 	base = nodeBase
 

@@ -120,6 +120,14 @@ bench-failover:
 bench-expand:
 	cd bench && $(GO) run ./expand $(EXPAND_FLAGS)
 
+# Placement at scale (issue 32): one placement.Compute call, initial and
+# after each event, 6 to 1,000 nodes, against the package at an earlier
+# commit; writes docs/benchmarks/placement.{md,png}.
+# PLACEMENT_FLAGS=-quick for a smoke run; `cd bench && go run ./placement -h` lists the flags.
+.PHONY: bench-placement
+bench-placement:
+	cd bench && $(GO) run ./placement $(PLACEMENT_FLAGS)
+
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
 # docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'

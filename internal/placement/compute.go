@@ -13,10 +13,24 @@ import (
 // again whenever the cluster or the current placement changes; a placement
 // that already meets the constraints yields no moves.
 func Compute(in Input) (Plan, error) {
+	return compute(in, knobs{})
+}
+
+// knobs are testing knobs: a test passes the plain searches that the fast
+// ones replaced (a scan of every node for a target, of every pair of
+// nodes for a balancing step) and holds both to the same plan.
+type knobs struct {
+	bestTarget      func(s *state, p *part, only int) int
+	balanceReplicas func(s *state, count, order func(n int) int, dbs []int)
+	balanceLeaders  func(s *state, count, order func(n int) int, dbs []int)
+}
+
+func compute(in Input, k knobs) (Plan, error) {
 	s, err := newState(in)
 	if err != nil {
 		return Plan{}, err
 	}
+	s.knobs = k
 	switch in.Options.Mode {
 	case Spread:
 		s.spreadReplicas()
@@ -32,7 +46,8 @@ func Compute(in Input) (Plan, error) {
 // state is one computation: nodes and partitions by dense index, the target
 // being built and the per-node counts of it.
 type state struct {
-	opts Options
+	opts  Options
+	knobs knobs
 
 	ids      []NodeID // sorted
 	index    map[NodeID]int
@@ -69,6 +84,22 @@ type state struct {
 	// of a and b), so a balance does not search the same pair again.
 	epoch []uint64
 	stuck map[[3]int]uint64
+	// cross[d][a] caches, per zone, whether some replica of database d
+	// on a could move to that zone (see crossZone); nil until asked.
+	cross [][]crossing
+	// ledBy[d][n] lists, in partition order, the partitions of database d
+	// whose target leader is n.
+	ledBy [][][]int
+	// heaps[d] orders each zone's eligible nodes by load in database d
+	// for bestTarget; nil until a target in d is looked for. built lists
+	// the databases whose heaps exist (each add or drop updates them).
+	heaps []*loadHeaps
+	built []int
+	// Scratch zone counts, so the per-candidate checks allocate nothing.
+	swapCount, swapCapacity []int
+	pickCount, pickCapacity []int
+	fixCount, fixCapacity   []int
+	stack                   []int
 }
 
 // part is one partition: what its replicas report and its target.
@@ -182,36 +213,43 @@ func newState(in Input) (*state, error) {
 	}
 	nn := len(s.ids)
 	s.cnt, s.lcnt, s.fresh = make([][]int, len(s.dbs)), make([][]int, len(s.dbs)), make([][]int, len(s.dbs))
-	s.on = make([][][]int, len(s.dbs))
+	s.on, s.ledBy = make([][][]int, len(s.dbs)), make([][][]int, len(s.dbs))
 	for i := range s.dbs {
 		s.cnt[i], s.lcnt[i], s.fresh[i] = make([]int, nn), make([]int, nn), make([]int, nn)
-		s.on[i] = make([][]int, nn)
+		s.on[i], s.ledBy[i] = make([][]int, nn), make([][]int, nn)
 	}
 	s.tot, s.ltot = make([]int, nn), make([]int, nn)
 	s.epoch, s.stuck = make([]uint64, nn), map[[3]int]uint64{}
+	s.cross, s.heaps = make([][]crossing, len(s.dbs)), make([]*loadHeaps, len(s.dbs))
+	scratch := make([]int, 6*s.zones)
+	s.swapCount, s.swapCapacity = scratch[0:s.zones], scratch[s.zones:2*s.zones]
+	s.pickCount, s.pickCapacity = scratch[2*s.zones:3*s.zones], scratch[3*s.zones:4*s.zones]
+	s.fixCount, s.fixCapacity = scratch[4*s.zones:5*s.zones], scratch[5*s.zones:]
 	s.pairs = make([][]int, nn)
+	cells := make([]int, nn*nn)
 	for i := range s.pairs {
-		s.pairs[i] = make([]int, nn)
+		s.pairs[i] = cells[i*nn : (i+1)*nn : (i+1)*nn]
 	}
 
 	for d, db := range s.dbs {
 		for i := range db.Partitions {
 			p := &part{id: PartitionID{db.Name, i}, pos: len(s.parts), db: d, rf: db.Replicas, leader: -1, tleader: -1}
 			a := in.Current[p.id]
-			seen := map[NodeID]bool{}
+			// Node ids map one to one to indexes: a repeated index is a
+			// repeated id.
 			for _, id := range a.Replicas {
-				if seen[id] {
+				n := s.index[id]
+				if slices.Contains(p.voters, n) {
 					return nil, fmt.Errorf("placement: partition %s lists node %s twice", p.id, id)
 				}
-				seen[id] = true
-				p.voters = append(p.voters, s.index[id])
+				p.voters = append(p.voters, n)
 			}
 			for _, id := range a.Learners {
-				if seen[id] {
+				n := s.index[id]
+				if slices.Contains(p.voters, n) || slices.Contains(p.learners, n) {
 					return nil, fmt.Errorf("placement: partition %s lists node %s twice", p.id, id)
 				}
-				seen[id] = true
-				p.learners = append(p.learners, s.index[id])
+				p.learners = append(p.learners, n)
 			}
 			for _, id := range in.Previous[p.id].Replicas {
 				if n, ok := s.index[id]; ok {
@@ -259,9 +297,8 @@ func (s *state) add(p *part, n int) {
 	}
 	s.cnt[p.db][n]++
 	s.tot[n]++
-	on := s.on[p.db][n]
-	i, _ := slices.BinarySearch(on, p.pos)
-	s.on[p.db][n] = slices.Insert(on, i, p.pos)
+	s.on[p.db][n] = insertSorted(s.on[p.db][n], p.pos)
+	s.fixHeaps(n)
 }
 
 func (s *state) drop(p *part, n int) {
@@ -277,10 +314,21 @@ func (s *state) drop(p *part, n int) {
 	}
 	s.cnt[p.db][n]--
 	s.tot[n]--
-	on := s.on[p.db][n]
-	if i, ok := slices.BinarySearch(on, p.pos); ok {
-		s.on[p.db][n] = slices.Delete(on, i, i+1)
+	s.on[p.db][n] = deleteSorted(s.on[p.db][n], p.pos)
+	s.fixHeaps(n)
+}
+
+// insertSorted and deleteSorted keep a sorted list of partition positions.
+func insertSorted(l []int, pos int) []int {
+	i, _ := slices.BinarySearch(l, pos)
+	return slices.Insert(l, i, pos)
+}
+
+func deleteSorted(l []int, pos int) []int {
+	if i, ok := slices.BinarySearch(l, pos); ok {
+		return slices.Delete(l, i, i+1)
 	}
+	return l
 }
 
 // touch moves the epoch of every node p's target change concerns.
@@ -295,11 +343,13 @@ func (s *state) setLeader(p *part, n int) {
 	if p.tleader >= 0 {
 		s.lcnt[p.db][p.tleader]--
 		s.ltot[p.tleader]--
+		s.ledBy[p.db][p.tleader] = deleteSorted(s.ledBy[p.db][p.tleader], p.pos)
 	}
 	p.tleader = n
 	if n >= 0 {
 		s.lcnt[p.db][n]++
 		s.ltot[n]++
+		s.ledBy[p.db][n] = insertSorted(s.ledBy[p.db][n], p.pos)
 	}
 }
 
@@ -337,7 +387,7 @@ type prioritized struct {
 }
 
 func (s *state) plan() Plan {
-	pl := Plan{Target: Placement{}, Create: Placement{}}
+	pl := Plan{Target: make(Placement, len(s.parts)), Create: Placement{}}
 	var moves []prioritized
 	inflight := 0
 	for i, p := range s.parts {

@@ -87,6 +87,19 @@
 // its move is under way; and a balancing add starts only if it evens out
 // the current loads (the counts as they are, not as planned).
 //
+// # Cost
+//
+// A call reads the whole current placement and writes a whole plan, so it
+// costs time linear in the replicas; beyond that, its work follows what
+// must change, not the cluster's size. The balancing steps take their
+// moves from node orders kept up to date as loads change (overall and per
+// zone) instead of trying every pair of nodes: a zone that none of a
+// node's replicas may enter is passed over whole, a leadership is offered
+// only to its partition's other voters, and a new replica's node comes
+// from per-zone heaps of the least loaded nodes. These searches make
+// exactly the moves a scan of every node and every pair would (a property
+// test holds them to it); docs/benchmarks/placement.md has the curve.
+//
 // # The caller's duties
 //
 // The controller (one active at a time, elected through etcd) runs this

@@ -45,15 +45,10 @@ func (s *state) chooseLeaders() {
 	}
 	for d := range s.dbs {
 		load := func(n int) int { return s.lcnt[d][n]*(len(s.parts)+1) + s.ltot[n] }
-		for s.leaderStep(func(n int) int { return s.lcnt[d][n] }, load, []int{d}) {
-		}
+		s.balanceLeaders(func(n int) int { return s.lcnt[d][n] }, load, []int{d})
 	}
-	dbs := make([]int, len(s.dbs))
-	for i := range dbs {
-		dbs[i] = i
-	}
-	for s.leaderStep(func(n int) int { return s.ltot[n] }, func(n int) int { return s.ltot[n] }, dbs) {
-	}
+	ltot := func(n int) int { return s.ltot[n] }
+	s.balanceLeaders(ltot, ltot, s.allDatabases())
 }
 
 // fewestLeaders returns the voter of p that should lead it: one that can
@@ -88,22 +83,4 @@ func (s *state) fewestLeaders(p *part) int {
 		}
 	}
 	return best
-}
-
-// leaderStep moves one leadership from a node to another that leads two or
-// fewer, if some partition led by the first can be led by the second.
-func (s *state) leaderStep(count, order func(n int) int, dbs []int) bool {
-	return s.greedyStep(count, order, dbs, s.lcnt, s.moveLeader)
-}
-
-// moveLeader hands the leadership of one of database d's partitions led
-// by a to b, if b can lead one.
-func (s *state) moveLeader(d, a, b int) bool {
-	for _, p := range s.byDB(d) {
-		if !p.fixed && p.tleader == a && s.canLead(p, b) {
-			s.setLeader(p, b)
-			return true
-		}
-	}
-	return false
 }

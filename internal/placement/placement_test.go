@@ -382,27 +382,3 @@ func BenchmarkNodeJoin2048x3On6(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkScale replans after one node joins clusters of growing size,
-// three zones, each database's partitions × 3 replicas (issue 32's table).
-func BenchmarkScale(b *testing.B) {
-	for _, c := range []struct{ nodes, partitions int }{{6, 2048}, {100, 10000}, {300, 33334}, {1000, 33334}} {
-		b.Run(fmt.Sprintf("join/nodes=%d/replicas=%d", c.nodes, 3*c.partitions), func(b *testing.B) {
-			var nodes []Node
-			for i := range c.nodes {
-				nodes = append(nodes, Node{ID: NodeID(fmt.Sprintf("n%04d", i)), Zone: string(rune('a' + i%3))})
-			}
-			dbs := []Database{{Name: "d", Partitions: c.partitions, Replicas: 3}}
-			plan, err := Compute(Input{Nodes: nodes, Databases: dbs})
-			if err != nil {
-				b.Fatal(err)
-			}
-			in := Input{Nodes: append(nodes, Node{ID: "joining", Zone: "a"}), Databases: dbs, Current: plan.Create}
-			for b.Loop() {
-				if _, err := Compute(in); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}

@@ -55,11 +55,26 @@ func (s *state) spreadReplicas() {
 	s.balance()
 }
 
+// balance evens out each database's replicas over the eligible nodes,
+// then the replica totals, moving a replica of a database in which the
+// fuller node holds more than the emptier one: that swaps their counts in
+// the database, so it stays balanced.
 func (s *state) balance() {
 	for d := range s.dbs {
-		s.balanceDatabase(d)
+		load := func(n int) int { return s.cnt[d][n]*(len(s.ids)*len(s.parts)+1) + s.tot[n] }
+		s.balanceReplicas(func(n int) int { return s.cnt[d][n] }, load, []int{d})
 	}
-	s.balanceTotals()
+	tot := func(n int) int { return s.tot[n] }
+	s.balanceReplicas(tot, tot, s.allDatabases())
+}
+
+// allDatabases returns every database's index.
+func (s *state) allDatabases() []int {
+	dbs := make([]int, len(s.dbs))
+	for i := range dbs {
+		dbs[i] = i
+	}
+	return dbs
 }
 
 // keepCurrent starts the target from the current replicas that may stay.
@@ -101,14 +116,19 @@ func (s *state) fallback(p *part) int {
 // then the least loaded (in p's database, then in total), then the one
 // sharing the fewest partitions with p's replicas. It returns -1
 // if there is none. Only nodes of zone only (if >= 0) are considered.
+// Each zone's candidates come from its load heap (see leastLoadedIn).
 func (s *state) bestTarget(p *part, only int) int {
-	count, _ := s.zoneCounts(p)
+	if s.knobs.bestTarget != nil {
+		return s.knobs.bestTarget(s, p, only)
+	}
+	count, _ := s.zoneCountsInto(p, s.pickCount, s.pickCapacity)
+	h := s.heapsOf(p.db)
 	best := -1
-	for n := range s.ids {
-		if !s.eligible[n] || p.has(n) || only >= 0 && s.zone[n] != only {
+	for z, zh := range h.zones {
+		if only >= 0 && z != only {
 			continue
 		}
-		if best < 0 || s.lessLoaded(p, n, best, count) {
+		if n := s.leastLoadedIn(zh, p); n >= 0 && (best < 0 || s.lessLoaded(p, n, best, count)) {
 			best = n
 		}
 	}
@@ -146,7 +166,7 @@ func (s *state) shared(p *part, n int) int {
 // leader or a learner in flight; -1 if none may go (down nodes keep theirs).
 // Only nodes of zone only (if >= 0) are considered.
 func (s *state) bestVictim(p *part, only int) int {
-	count, _ := s.zoneCounts(p)
+	count, _ := s.zoneCountsInto(p, s.pickCount, s.pickCapacity)
 	best := -1
 	for _, n := range p.members {
 		if s.status[n] == Down || p.isLearner(n) || only >= 0 && s.zone[n] != only {
@@ -185,7 +205,7 @@ func (s *state) moreLoaded(p *part, a, b int, zoneCount []int) bool {
 // with room until its zones are valid or no replica can move.
 func (s *state) fixZones(p *part) {
 	for {
-		count, capacity := s.zoneCounts(p)
+		count, capacity := s.zoneCountsInto(p, s.fixCount, s.fixCapacity)
 		if zonesValid(count, capacity) {
 			return
 		}
@@ -229,93 +249,6 @@ func zoneOrder(count []int, fullestFirst bool) []int {
 	return zs
 }
 
-// eligibleBy returns the eligible nodes sorted by descending load.
-func (s *state) eligibleBy(load func(n int) int) []int {
-	var ns []int
-	for n := range s.ids {
-		if s.eligible[n] {
-			ns = append(ns, n)
-		}
-	}
-	slices.SortStableFunc(ns, func(a, b int) int {
-		if la, lb := load(a), load(b); la != lb {
-			return lb - la
-		}
-		return a - b
-	})
-	return ns
-}
-
-// balanceDatabase evens out database d's replicas over the eligible nodes.
-func (s *state) balanceDatabase(d int) {
-	load := func(n int) int { return s.cnt[d][n]*(len(s.ids)*len(s.parts)+1) + s.tot[n] }
-	for s.balanceStep(func(n int) int { return s.cnt[d][n] }, load, []int{d}) {
-	}
-}
-
-// balanceTotals evens out replica totals, moving a replica of a database in
-// which the fuller node holds more than the emptier one: that swaps their
-// counts in the database, so it stays balanced.
-func (s *state) balanceTotals() {
-	dbs := make([]int, len(s.dbs))
-	for i := range dbs {
-		dbs[i] = i
-	}
-	for s.balanceStep(func(n int) int { return s.tot[n] }, func(n int) int { return s.tot[n] }, dbs) {
-	}
-}
-
-// greedyStep moves one unit of a count (a replica, a leadership) from a
-// node to another whose count is lower by two or more, fullest and
-// emptiest first by order, and reports whether one moved. perDB is the
-// count per database: moving across databases (len(dbs) > 1) takes only
-// from one where the fuller node holds more, which keeps that database
-// balanced. move shifts one unit of database d from a to b if it can.
-func (s *state) greedyStep(count, order func(n int) int, dbs []int, perDB [][]int, move func(d, a, b int) bool) bool {
-	ns := s.eligibleBy(order)
-	for _, a := range ns {
-		for i := len(ns) - 1; i >= 0; i-- {
-			b := ns[i]
-			if count(a)-count(b) < 2 {
-				break
-			}
-			for _, d := range dbs {
-				if len(dbs) > 1 && perDB[d][a] <= perDB[d][b] {
-					continue
-				}
-				if move(d, a, b) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// balanceStep moves one replica from a node to another whose count
-// differs by two or more, if some replica can move; it reports whether one
-// did.
-func (s *state) balanceStep(count, order func(n int) int, dbs []int) bool {
-	return s.greedyStep(count, order, dbs, s.cnt, s.moveReplica)
-}
-
-// moveReplica moves database d's most movable replica from a to b, if one
-// can move.
-func (s *state) moveReplica(d, a, b int) bool {
-	key := [3]int{d, a, b}
-	if e, ok := s.stuck[key]; ok && e == s.epoch[a] {
-		return false
-	}
-	p := s.movable(d, a, b)
-	if p == nil {
-		s.stuck[key] = s.epoch[a]
-		return false
-	}
-	s.drop(p, a)
-	s.add(p, b)
-	return true
-}
-
 // movable returns the partition of database d whose replica on a should
 // move to b (never one the last plan just placed there, while its move is
 // under way): one whose replica on a does not exist yet (free to retarget),
@@ -354,11 +287,4 @@ func (s *state) movable(d, a, b int) *part {
 		return notLed
 	}
 	return led
-}
-
-// byDB returns database d's partitions.
-func (s *state) byDB(d int) []*part {
-	lo, _ := slices.BinarySearchFunc(s.parts, d, func(p *part, d int) int { return p.db - d })
-	hi, _ := slices.BinarySearchFunc(s.parts, d+1, func(p *part, d int) int { return p.db - d })
-	return s.parts[lo:hi]
 }

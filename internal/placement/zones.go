@@ -11,8 +11,13 @@ package placement
 // zoneCounts returns the replicas of p per zone and each zone's capacity
 // for p.
 func (s *state) zoneCounts(p *part) (count, capacity []int) {
-	count = make([]int, s.zones)
-	capacity = make([]int, s.zones)
+	return s.zoneCountsInto(p, make([]int, s.zones), make([]int, s.zones))
+}
+
+// zoneCountsInto is zoneCounts written into count and capacity (each
+// s.zones long), so that the searches run per candidate allocate nothing.
+func (s *state) zoneCountsInto(p *part, count, capacity []int) ([]int, []int) {
+	clear(count)
 	copy(capacity, s.zoneEligible)
 	for _, m := range p.members {
 		count[s.zone[m]]++
@@ -40,7 +45,14 @@ func zonesValid(count, capacity []int) bool {
 // swapKeepsZones reports whether replacing p's replica on a with one on b
 // (both eligible, b not holding p) leaves p's zones valid.
 func (s *state) swapKeepsZones(p *part, a, b int) bool {
-	za, zb := s.zone[a], s.zone[b]
+	return s.swapToZone(p, a, s.zone[b])
+}
+
+// swapToZone reports whether replacing p's replica on a with one on any
+// eligible node of zone zb not holding p leaves p's zones valid: the
+// answer is the same for every such node.
+func (s *state) swapToZone(p *part, a, zb int) bool {
+	za := s.zone[a]
 	if za == zb {
 		return true
 	}
@@ -57,7 +69,7 @@ func (s *state) swapKeepsZones(p *part, a, b int) bool {
 		// zb would hold two more than za, which a leaves with room.
 		return false
 	}
-	count, capacity := s.zoneCounts(p)
+	count, capacity := s.zoneCountsInto(p, s.swapCount, s.swapCapacity)
 	count[za]--
 	count[zb]++
 	return zonesValid(count, capacity)

@@ -16,6 +16,7 @@ var workloadMakers = []struct {
 	{"counter", func() Workload { return &Counter{} }},
 	{"set", func() Workload { return &Set{} }},
 	{"changelog", func() Workload { return &Changelog{} }},
+	{"cache", func() Workload { return &Cache{} }},
 }
 
 // WorkloadNames lists every workload.

@@ -60,7 +60,7 @@ func (r *report) markdown() string {
 		c.Rate, 100*(1-c.Updates), c.Staleness, 100*c.Updates, c.Zipf, workers, c.Warmup, c.Measure)
 	fmt.Fprintf(&b, "- Configurations, each through its own `doppio router` started for it: (a) no cache flags; (b) `--cache-local-bytes %s`; (c) `--cache-local-bytes %s --cache-redis <redis>` with the updater (a datastream with a Redis sink, created before (c)'s warm-up; its bootstrapper writes every profile into Redis); (d) the profiles in PostgreSQL (`profiles(member text primary key, doc jsonb)`, fsync on) and the same Redis in front, cache-aside by hand: GET the key, on a miss SELECT and SET it with the TTL; an update UPDATEs, then DELs the key.\n",
 		c.LocalBytes, c.LocalBytes)
-	b.WriteString("- Storage CPU per read: the user + system CPU time (from `/proc/<pid>/stat`) of the three node processes, or of PostgreSQL's postmaster and backends, in the measured window, divided by the reads served. It includes the work of the updates, which is the same in every configuration. Neither the router's nor Redis's CPU is in it.\n\n")
+	b.WriteString("- Storage CPU per read: the user + system CPU time (from `/proc/<pid>/stat`) of the three node processes, or of PostgreSQL's postmaster and backends, in the measured window, divided by the reads served. It includes the work of the updates, which is the same in every configuration, and in (c) the updater's and the bootstrapper's, which rewrites every profile into Redis once per bootstrap period. Neither the router's nor Redis's CPU is in it.\n\n")
 
 	base := r.baseline()
 	fmt.Fprintf(&b, "| configuration | reads | from hot-key cache | from Redis | from storage | read p50 ms | read p99 ms | p99 / (a) | storage CPU per read | CPU / (a) | failed | behind | load avg |\n")
@@ -73,7 +73,7 @@ func (r *report) markdown() string {
 			cpu = ratio(float64(x.CPUPerRead()), float64(base.CPUPerRead()))
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %s | %s | %s | %s µs | %s | %d | %d | %.1f → %.1f |\n",
-			configLabels[x.Name], m.Reads, 100*m.hit("local"), 100*m.hit("redis"), 100*(1-m.hit("local")-m.hit("redis")),
+			configLabels[x.Name], m.Reads, 100*m.hit("local"), 100*m.hit("redis"), 100*max(0, 1-m.hit("local")-m.hit("redis")),
 			ms(quantile(m.ReadLat, 0.5)), ms(quantile(m.ReadLat, 0.99)), p99,
 			fmt.Sprintf("%.0f", float64(x.CPUPerRead().Nanoseconds())/1000), cpu, m.Failed, m.Dropped, x.LoadAvg[0], x.LoadAvg[1])
 	}
@@ -139,10 +139,12 @@ func writePlot(r *report, path string) error {
 		names = append(names, strings.SplitN(configLabels[x.Name], " ", 2)[0])
 	}
 	w := vg.Points(22)
+	hi := 0.0
 	for i, q := range []float64{0.5, 0.99} {
 		var v plotter.Values
 		for _, x := range r.Results {
 			v = append(v, float64(quantile(x.Measured.ReadLat, q).Microseconds())/1000)
+			hi = max(hi, v[len(v)-1])
 		}
 		bars, err := plotter.NewBarChart(v, w)
 		if err != nil {
@@ -156,7 +158,9 @@ func writePlot(r *report, path string) error {
 	}
 	p.NominalX(names...)
 	p.X.Label.Text = "(a) no tier · (b) hot-key cache · (c) hot-key cache + Redis · (d) PostgreSQL + Redis by hand"
-	p.Legend.Top = true
+	// Room above the tallest bar for the legend.
+	p.Y.Min, p.Y.Max = 0, hi*1.3
+	p.Legend.Top, p.Legend.Left = true, true
 	img := vgimg.New(vg.Points(760), vg.Points(440))
 	p.Draw(draw.New(img))
 	return benchutil.WritePNG(img, path)

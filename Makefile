@@ -128,6 +128,14 @@ bench-expand:
 bench-placement:
 	cd bench && $(GO) run ./placement $(PLACEMENT_FLAGS)
 
+# The cache tier (issue 31): profile-like reads and updates through a router
+# with no tier, the hot-key cache, and the hot-key cache plus Redis, next to
+# PostgreSQL with Redis in front by hand; writes docs/benchmarks/cache.{md,png}.
+# CACHE_FLAGS=-quick for a smoke run; `cd bench && go run ./cache -h` lists the flags.
+.PHONY: bench-cache
+bench-cache:
+	cd bench && $(GO) run ./cache $(CACHE_FLAGS)
+
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
 # docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'

@@ -19,6 +19,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/doppio-db/doppio/internal/redistest"
+	"github.com/doppio-db/doppio/internal/testport"
 )
 
 // Ports every node listens on, each at its own address.
@@ -48,6 +51,9 @@ type Cluster struct {
 	Nodes  []*Node
 	// Extra flags for every node, e.g. --raft-tick.
 	Extra []string
+	// Redis is the cache tier's Redis, on the bridge's address (outside
+	// every fault), which every node is started with (--cache-redis).
+	Redis *redistest.Server
 
 	certs *clusterCerts // nil when insecure
 	// client acts as root in secure mode; nodeClient presents the node
@@ -105,6 +111,10 @@ func startCluster(ctx context.Context, binary, dir string, n int, secure bool, e
 		c.Nodes = append(c.Nodes, &Node{Index: i, ID: fmt.Sprintf("n%d", i+1), IP: nw.IP(i), c: c})
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if c.Redis, err = startRedis(nw, filepath.Join(dir, "redis")); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -193,7 +203,36 @@ func (n *Node) args() []string {
 	} else {
 		args = append(args, "--etcd", strings.Join(clients, ","))
 	}
+	if c.Redis != nil {
+		args = append(args, "--cache-redis", c.Redis.Addr, "--cache-local-bytes", "8MB")
+	}
 	return append(args, c.Extra...)
+}
+
+// startRedis runs a Redis without persistence on the bridge's address,
+// installing redis-server first when the machine lacks it.
+func startRedis(nw *Network, dir string) (*redistest.Server, error) {
+	bin, err := redistest.Binary()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := testport.Free(nw.HostIP())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return redistest.Run(bin, addr, dir, "")
+}
+
+// CacheRedis is the address of the cache tier's Redis, for the
+// workloads that check it.
+func (c *Cluster) CacheRedis() []string {
+	if c.Redis == nil {
+		return nil
+	}
+	return []string{c.Redis.Addr}
 }
 
 // Start starts the node's process (it must be down) without waiting.
@@ -393,6 +432,9 @@ func (c *Cluster) Close() error {
 		}
 	}
 	c.KillAll()
+	if c.Redis != nil {
+		c.Redis.Kill()
+	}
 	return c.Net.Close()
 }
 

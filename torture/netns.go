@@ -155,6 +155,10 @@ func (w *Network) build() error {
 	return nil
 }
 
+// HostIP is the bridge's address in the root namespace: what every node
+// reaches whatever the faults, where the suite's own servers listen.
+func (w *Network) HostIP() string { return w.subnet + ".254" }
+
 // Namespace is node i's network namespace (i from 0).
 func (w *Network) Namespace(i int) string { return fmt.Sprintf("%sn%d", w.tag, i+1) }
 

@@ -18,6 +18,7 @@ var workloadMakers = []struct {
 	{"changelog", func() Workload { return &Changelog{} }},
 	{"bulk", func() Workload { return &Bulk{} }},
 	{"derived", func() Workload { return &Derived{} }},
+	{"cache", func() Workload { return &Cache{} }},
 }
 
 // WorkloadNames lists every workload.

@@ -10,11 +10,13 @@
 //
 // The first use on a machine without redis-server installs Debian's
 // redis-server package with apt-get (as root), once across concurrent
-// test processes, under an internal/cachefill lock.
+// test processes, under an internal/cachefill lock. Programs that are not
+// tests (the fault suite's command, the benchmarks) use Binary and Run.
 package redistest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,9 +39,19 @@ import (
 // cannot.
 func Install(t testing.TB) string {
 	t.Helper()
+	path, err := Binary()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return path
+}
+
+// Binary is Install for programs that are not tests (the fault suite's
+// command, the benchmarks): it returns the error instead.
+func Binary() (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		t.Fatalf("redistest: no cache directory for the install lock: %v", err)
+		return "", fmt.Errorf("no cache directory for the install lock: %w", err)
 	}
 	found := func() bool { _, err := exec.LookPath("redis-server"); return err == nil }
 	err = cachefill.Fill(filepath.Join(cache, "doppio", "redis-install.lock"), found, func() error {
@@ -53,13 +65,13 @@ func Install(t testing.TB) string {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("redistest: install redis-server: %v", err)
+		return "", fmt.Errorf("install redis-server: %w", err)
 	}
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatal("redistest: redis-server still not on PATH after installing Debian's redis-server package")
+		return "", errors.New("redis-server still not on PATH after installing Debian's redis-server package")
 	}
-	return path
+	return path, nil
 }
 
 // Cluster is a primary and its replicas.
@@ -112,17 +124,29 @@ func start(t testing.TB, bin, primary string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: addr, bin: bin, primary: primary, dir: t.TempDir()}
-	if err := s.run(); err != nil {
+	s, err := Run(bin, addr, t.TempDir(), primary)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Kill)
 	return s
 }
 
+// Run starts redis-server bin without persistence, listening on addr
+// (host:port) with its files under dir, a replica of primary unless that
+// is "", and waits until it answers. The caller ends it with Kill; it
+// dies with the calling process in any case.
+func Run(bin, addr, dir, primary string) (*Server, error) {
+	s := &Server{Addr: addr, bin: bin, primary: primary, dir: dir}
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 func (s *Server) run() error {
-	_, port, _ := net.SplitHostPort(s.Addr)
-	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	host, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{"--port", port, "--bind", host, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "no", "--logfile", filepath.Join(s.dir, "redis.log")}
 	if s.primary != "" {
 		host, pport, _ := net.SplitHostPort(s.primary)

@@ -40,9 +40,9 @@ var HTTPClient = &http.Client{Transport: &http.Transport{
 	DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
 }}
 
-var readyLine = regexp.MustCompile(`doppio node ready.* http=(\S+)`)
+var readyLine = regexp.MustCompile(`doppio (?:node|router) ready.* http=(\S+)`)
 
-// Proc is one `doppio start` process.
+// Proc is one `doppio start` (or `doppio router`) process.
 type Proc struct {
 	ID   string
 	cmd  *exec.Cmd
@@ -62,6 +62,9 @@ func (p *Proc) Tail(n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Pid is the process's id, for reading its CPU time in /proc.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Kill sends SIGKILL (kill -9) and reaps the process.
 func (p *Proc) Kill() {
@@ -124,8 +127,23 @@ func StartNode(binary, id, data, etcd string, extra []string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"start", "--id", id, "--data", data, "--http", httpAddr, "--grpc", grpcAddr,
-		"--etcd", etcd}, extra...)
+	return startProc(binary, id, append([]string{"start", "--id", id, "--data", data, "--http", httpAddr, "--grpc", grpcAddr,
+		"--etcd", etcd}, extra...))
+}
+
+// StartRouter starts `doppio router` id against the etcd at etcd, and
+// waits until it serves.
+func StartRouter(binary, id, etcd string, extra []string) (*Proc, error) {
+	httpAddr, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return startProc(binary, id, append([]string{"router", "--id", id, "--http", httpAddr, "--etcd", etcd}, extra...))
+}
+
+// startProc runs binary with args and waits until its log says it is
+// ready.
+func startProc(binary, id string, args []string) (*Proc, error) {
 	cmd := exec.Command(binary, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/bulk"
+	"github.com/doppio-db/doppio/internal/etcdloop"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -401,24 +402,7 @@ func (m *Manager) putProgress(ctx context.Context, rec Record, rev int64, p int,
 // driver for each unfinished partition this node leads.
 func (m *Manager) loop(ctx context.Context) {
 	defer m.wg.Done()
-	tick := time.NewTicker(m.cfg.Interval)
-	defer tick.Stop()
-	var watch clientv3.WatchChan
-	for {
-		if watch == nil {
-			watch = m.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), m.cfg.Prefix+"/bulk/", clientv3.WithPrefix())
-		}
-		m.reconcile(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-watch:
-			if !ok {
-				watch = nil
-			}
-		case <-tick.C:
-		}
-	}
+	etcdloop.Run(ctx, m.cfg.Client, m.cfg.Prefix+"/bulk/", m.cfg.Interval, m.reconcile)
 }
 
 func (m *Manager) reconcile(ctx context.Context) {

@@ -24,28 +24,17 @@ import (
 
 const bulkSchema = `{"type":"record","name":"M","fields":[{"name":"body","type":"string"},{"name":"n","type":"long"},{"name":"tag","type":"string","index":"attribute"}]}`
 
-// buildBulk writes a build of records k00000… of database B's table M
-// (partitions partitions) and returns its directory: record i has n = i,
-// tag t(i%5) and a body of about 1.5 KB, so each partition's file takes
-// several chunks.
-func buildBulk(t *testing.T, partitions, records int) string {
+// buildJSONL builds lines (JSON Lines records) for table db.table, of
+// the key and document schema given, in a database of partitions
+// partitions, and returns the build's directory.
+func buildJSONL(t *testing.T, db, table string, partitions int, key []schema.KeyPart, docSchema, lines string) string {
 	t.Helper()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
-	f, err := os.Create(in)
-	if err != nil {
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pad := strings.Repeat("x", 1500)
-	for i := range records {
-		fmt.Fprintf(f, `{"id":"k%05d","body":"%d %s","n":%d,"tag":"t%d"}`+"\n", i, i, pad, i, i%5)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	tg, err := builder.NewTarget("B", "M", partitions, 1, builder.Spec{
-		Key: []schema.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(bulkSchema),
-	})
+	tg, err := builder.NewTarget(db, table, partitions, 1, builder.Spec{Key: key, Schema: json.RawMessage(docSchema)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +43,20 @@ func buildBulk(t *testing.T, partitions, records int) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// buildBulk writes a build of records k00000… of database B's table M
+// (partitions partitions) and returns its directory: record i has n = i,
+// tag t(i%5) and a body of about 1.5 KB, so each partition's file takes
+// several chunks.
+func buildBulk(t *testing.T, partitions, records int) string {
+	t.Helper()
+	var b strings.Builder
+	pad := strings.Repeat("x", 1500)
+	for i := range records {
+		fmt.Fprintf(&b, `{"id":"k%05d","body":"%d %s","n":%d,"tag":"t%d"}`+"\n", i, i, pad, i, i%5)
+	}
+	return buildJSONL(t, "B", "M", partitions, []schema.KeyPart{{Name: "id", Type: "string"}}, bulkSchema, b.String())
 }
 
 // loadedWrite is an acknowledged write to a key the build also loads.

@@ -159,3 +159,26 @@ func TestRecordsCarryADropWithoutItsTable(t *testing.T) {
 		}
 	}
 }
+
+// A replace load's swap reaches a topic as the change stream renders it,
+// unkeyed, in every format: consumers drop the table's documents of the
+// partition and read them again.
+func TestRecordsCarryAReplaceMarker(t *testing.T) {
+	for _, format := range []string{FormatJSON, FormatAvro, FormatDebezium} {
+		def := &Definition{Database: "mail", Sink: Sink{Format: format, TopicPrefix: "doppio."}}
+		evs := []changes.Event{{Partition: 1, SCN: partition.SCN{Generation: 2, Sequence: 4}, Mtime: 7,
+			Write: partition.Write{Table: "Message", Op: partition.OpReplace}, TxnEnd: true}}
+		unused := func(name string) (*schema.Table, error) { return nil, fmt.Errorf("table %s was asked for", name) }
+		recs, err := Records(def, evs, unused)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if len(recs) != 1 || recs[0].Key != nil || recs[0].Topic != "doppio.mail.Message" {
+			t.Fatalf("%s: records %+v", format, recs)
+		}
+		want := `{"scn":"2:4","partition":1,"table":"Message","key":null,"op":"replace","before":null,"after":null,"txnEnd":true,"ts":7}`
+		if string(recs[0].Value) != want {
+			t.Fatalf("%s: value %s, want %s", format, recs[0].Value, want)
+		}
+	}
+}

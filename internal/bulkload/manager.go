@@ -144,7 +144,7 @@ func (m *Manager) StartInto(ctx context.Context, req wire.LoadRequest, into stri
 }
 
 func (m *Manager) start(ctx context.Context, req wire.LoadRequest, into string) (wire.Load, bool, error) {
-	mode, err := checkMode(req.Mode)
+	mode, err := checkMode(req.Mode, into)
 	if err != nil {
 		return wire.Load{}, false, err
 	}
@@ -167,7 +167,7 @@ func (m *Manager) start(ctx context.Context, req wire.LoadRequest, into string) 
 		return wire.Load{}, false, err
 	}
 	rec := Record{
-		ID: LoadID(raw, into), Source: src.String(), Mode: mode, Throttle: req.Throttle,
+		ID: LoadID(raw, mode, into), Source: src.String(), Mode: mode, Throttle: req.Throttle,
 		Database: man.Database, Table: man.Table, Into: into, SchemaVersion: man.SchemaVersion, Files: man.Files,
 		State: wire.LoadVerifying, Created: time.Now().UTC(), Run: 1,
 	}
@@ -270,10 +270,14 @@ func (m *Manager) Active(ctx context.Context) []wire.Load {
 }
 
 // LoadID is the ID of the load of the build whose manifest is manifest
-// into stored table into ("" for the build's own table).
-func LoadID(manifest []byte, into string) string {
+// in mode into stored table into ("" for the build's own table). A merge
+// and a replace of one build are two loads.
+func LoadID(manifest []byte, mode, into string) string {
 	h := sha256.New()
 	h.Write(manifest)
+	if mode == ModeReplace {
+		h.Write([]byte("\x00replace"))
+	}
 	if into != "" {
 		h.Write([]byte("\x00into\x00" + into))
 	}

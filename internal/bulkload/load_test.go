@@ -332,9 +332,7 @@ func TestReplaceLoadSwapsEachPartitionAndMarksTheChangeStream(t *testing.T) {
 	if l = c.wait(l.ID); l.State != client.LoadDone {
 		t.Fatalf("merge load ended %+v", l)
 	}
-	sctx, cancel := context.WithTimeout(c.ctx, time.Minute)
-	defer cancel()
-	stream, err := changes.Open(sctx, c.c, "D", changes.Options{})
+	stream, err := changes.Open(c.ctx, c.c, "D", changes.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,11 +42,37 @@ func checkLight(t *testing.T, deps []string) {
 	}
 }
 
+// builderPackage builds bulk loads in the application: it links the
+// builder and with it Avro and Parquet, on purpose, and is held apart.
+const builderPackage = "github.com/doppio-db/doppio/client/bulkbuild"
+
+// lightPackages is every client package but builderPackage.
+func lightPackages(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return slices.DeleteFunc(strings.Fields(string(out)), func(p string) bool { return p == builderPackage })
+}
+
 // An application using the Go client, change-stream consumer included,
 // links HTTP, the key encoding and the checkpoint format, not the server:
 // consumer groups speak to etcd through its JSON gateway.
 func TestClientLinksNoneOfTheServersDependencies(t *testing.T) {
-	checkLight(t, goListDeps(t, "./..."))
+	checkLight(t, goListDeps(t, lightPackages(t)...))
+}
+
+// An application that builds loads links the documents' encoding (Avro)
+// and the input formats, still none of the server's runtime.
+func TestBulkBuildLinksNoneOfTheServersRuntime(t *testing.T) {
+	for _, d := range goListDeps(t, "./bulkbuild") {
+		for prefix, what := range heavy {
+			if strings.HasPrefix(d, prefix) && what != "Avro" {
+				t.Errorf("links %s (%s)", d, what)
+			}
+		}
+	}
 }
 
 // clientDeps is every package outside the standard library that the
@@ -66,7 +92,7 @@ var clientDeps = []string{
 }
 
 func TestClientLinksExactlyItsListedPackages(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./...").Output()
+	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, lightPackages(t)...)...).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

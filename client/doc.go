@@ -17,4 +17,10 @@
 // passed. Every
 // Doppio write is idempotent to retry after a refused connection because the
 // request never reached a server.
+//
+// Bulk loads: StartLoad has the cluster load a build directory (merge or
+// replace), GetLoad and ListLoads follow it. Package client/bulkbuild
+// writes such a directory from Go records, with the builder `doppio bulk
+// build` uses; it is a package of its own because it links the Avro and
+// Parquet libraries this one does without.
 package client

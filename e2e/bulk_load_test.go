@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,28 +26,17 @@ import (
 
 const bulkSchema = `{"type":"record","name":"M","fields":[{"name":"body","type":"string"},{"name":"n","type":"long"},{"name":"tag","type":"string","index":"attribute"}]}`
 
-// buildBulk writes a build of records k00000… of database B's table M
-// (partitions partitions) and returns its directory: record i has n = i,
-// tag t(i%5) and a body of about 1.5 KB, so each partition's file takes
-// several chunks.
-func buildBulk(t *testing.T, partitions, records int) string {
+// buildJSONL builds lines (JSON Lines records) for table db.table, of
+// the key and document schema given, in a database of partitions
+// partitions, and returns the build's directory.
+func buildJSONL(t *testing.T, db, table string, partitions int, key []schema.KeyPart, docSchema, lines string) string {
 	t.Helper()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
-	f, err := os.Create(in)
-	if err != nil {
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pad := strings.Repeat("x", 1500)
-	for i := range records {
-		fmt.Fprintf(f, `{"id":"k%05d","body":"%d %s","n":%d,"tag":"t%d"}`+"\n", i, i, pad, i, i%5)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	tg, err := builder.NewTarget("B", "M", partitions, 1, builder.Spec{
-		Key: []schema.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(bulkSchema),
-	})
+	tg, err := builder.NewTarget(db, table, partitions, 1, builder.Spec{Key: key, Schema: json.RawMessage(docSchema)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +45,20 @@ func buildBulk(t *testing.T, partitions, records int) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// buildBulk writes a build of records k00000… of database B's table M
+// (partitions partitions) and returns its directory: record i has n = i,
+// tag t(i%5) and a body of about 1.5 KB, so each partition's file takes
+// several chunks.
+func buildBulk(t *testing.T, partitions, records int) string {
+	t.Helper()
+	var b strings.Builder
+	pad := strings.Repeat("x", 1500)
+	for i := range records {
+		fmt.Fprintf(&b, `{"id":"k%05d","body":"%d %s","n":%d,"tag":"t%d"}`+"\n", i, i, pad, i, i%5)
+	}
+	return buildJSONL(t, "B", "M", partitions, []schema.KeyPart{{Name: "id", Type: "string"}}, bulkSchema, b.String())
 }
 
 // loadedWrite is an acknowledged write to a key the build also loads.
@@ -67,7 +72,8 @@ type loadedWrite struct {
 // leader mid-load and restarts it: the load ends done with every record
 // present, every acknowledged write intact (a write to a loaded key is
 // never overwritten by a chunk applied before it), replicas identical and
-// the index answering as a scan does.
+// the index answering as a scan does. The same cluster then loads a
+// build over http and replaces a table (replaceOnCluster).
 func TestBulkLoadSurvivesKill9UnderConcurrentWrites(t *testing.T) {
 	const partitions, records = 4, 8000
 	nodes := startCluster(t)
@@ -308,4 +314,156 @@ func TestBulkLoadSurvivesKill9UnderConcurrentWrites(t *testing.T) {
 	if out, code := runCLI(t, n1.addr, "bulk", "status", l.ID); code != 0 || !strings.Contains(out, "done") || !strings.Contains(out, fmt.Sprintf("%d / %d records", records, records)) {
 		t.Fatalf("doppio bulk status exited %d:\n%s", code, out)
 	}
+	loadOverHTTP(t, n1, partitions)
+	replaceOnCluster(t, nodes, partitions)
+}
+
+// loadOverHTTP loads a build of B.M served by a plain static file server
+// and reads it back.
+func loadOverHTTP(t *testing.T, n1 *clusterNode, partitions int) {
+	t.Helper()
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, `{"id":"h%05d","body":"over http","n":%d,"tag":"h"}`+"\n", i, 1000+i)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(buildJSONL(t, "B", "M", partitions, []schema.KeyPart{{Name: "id", Type: "string"}}, bulkSchema, b.String()))))
+	defer srv.Close()
+	if out, code := runCLI(t, n1.addr, "bulk", "load", srv.URL+"/", "--wait"); code != 0 || !strings.Contains(out, "done") {
+		t.Fatalf("doppio bulk load over http exited %d:\n%s", code, out)
+	}
+	for i := range 300 {
+		var d struct{ N int }
+		if err := json.Unmarshal(n1.must(200, "GET", fmt.Sprintf("/B/M/h%05d", i), nil), &d); err != nil || d.N != 1000+i {
+			t.Fatalf("h%05d: n=%d (%v), want %d", i, d.N, err, 1000+i)
+		}
+	}
+}
+
+const replaceSchema = `{"type":"record","name":"R","fields":[{"name":"v","type":"long","index":"attribute"}]}`
+
+// replaceOnCluster replaces B.R, whose groups g0…g7 hold o0…o9 at v=1,
+// by a build whose groups hold n0…n14 at v=2, while a reader lists group
+// g3 (one partition) and a writer adds w0, w1, … to group g5: every
+// listing is the old group or the new, never a mix; the writes before
+// the swap are gone and those after it stay, one cut in g5's timeline;
+// the table ends holding the build and what was written after, on
+// identical replicas.
+func replaceOnCluster(t *testing.T, nodes []*clusterNode, partitions int) {
+	t.Helper()
+	n1 := nodes[0]
+	key := []schema.KeyPart{{Name: "g", Type: "string"}, {Name: "id", Type: "string"}}
+	n1.must(201, "PUT", "/_schemas/B/R", map[string]any{"key": key, "schema": json.RawMessage(replaceSchema)})
+	for g := range 8 {
+		for o := range 10 {
+			n1.must(201, "PUT", fmt.Sprintf("/B/R/g%d/o%d", g, o), map[string]any{"v": 1})
+		}
+	}
+	var b strings.Builder
+	for g := range 8 {
+		for i := range 15 {
+			fmt.Fprintf(&b, `{"g":"g%d","id":"n%d","v":2}`+"\n", g, i)
+		}
+	}
+	dir := buildJSONL(t, "B", "R", partitions, key, replaceSchema, b.String())
+
+	type page struct {
+		Documents []struct {
+			Key      []string        `json:"key"`
+			Document struct{ V int } `json:"document"`
+		} `json:"documents"`
+	}
+	list := func(n *clusterNode, g string) (ids []string, vs map[int]bool) {
+		var p page
+		status, _, body, err := n.try(context.Background(), "GET", "/B/R/"+g+"?limit=1000", nil)
+		if err != nil || status != 200 || json.Unmarshal(body, &p) != nil {
+			return nil, nil
+		}
+		vs = map[int]bool{}
+		for _, d := range p.Documents {
+			ids = append(ids, d.Key[1])
+			vs[d.Document.V] = true
+		}
+		return ids, vs
+	}
+	var (
+		stop       atomic.Bool
+		wg         sync.WaitGroup
+		olds, news atomic.Int64
+		mixed      atomic.Pointer[string]
+		mu         sync.Mutex
+		acked      []int // writer's acknowledged w-ids, in order
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			ids, vs := list(nodes[i%len(nodes)], "g3")
+			switch {
+			case ids == nil:
+			case len(ids) == 10 && len(vs) == 1 && vs[1] && strings.HasPrefix(ids[0], "o"):
+				olds.Add(1)
+			case len(ids) == 15 && len(vs) == 1 && vs[2] && strings.HasPrefix(ids[0], "n"):
+				news.Add(1)
+			default:
+				s := fmt.Sprintf("%v with v in %v", ids, vs)
+				mixed.Store(&s)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			status, _, _, err := nodes[i%len(nodes)].try(context.Background(), "PUT", fmt.Sprintf("/B/R/g5/w%04d", i), map[string]any{"v": 3})
+			if err == nil && (status == 200 || status == 201) {
+				mu.Lock()
+				acked = append(acked, i)
+				mu.Unlock()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	waitFor(t, 10*time.Second, "the reader sees the old group", func() (bool, string) { return olds.Load() > 0, "" })
+	out, code := runCLI(t, n1.addr, "bulk", "load", dir, "--mode", "replace", "--wait")
+	if code != 0 || !strings.Contains(out, "done") {
+		t.Fatalf("doppio bulk load --mode replace exited %d:\n%s", code, out)
+	}
+	waitFor(t, 10*time.Second, "the reader sees the new group", func() (bool, string) { return news.Load() > 0, "" })
+	time.Sleep(200 * time.Millisecond) // writes after the swap
+	stop.Store(true)
+	wg.Wait()
+	if m := mixed.Load(); m != nil {
+		t.Fatalf("a listing of g3 mixed the old and the new: %s", *m)
+	}
+
+	// g5: the acknowledged writes that stay are a suffix of them.
+	ids, _ := list(n1, "g5")
+	kept := map[string]bool{}
+	for _, id := range ids {
+		kept[id] = true
+	}
+	cut := -1
+	for i, w := range acked {
+		if kept[fmt.Sprintf("w%04d", w)] && cut < 0 {
+			cut = i
+		}
+		if !kept[fmt.Sprintf("w%04d", w)] && cut >= 0 {
+			t.Fatalf("w%04d, acknowledged after the kept w%04d, is gone: the writes before the swap are not one prefix", w, acked[cut])
+		}
+	}
+	if cut <= 0 {
+		t.Fatalf("of %d acknowledged writes to g5, the swap replaced none or all (cut %d): the writer did not race it", len(acked), cut)
+	}
+	if want := 15 + len(acked) - cut; len(ids) < want {
+		t.Fatalf("g5 holds %d documents, want the 15 loaded and %d written after the swap", len(ids), len(acked)-cut)
+	}
+	for g := range 8 {
+		ids, vs := list(n1, fmt.Sprintf("g%d", g))
+		if g != 5 && (len(ids) != 15 || len(vs) != 1 || !vs[2]) {
+			t.Fatalf("g%d after the replace: %v with v in %v", g, ids, vs)
+		}
+	}
+	if out, code := runCLI(t, n1.addr, "check", "B"); code != 0 || !strings.Contains(out, fmt.Sprintf("%d consistent", partitions)) {
+		t.Fatalf("doppio check B after the replace exited %d:\n%s", code, out)
+	}
+	t.Logf("replace: %d listings old, %d new; %d of %d writes to g5 replaced", olds.Load(), news.Load(), cut, len(acked))
 }

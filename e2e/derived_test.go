@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/client/wire"
-	"github.com/doppio-db/doppio/internal/bulk/builder"
 	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/schema"
 	"github.com/doppio-db/doppio/internal/storage"
@@ -31,8 +30,6 @@ var pymkKey = []schema.KeyPart{{Name: "member", Type: "string"}, {Name: "other",
 // with v, and returns its directory.
 func buildPYMK(t *testing.T, partitions, from, to, v int) string {
 	t.Helper()
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in.jsonl")
 	var b strings.Builder
 	pad := strings.Repeat("p", 300)
 	for m := from; m < to; m++ {
@@ -40,18 +37,7 @@ func buildPYMK(t *testing.T, partitions, from, to, v int) string {
 			fmt.Fprintf(&b, `{"member":"m%03d","other":"o%d","score":%d,"v":%d,"tag":"t%d%s"}`+"\n", m, o, m*10+o, v, o, pad)
 		}
 	}
-	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tg, err := builder.NewTarget("V", "P", partitions, 1, builder.Spec{Key: pymkKey, Schema: json.RawMessage(pymkSchema)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "build")
-	if _, err := builder.Build(context.Background(), builder.Config{Target: tg, Inputs: []builder.Input{{Path: in, Format: builder.JSONLines}}, Out: out}); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return buildJSONL(t, "V", "P", partitions, pymkKey, pymkSchema, b.String())
 }
 
 // derivedRead is one read of the steady load: when it started and ended,

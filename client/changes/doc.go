@@ -17,6 +17,12 @@
 // consumer stops; nothing is skipped. Connection failures move to the next
 // server and resume from the last handled transaction.
 //
+// Two events are a table's rather than a document's, with no key and no
+// images: OpDrop (the table's documents in the partition are gone) and
+// OpReplace (a bulk load in replace mode swapped them for the loaded
+// ones, which are no events). On OpReplace, drop what you hold of the
+// table in that partition and read it again with Reread.
+//
 // With Group and EtcdEndpoints set, several instances of one consumer
 // group split the partitions among themselves: each instance registers
 // under a lease, partitions are assigned by rank in the sorted member list,

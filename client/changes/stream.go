@@ -23,7 +23,7 @@ type Event struct {
 	Partition int             `json:"partition"`
 	Table     string          `json:"table"`
 	Key       []any           `json:"key"`
-	Op        string          `json:"op"` // insert, update or delete
+	Op        string          `json:"op"` // insert, update, delete, drop or replace
 	Before    json.RawMessage `json:"before"`
 	After     json.RawMessage `json:"after"`
 	TxnEnd    bool            `json:"txnEnd"`
@@ -32,6 +32,47 @@ type Event struct {
 	// Checkpoint resumes the stream right after this event (empty on
 	// snapshot events: an interrupted bootstrap starts again).
 	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// The operations an Event's Op names besides insert, update and delete:
+// both are a table's in one partition, with no key and no images.
+const (
+	// OpDrop: the table's documents in the partition are gone.
+	OpDrop = "drop"
+	// OpReplace: a bulk load in replace mode swapped the table's
+	// documents in the partition at this SCN; the loaded documents are
+	// no events. Drop what the consumer holds of the table in the
+	// partition and read its documents again (Reread).
+	OpReplace = "replace"
+)
+
+// Reread reads the documents of the table an OpReplace event e names, in
+// e's partition of db, as a bootstrap snapshot, and calls fn with each
+// (op insert, Snapshot set). The snapshot is at or after e's SCN: events
+// of the table that follow e in the consumer's stream may already be in
+// it, and since each carries the whole after-image, applying them again
+// leaves the same documents.
+func Reread(ctx context.Context, c *client.Client, db string, e *Event, fn func(*Event) error) error {
+	if e.Op != OpReplace {
+		return fmt.Errorf("changes: Reread takes a %q event, not %q", OpReplace, e.Op)
+	}
+	s, err := Open(ctx, c, db, Options{Tables: []string{e.Table}, Partitions: []int{e.Partition}, Bootstrap: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		l, err := s.Next()
+		if err != nil {
+			return err
+		}
+		if l.Event == nil || !l.Event.Snapshot {
+			return nil // the snapshot's checkpoint, or the log after it
+		}
+		if err := fn(l.Event); err != nil {
+			return err
+		}
+	}
 }
 
 // Time is the event's commit time.

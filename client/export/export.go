@@ -573,6 +573,10 @@ func (x *exporter) emit(pf *partFiles, raw []byte) error {
 	if !ok {
 		return fmt.Errorf("an event of table %q, which is not exported", ev.Table)
 	}
+	if ev.Op == "replace" {
+		// The loaded documents are no events: no row says what they are.
+		return fmt.Errorf("table %s was replaced by a bulk load at SCN %s: export a snapshot instead", t.Name, ev.SCN)
+	}
 	if len(ev.Key) != len(t.Key) {
 		return fmt.Errorf("an event of table %s has %d key parts, the table %d", t.Name, len(ev.Key), len(t.Key))
 	}

@@ -27,7 +27,9 @@ type LoadRequest struct {
 	// Source is the build's directory: a path every node can read,
 	// file:///path, or an http(s):// URL.
 	Source string `json:"source"`
-	// Mode is "merge" (the default).
+	// Mode is "merge" (the default: loaded documents replace those with
+	// the same key) or "replace" (each partition's documents of the table
+	// are swapped for the loaded ones at one SCN).
 	Mode string `json:"mode,omitempty"`
 	// Throttle bounds each node's reading of this load's files, in bytes
 	// per second (0: the node's own --bulk-throttle).

@@ -14,7 +14,6 @@ import (
 
 	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/internal/bulk/builder"
-	"github.com/doppio-db/doppio/internal/schema"
 	"github.com/spf13/cobra"
 )
 
@@ -123,28 +122,7 @@ func serverTarget(ctx context.Context, c *client.Client, db, table string, versi
 	if partitionsGiven {
 		return nil, errors.New("--partitions is for --schema-file builds: the server knows the database's")
 	}
-	d, err := c.GetDatabase(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("database %s: %w", db, err)
-	}
-	t, err := c.GetTable(ctx, db, table)
-	if err != nil {
-		return nil, fmt.Errorf("table %s.%s: %w", db, table, err)
-	}
-	spec := builder.Spec{Schema: t.Schema}
-	for _, k := range t.Key {
-		spec.Key = append(spec.Key, schema.KeyPart{Name: k.Name, Type: schema.KeyType(k.Type), AutoIncrement: k.AutoIncrement})
-	}
-	if version == 0 {
-		version = t.Version
-	} else if version != t.Version {
-		v, err := c.GetTableVersion(ctx, db, table, version)
-		if err != nil {
-			return nil, fmt.Errorf("table %s.%s schema version %d: %w", db, table, version, err)
-		}
-		spec.Schema = v.Schema
-	}
-	return builder.NewTarget(db, table, d.Partitions, version, spec)
+	return builder.ServerTarget(ctx, c, db, table, version)
 }
 
 // buildProgress draws a progress bar on a terminal and otherwise writes

@@ -30,10 +30,14 @@ func bulkLoadCommand(f *clientFlags) *cobra.Command {
 		wait     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "load DIR|URL [--mode merge] [--throttle 50MB] [--wait]",
+		Use:   "load DIR|URL [--mode merge|replace] [--throttle 50MB] [--wait]",
 		Short: "Load a build (a directory every node can read, or an http(s) URL) into its table",
 		Long: "Tells the cluster where the build is; each partition's leader fetches its file,\n" +
-			"checks its checksum, and applies it while the table serves. Loading the same build\n" +
+			"checks its checksum, and applies it while the table serves. --mode merge (the default):\n" +
+			"loaded documents replace those with the same key, and a write applied after a chunk\n" +
+			"is kept. --mode replace: each partition swaps the table's documents for the loaded\n" +
+			"ones at one point of its timeline; writes before it are replaced, writes after it kept.\n" +
+			"Loading the same build\n" +
 			"again answers the load as it is. Interrupting --wait leaves the load running:\n" +
 			"follow it with `doppio bulk status ID`.",
 		Args: cobra.ExactArgs(1),
@@ -63,7 +67,7 @@ func bulkLoadCommand(f *clientFlags) *cobra.Command {
 			return followLoad(cmd, c, l.ID)
 		}),
 	}
-	cmd.Flags().StringVar(&mode, "mode", "merge", "merge: loaded documents replace those with the same key")
+	cmd.Flags().StringVar(&mode, "mode", "merge", "merge: loaded documents replace those with the same key; replace: the table's documents are swapped for the loaded ones, per partition")
 	cmd.Flags().Var(&throttle, "throttle", "bytes per second each node applies of this load, e.g. 50MB (0 = the node's --bulk-throttle)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "show the load's progress until it ends")
 	return cmd
@@ -173,7 +177,7 @@ func printLoad(w io.Writer, l client.Load, bars bool) int {
 	if bars {
 		eol = "\033[K\n"
 	}
-	fmt.Fprintf(w, "load %s  %s.%s (schema version %d) from %s%s", l.ID, l.Database, l.Table, l.SchemaVersion, l.Source, eol)
+	fmt.Fprintf(w, "load %s  %s.%s (schema version %d, %s) from %s%s", l.ID, l.Database, l.Table, l.SchemaVersion, l.Mode, l.Source, eol)
 	state := l.State
 	if l.Cancelled && state != client.LoadCancelled {
 		state += " (cancelling)"

@@ -601,8 +601,8 @@ func (st *partStream) table(name string) (*schema.Table, error) {
 }
 
 func (st *partStream) render(ev *changes.Event) ([]byte, error) {
-	if ev.Op == partition.OpDrop {
-		return ev.AppendJSON(nil, nil) // the table is gone from the catalog
+	if ev.Op == partition.OpDrop || ev.Op == partition.OpReplace {
+		return ev.AppendJSON(nil, nil) // no images; a dropped table is gone from the catalog
 	}
 	t, err := st.table(ev.Table)
 	if err != nil {

@@ -34,6 +34,11 @@
 // cancelled or failed starts a new run, in which partitions already done
 // stay done.
 //
+// Modes: merge (loaded documents replace those with the same key) and
+// replace, whose chunks are staged out of sight and whose last step in
+// each partition is a swap: the table's documents for the staged ones at
+// one SCN (partition.Replica.ReplaceChunk; docs/design/bulk.md).
+//
 // Cancel: a partition starts loading only by writing its progress on the
 // condition that the load's record has not changed since the driver read
 // it, so after a cancel no partition starts, and those already loading

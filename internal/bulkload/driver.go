@@ -34,6 +34,10 @@ type Partition interface {
 	// the load is from, recording to; a partition at another mark answers
 	// a problem.Conflict and applies nothing.
 	LoadChunk(ctx context.Context, table string, version uint32, from, to Mark, docs []Doc) (partition.SCN, error)
+	// ReplaceChunk is LoadChunk for a replace load: the documents are
+	// staged, and the chunk to a done mark, which carries none, swaps
+	// them in for the table's (partition.Replica.ReplaceChunk).
+	ReplaceChunk(ctx context.Context, table string, version uint32, from, to Mark, docs []Doc) (partition.SCN, error)
 	// LoadMark returns the partition's mark for load (zero: not started).
 	LoadMark(load string) (Mark, error)
 }
@@ -205,6 +209,10 @@ func (m *Manager) apply(ctx context.Context, rec Record, f bulk.File, path strin
 		return fmt.Errorf("partition %d: the mark (offset %d, %d records) is not a record boundary of the file", f.Partition, mark.Offset, mark.Records)
 	}
 	lim := m.loadLimiter(rec)
+	chunk := rep.LoadChunk
+	if rec.Mode == ModeReplace {
+		chunk = rep.ReplaceChunk
+	}
 	lastReport := time.Now()
 	for {
 		var docs []Doc
@@ -226,13 +234,17 @@ func (m *Manager) apply(ctx context.Context, rec Record, f bulk.File, path strin
 		if eof {
 			to.Offset = uint64(f.Bytes)
 		}
+		if eof && len(docs) > 0 && rec.Mode == ModeReplace {
+			// The swap, a chunk of its own with no documents, follows.
+			to.Offset, to.Done = uint64(pos.Offset), false
+		}
 		if err := m.node.wait(ctx, size); err != nil {
 			return err
 		}
 		if err := lim.wait(ctx, size); err != nil {
 			return err
 		}
-		if _, err := rep.LoadChunk(ctx, rec.target(), uint32(rec.SchemaVersion), mark, to, docs); err != nil {
+		if _, err := chunk(ctx, rec.target(), uint32(rec.SchemaVersion), mark, to, docs); err != nil {
 			if partition.IsNotApplied(err) {
 				return errMoved
 			}

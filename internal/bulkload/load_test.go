@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/client"
+	"github.com/doppio-db/doppio/client/changes"
 	"github.com/doppio-db/doppio/internal/bulk"
 	"github.com/doppio-db/doppio/internal/bulk/builder"
 	"github.com/doppio-db/doppio/internal/embedetcd"
@@ -216,7 +217,7 @@ func TestLoadRefusesABuildThatDoesNotFit(t *testing.T) {
 	refuse("partition count", client.LoadRequest{Source: build(t, "M", 3, 1, some)}, 409, "partitions", "the build has 3 partitions, database D has 4")
 	refuse("table", client.LoadRequest{Source: build(t, "Other", 4, 1, some)}, 404, "table", "D.Other, which does not exist")
 	refuse("schema version", client.LoadRequest{Source: build(t, "M", 4, 2, some)}, 409, "schemaVersion", "schema version 2 of D.M, whose registered versions are 1 to 1")
-	refuse("replace", client.LoadRequest{Source: build(t, "M", 4, 1, some), Mode: "replace"}, 422, "mode", `mode "replace" is not supported`)
+	refuse("mode", client.LoadRequest{Source: build(t, "M", 4, 1, some), Mode: "upsert"}, 400, "mode", `mode "upsert" is not a load mode`)
 	refuse("no manifest", client.LoadRequest{Source: t.TempDir()}, 422, "source", "manifest")
 	refuse("relative", client.LoadRequest{Source: "some/dir"}, 400, "source", "give an absolute directory")
 
@@ -315,4 +316,101 @@ func TestCancelLeavesEachPartitionLoadedOrUntouched(t *testing.T) {
 		t.Fatalf("restarted load ended %+v", l)
 	}
 	c.check(all)
+}
+
+// A replace load leaves the table holding exactly the build's documents:
+// those written before it are gone, a write after it stays. The change
+// stream carries one replace event per partition and none of the loaded
+// documents, and re-reading a replaced partition answers its loaded
+// documents.
+func TestReplaceLoadSwapsEachPartitionAndMarksTheChangeStream(t *testing.T) {
+	c := startCluster(t, node.Config{}, 4)
+	l, _, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: build(t, "M", 4, 1, docs(0, 300, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l = c.wait(l.ID); l.State != client.LoadDone {
+		t.Fatalf("merge load ended %+v", l)
+	}
+	stream, err := changes.Open(c.ctx, c.c, "D", changes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	put := func(id string, n int) {
+		t.Helper()
+		if _, err := c.c.Put(c.ctx, "D", "M", client.Key{id}, map[string]any{"body": "written", "n": n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("k00999", 5) // before the replace: replaced
+
+	dir := build(t, "M", 4, 1, docs(200, 500, 2))
+	raw, _ := os.ReadFile(filepath.Join(dir, bulk.ManifestName))
+	l, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir, Mode: "replace"})
+	if err != nil || !started || l.Mode != "replace" || l.ID == sha256Hex(raw) {
+		t.Fatalf("start replace: %+v started=%v err=%v (a merge of the build is another load)", l, started, err)
+	}
+	if l = c.wait(l.ID); l.State != client.LoadDone || l.Records != 300 || l.PartitionsDone != 4 {
+		t.Fatalf("replace load ended %+v", l)
+	}
+	c.check(docs(200, 500, 2))
+	put("k00999", 6) // after the replace: kept
+	want := docs(200, 500, 2)
+	want["k00999"] = 6
+	c.check(want)
+
+	// The stream: the write before, a replace per partition, the write
+	// after; nothing of the loaded documents.
+	var replaced []*changes.Event
+	var writes []int
+	for len(writes) < 2 {
+		line, err := stream.Next()
+		if err != nil {
+			t.Fatalf("stream after %d replace events and writes %v: %v", len(replaced), writes, err)
+		}
+		e := line.Event
+		switch {
+		case e == nil:
+		case e.Op == changes.OpReplace:
+			if e.Table != "M" || e.Key != nil || string(e.After) != "null" || len(writes) != 1 {
+				t.Fatalf("replace event %+v after writes %v", e, writes)
+			}
+			replaced = append(replaced, e)
+		case len(e.Key) == 1 && e.Key[0] == "k00999":
+			var d struct{ N int }
+			json.Unmarshal(e.After, &d)
+			writes = append(writes, d.N)
+		default:
+			t.Fatalf("unexpected event %+v", e)
+		}
+	}
+	if len(replaced) != 4 || writes[0] != 5 || writes[1] != 6 {
+		t.Fatalf("%d replace events, writes %v", len(replaced), writes)
+	}
+	reread := map[string]int{}
+	for _, e := range replaced {
+		err := changes.Reread(c.ctx, c.c, "D", e, func(s *changes.Event) error {
+			var d struct{ N int }
+			if err := json.Unmarshal(s.After, &d); err != nil {
+				return err
+			}
+			if s.Partition != e.Partition || !s.Snapshot {
+				return fmt.Errorf("re-read of partition %d answered %+v", e.Partition, s)
+			}
+			reread[s.Key[0].(string)] = d.N
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reread) != len(want) {
+		t.Fatalf("re-reading the replaced partitions found %d documents, want %d", len(reread), len(want))
+	}
+	for k, n := range want {
+		if reread[k] != n {
+			t.Fatalf("re-read %s: n=%d, want %d", k, reread[k], n)
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/audit"
 	"github.com/doppio-db/doppio/internal/bulk"
+	"github.com/doppio-db/doppio/internal/etcdloop"
 	"github.com/doppio-db/doppio/internal/problem"
 )
 
@@ -143,7 +144,7 @@ func (m *Manager) StartInto(ctx context.Context, req wire.LoadRequest, into stri
 }
 
 func (m *Manager) start(ctx context.Context, req wire.LoadRequest, into string) (wire.Load, bool, error) {
-	mode, err := checkMode(req.Mode)
+	mode, err := checkMode(req.Mode, into)
 	if err != nil {
 		return wire.Load{}, false, err
 	}
@@ -166,7 +167,7 @@ func (m *Manager) start(ctx context.Context, req wire.LoadRequest, into string) 
 		return wire.Load{}, false, err
 	}
 	rec := Record{
-		ID: LoadID(raw, into), Source: src.String(), Mode: mode, Throttle: req.Throttle,
+		ID: LoadID(raw, mode, into), Source: src.String(), Mode: mode, Throttle: req.Throttle,
 		Database: man.Database, Table: man.Table, Into: into, SchemaVersion: man.SchemaVersion, Files: man.Files,
 		State: wire.LoadVerifying, Created: time.Now().UTC(), Run: 1,
 	}
@@ -269,10 +270,14 @@ func (m *Manager) Active(ctx context.Context) []wire.Load {
 }
 
 // LoadID is the ID of the load of the build whose manifest is manifest
-// into stored table into ("" for the build's own table).
-func LoadID(manifest []byte, into string) string {
+// in mode into stored table into ("" for the build's own table). A merge
+// and a replace of one build are two loads.
+func LoadID(manifest []byte, mode, into string) string {
 	h := sha256.New()
 	h.Write(manifest)
+	if mode == ModeReplace {
+		h.Write([]byte("\x00replace"))
+	}
 	if into != "" {
 		h.Write([]byte("\x00into\x00" + into))
 	}
@@ -401,24 +406,7 @@ func (m *Manager) putProgress(ctx context.Context, rec Record, rev int64, p int,
 // driver for each unfinished partition this node leads.
 func (m *Manager) loop(ctx context.Context) {
 	defer m.wg.Done()
-	tick := time.NewTicker(m.cfg.Interval)
-	defer tick.Stop()
-	var watch clientv3.WatchChan
-	for {
-		if watch == nil {
-			watch = m.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), m.cfg.Prefix+"/bulk/", clientv3.WithPrefix())
-		}
-		m.reconcile(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-watch:
-			if !ok {
-				watch = nil
-			}
-		case <-tick.C:
-		}
-	}
+	etcdloop.Run(ctx, m.cfg.Client, m.cfg.Prefix+"/bulk/", m.cfg.Interval, m.reconcile)
 }
 
 func (m *Manager) reconcile(ctx context.Context) {

@@ -23,16 +23,20 @@ const (
 	ModeReplace = "replace"
 )
 
-// checkMode refuses the modes this version does not load.
-func checkMode(mode string) (string, error) {
+// checkMode returns the mode a load asks for ("" is merge), refusing
+// what is no mode and a replace into a derived table's version (which a
+// push fills whole anyway).
+func checkMode(mode, into string) (string, error) {
 	switch mode {
 	case "", ModeMerge:
 		return ModeMerge, nil
 	case ModeReplace:
-		return "", problem.Field(problem.Invalid, "mode",
-			"mode %q is not supported yet: load with mode %q (loaded documents replace those with the same key)", mode, ModeMerge)
+		if into != "" {
+			return "", problem.Field(problem.Invalid, "mode", "a derived table's version is loaded whole: mode %q is for a table's load", mode)
+		}
+		return ModeReplace, nil
 	}
-	return "", problem.Field(problem.Malformed, "mode", "mode %q is not a load mode (%q)", mode, ModeMerge)
+	return "", problem.Field(problem.Malformed, "mode", "mode %q is not a load mode (%q or %q)", mode, ModeMerge, ModeReplace)
 }
 
 // checkBuild refuses a build that does not fit the table it names: each

@@ -32,8 +32,10 @@ type Event struct {
 //
 //	{"scn":"g:s","partition":p,"table":t,"key":[…],"op":"update","before":{…},"after":{…},"txnEnd":true,"ts":ms}
 //
-// with "snapshot":true on bootstrap events. A table's drop (op "drop") has
-// a null key and null images, and needs no table (table may be nil).
+// with "snapshot":true on bootstrap events. A table's drop (op "drop")
+// and a replace load's swap (op "replace": the table's documents in the
+// partition are, from this SCN, the load's) have a null key and null
+// images, and need no table (table may be nil).
 func (e *Event) AppendJSON(dst []byte, table *schema.Table) ([]byte, error) {
 	dst = append(dst, `{"scn":"`...)
 	dst = strconv.AppendUint(dst, e.SCN.Generation, 10)
@@ -44,9 +46,11 @@ func (e *Event) AppendJSON(dst []byte, table *schema.Table) ([]byte, error) {
 	dst = append(dst, `,"table":`...)
 	dst = strconv.AppendQuote(dst, e.Table) // table names are identifiers: JSON-safe
 	dst = append(dst, `,"key":`...)
-	if e.Op == partition.OpDrop {
-		// A drop is the table's, not a document's: no key, no images.
-		dst = append(dst, `null,"op":"drop","before":null,"after":null,"txnEnd":`...)
+	if e.Op == partition.OpDrop || e.Op == partition.OpReplace {
+		// The table's, not a document's: no key, no images.
+		dst = append(dst, `null,"op":"`...)
+		dst = append(dst, e.Op.String()...)
+		dst = append(dst, `","before":null,"after":null,"txnEnd":`...)
 		dst = strconv.AppendBool(dst, e.TxnEnd)
 		dst = append(dst, `,"ts":`...)
 		dst = strconv.AppendInt(dst, e.Mtime, 10)

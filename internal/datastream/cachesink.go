@@ -76,6 +76,11 @@ func (s *redisSink) deliver(ctx context.Context, id TaskID, evs []changes.Event,
 	ws := make([]cache.Write, 0, len(evs))
 	for i := range evs {
 		ev := &evs[i]
+		if ev.Op == partition.OpReplace {
+			// The load's end raises the table's cache generation: every
+			// entry cached before it is abandoned at once.
+			continue
+		}
 		tb, err := tables(ev.Table)
 		if err != nil {
 			return err

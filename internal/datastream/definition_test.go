@@ -141,10 +141,27 @@ func TestParseFillsDefaults(t *testing.T) {
 }
 
 func TestRecordsCarryADropWithoutItsTable(t *testing.T) {
-	for _, format := range []string{FormatJSON, FormatAvro} {
+	recordsCarryATableEvent(t, partition.OpDrop, []string{FormatJSON, FormatAvro},
+		`{"scn":"1:9","partition":2,"table":"Message","key":null,"op":"drop","before":null,"after":null,"txnEnd":true,"ts":5}`)
+}
+
+// A replace load's swap reaches a topic as the change stream renders it,
+// unkeyed, in every format: consumers drop the table's documents of the
+// partition and read them again.
+func TestRecordsCarryAReplaceMarker(t *testing.T) {
+	recordsCarryATableEvent(t, partition.OpReplace, []string{FormatJSON, FormatAvro, FormatDebezium},
+		`{"scn":"1:9","partition":2,"table":"Message","key":null,"op":"replace","before":null,"after":null,"txnEnd":true,"ts":5}`)
+}
+
+// recordsCarryATableEvent checks that op, a table's event without key or
+// images, is one unkeyed record holding want in each of formats, made
+// without asking for the table.
+func recordsCarryATableEvent(t *testing.T, op partition.Op, formats []string, want string) {
+	t.Helper()
+	for _, format := range formats {
 		def := &Definition{Database: "mail", Sink: Sink{Format: format, TopicPrefix: "doppio."}}
 		evs := []changes.Event{{Partition: 2, SCN: partition.SCN{Generation: 1, Sequence: 9}, Mtime: 5,
-			Write: partition.Write{Table: "Message", Op: partition.OpDrop}, TxnEnd: true}}
+			Write: partition.Write{Table: "Message", Op: op}, TxnEnd: true}}
 		gone := func(name string) (*schema.Table, error) { return nil, fmt.Errorf("table %s is gone", name) }
 		recs, err := Records(def, evs, gone)
 		if err != nil {
@@ -153,7 +170,6 @@ func TestRecordsCarryADropWithoutItsTable(t *testing.T) {
 		if len(recs) != 1 || recs[0].Key != nil || recs[0].Topic != "doppio.mail.Message" {
 			t.Fatalf("%s: records %+v", format, recs)
 		}
-		want := `{"scn":"1:9","partition":2,"table":"Message","key":null,"op":"drop","before":null,"after":null,"txnEnd":true,"ts":5}`
 		if string(recs[0].Value) != want {
 			t.Fatalf("%s: value %s, want %s", format, recs[0].Value, want)
 		}

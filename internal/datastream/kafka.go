@@ -201,9 +201,10 @@ func records(def *Definition, evs []changes.Event, tables func(string) (*schema.
 			index = 0
 			clear(inTable)
 		}
-		// A table's drop has no key and its table is gone from the
-		// catalog: its record is unkeyed and carries the event's JSON.
-		drop := ev.Op == partition.OpDrop
+		// A table's drop or replace has no key (and a dropped table is
+		// gone from the catalog): its record is unkeyed and carries the
+		// event's JSON.
+		drop := ev.Op == partition.OpDrop || ev.Op == partition.OpReplace
 		var (
 			t   *schema.Table
 			key []byte

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/client/wire"
+	"github.com/doppio-db/doppio/internal/etcdloop"
 	"github.com/doppio-db/doppio/internal/notify"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/schema"
@@ -281,24 +282,7 @@ func (m *Manager) read(ctx context.Context) (snapshot, bool, error) {
 // loop follows the records: on every change in etcd and every Interval.
 func (m *Manager) loop(ctx context.Context) {
 	defer close(m.done)
-	tick := time.NewTicker(m.cfg.Interval)
-	defer tick.Stop()
-	var watch clientv3.WatchChan
-	for {
-		if watch == nil {
-			watch = m.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), m.cfg.Prefix+"/derived/", clientv3.WithPrefix())
-		}
-		m.reconcile(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-watch:
-			if !ok {
-				watch = nil
-			}
-		case <-tick.C:
-		}
-	}
+	etcdloop.Run(ctx, m.cfg.Client, m.cfg.Prefix+"/derived/", m.cfg.Interval, m.reconcile)
 }
 
 // reconcile moves each table with Next, deletes expired versions in the

@@ -34,9 +34,17 @@ func (p loadPartition) LoadMark(load string) (bulkload.Mark, error) {
 }
 
 func (p loadPartition) LoadChunk(ctx context.Context, table string, version uint32, from, to bulkload.Mark, docs []bulkload.Doc) (partition.SCN, error) {
+	return p.r.LoadChunk(ctx, table, version, partition.LoadMark(from), partition.LoadMark(to), loadDocs(docs))
+}
+
+func (p loadPartition) ReplaceChunk(ctx context.Context, table string, version uint32, from, to bulkload.Mark, docs []bulkload.Doc) (partition.SCN, error) {
+	return p.r.ReplaceChunk(ctx, table, version, partition.LoadMark(from), partition.LoadMark(to), loadDocs(docs))
+}
+
+func loadDocs(docs []bulkload.Doc) []partition.LoadDoc {
 	ds := make([]partition.LoadDoc, len(docs))
 	for i, d := range docs {
 		ds[i] = partition.LoadDoc{Key: d.Key, Avro: d.Doc}
 	}
-	return p.r.LoadChunk(ctx, table, version, partition.LoadMark(from), partition.LoadMark(to), ds)
+	return ds
 }

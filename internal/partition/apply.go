@@ -22,6 +22,9 @@ func Apply(b *storage.Batch, p keys.Partition, ws *WriteSet, encoded []byte, scn
 			dropped = true // its keys go with the ranges below
 			continue
 		}
+		if w.Op == OpReplace {
+			continue // its keys go with the ranges below, its new ones in applyReplace
+		}
 		k := p.Document(w.Table, w.Key)
 		if w.After == nil {
 			b.Delete(k)

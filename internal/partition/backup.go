@@ -191,6 +191,9 @@ func (r *Replica) incremental(it *storage.Iter, from BackupPoint, scn SCN) (*del
 			if w.Op == OpDrop {
 				return nil, fmt.Sprintf("SCN %d:%d dropped table %s", g, s, w.Table), nil
 			}
+			if w.Op == OpReplace {
+				return nil, fmt.Sprintf("SCN %d:%d replaced table %s by a bulk load", g, s, w.Table), nil
+			}
 			docs[string(p.Document(w.Table, w.Key))] = true
 			_, rest, err := keys.DecodeOne(w.Key)
 			if err != nil {

@@ -123,6 +123,41 @@ func (r *Replica) LoadMark(load string) (LoadMark, error) {
 	return ReadLoadMark(r.engine, r.prefix, load)
 }
 
+// A replace load stages its chunks in a table of their own, StagingTable
+// (documents and index entries, invisible to reads and to the change
+// stream), and ends with a swap: one write set that deletes the table's
+// documents and index entries and renames the staged ones into it, so a
+// reader of the partition sees the old contents or the new, never a mix.
+
+// stagingMark separates a staged replace's table name from its load: its
+// '@' keeps the staging out of the change stream, as a derived table's
+// versions are (schema.IsVersionTable).
+const stagingMark = "@load-"
+
+// StagingTable is the stored table a replace load of table stages its
+// documents in until the swap.
+func StagingTable(table, load string) string {
+	return table + stagingMark + load[:min(len(load), 16)]
+}
+
+// ReplaceChunk is LoadChunk for a replace load: docs go to the staging
+// table (StagingTable) rather than table; the chunk whose to mark is done
+// carries no documents and is the swap, which replaces table's documents
+// and index entries in the partition with the staged ones at one SCN,
+// recorded in the change log as one OpReplace write. The swap takes the
+// partition's epoch exclusively, as Drop does: a write to table evaluated
+// before it is applied before it, and is replaced; one evaluated after it
+// applies on the loaded documents.
+func (r *Replica) ReplaceChunk(ctx context.Context, table string, version uint32, from, to LoadMark, docs []LoadDoc) (SCN, error) {
+	if to.Done {
+		if len(docs) != 0 || to.Records != from.Records {
+			return SCN{}, problem.New(problem.Malformed, "a replace's swap carries no documents (from %s to %s, %d documents)", from, to, len(docs))
+		}
+		return r.swap(ctx, table, from, to)
+	}
+	return r.loadChunk(ctx, table, version, from, to, docs, true)
+}
+
 // LoadChunk applies docs to table as one write set at one SCN, if and only
 // if the partition's recorded mark for from.Load equals from (the zero
 // mark with only Load set when none is recorded); then the recorded mark
@@ -135,26 +170,50 @@ func (r *Replica) LoadMark(load string) (LoadMark, error) {
 // write is background work, charged to no one's quota. Two documents with
 // one key in a chunk: the later wins.
 func (r *Replica) LoadChunk(ctx context.Context, table string, version uint32, from, to LoadMark, docs []LoadDoc) (SCN, error) {
+	return r.loadChunk(ctx, table, version, from, to, docs, false)
+}
+
+// checkMarks refuses a chunk's marks that do not name one load or do not
+// move forward from a mark that is not done.
+func checkMarks(from, to LoadMark) error {
 	if from.Load == "" || to.Load != from.Load {
-		return SCN{}, problem.New(problem.Malformed, "a chunk's marks must name one load, got %q and %q", from.Load, to.Load)
+		return problem.New(problem.Malformed, "a chunk's marks must name one load, got %q and %q", from.Load, to.Load)
 	}
 	if from.Done {
-		return SCN{}, problem.New(problem.Malformed, "no chunk follows a done mark (%s)", from)
+		return problem.New(problem.Malformed, "no chunk follows a done mark (%s)", from)
 	}
 	if to.Offset < from.Offset || to.Records < from.Records {
-		return SCN{}, problem.New(problem.Malformed, "a chunk moves forward, not from %s to %s", from, to)
+		return problem.New(problem.Malformed, "a chunk moves forward, not from %s to %s", from, to)
+	}
+	return nil
+}
+
+// startChunk checks what every chunk needs before it is evaluated: marks
+// that fit, this replica leading, no restore under way, and the
+// partition's mark at from.
+func (r *Replica) startChunk(ctx context.Context, from, to LoadMark) (*LoadStep, error) {
+	if err := checkMarks(from, to); err != nil {
+		return nil, err
 	}
 	if err := r.repl.Lead(ctx); err != nil {
-		return SCN{}, err
+		return nil, err
 	}
 	if err := r.refuseWhileRestoring(); err != nil {
-		return SCN{}, err
+		return nil, err
 	}
 	step := &LoadStep{From: from, To: to}
 	if recorded, err := r.LoadMark(from.Load); err != nil {
-		return SCN{}, err
+		return nil, err
 	} else if recorded != from {
-		return SCN{}, step.Refusal(recorded)
+		return nil, step.Refusal(recorded)
+	}
+	return step, nil
+}
+
+func (r *Replica) loadChunk(ctx context.Context, table string, version uint32, from, to LoadMark, docs []LoadDoc, staged bool) (SCN, error) {
+	step, err := r.startChunk(ctx, from, to)
+	if err != nil {
+		return SCN{}, err
 	}
 	r.idx.epoch.RLock()
 	defer r.idx.epoch.RUnlock()
@@ -164,6 +223,10 @@ func (r *Replica) LoadChunk(ctx context.Context, table string, version uint32, f
 	}
 	if version == 0 || int(version) > t.Latest() {
 		return SCN{}, problem.Field(problem.Conflict, "version", "table %s has schema versions 1 to %d, not %d", table, t.Latest(), version)
+	}
+	if staged {
+		t = t.StoredAs(StagingTable(table, from.Load))
+		table = t.Def.Name
 	}
 	groups, err := r.loadGroups(t, docs)
 	if err != nil {
@@ -208,10 +271,78 @@ func (r *Replica) LoadChunk(ctx context.Context, table string, version uint32, f
 		held = !later
 		return SCN{}, err
 	}
-	for i, g := range groups {
-		r.notePending(table, g.key, pendingPuts[i][table])
+	if !staged {
+		// A staging table is no partition's table: its pending text
+		// entries are folded once renamed, by the next writes' folds.
+		for i, g := range groups {
+			r.notePending(table, g.key, pendingPuts[i][table])
+		}
 	}
 	return scn, nil
+}
+
+// swap is a replace load's last step in the partition: the staged
+// documents become table's, at one SCN.
+func (r *Replica) swap(ctx context.Context, table string, from, to LoadMark) (SCN, error) {
+	step, err := r.startChunk(ctx, from, to)
+	if err != nil {
+		return SCN{}, err
+	}
+	r.idx.epoch.Lock()
+	defer r.idx.epoch.Unlock()
+	if r.idx.tables[table] == nil {
+		return SCN{}, problem.New(problem.NotFound, "table %s is not known to partition %d of %s", table, r.ID, r.DB)
+	}
+	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Load: step, Ingest: true, Writes: []Write{{Table: table, Op: OpReplace}}}
+	for _, start := range [][]byte{r.prefix.Table(table), r.prefix.IndexTable(table)} {
+		ws.Index.Ranges = append(ws.Index.Ranges, KeyRange{Start: start, End: keys.PrefixEnd(start)})
+	}
+	scn, _, err := r.replicate(ctx, ws, "swap", func() {})
+	return scn, err
+}
+
+// replaced returns the table ws's swap replaces, if ws is one.
+func (ws *WriteSet) replaced() (string, bool) {
+	if ws.Load == nil || !ws.Load.To.Done || len(ws.Writes) != 1 || ws.Writes[0].Op != OpReplace {
+		return "", false
+	}
+	return ws.Writes[0].Table, true
+}
+
+// applyReplace applies a swap at scn: Apply's deletions of the table's
+// documents and index entries, then the staged ones renamed into it and
+// the staging deleted, in one batch made durable with extra. It reads
+// the staging from e, which every chunk before the swap has been
+// ingested into on every replica alike, so the batch is the same bytes
+// everywhere.
+func applyReplace(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN, table string, extra []IndexEntry) error {
+	b := e.NewBatch()
+	Apply(b, p, ws, encoded, scn)
+	staging := StagingTable(table, ws.Load.To.Load)
+	for _, sp := range [][2][]byte{{p.Table(staging), p.Table(table)}, {p.IndexTable(staging), p.IndexTable(table)}} {
+		from, into := sp[0], sp[1]
+		it, err := e.NewIter(from, keys.PrefixEnd(from))
+		if err != nil {
+			b.Close()
+			return err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			k := append(slices.Clip(into), it.Key()[len(from):]...)
+			b.Set(k, slices.Clone(it.Value()))
+		}
+		err = errors.Join(it.Error(), it.Close())
+		if err != nil {
+			b.Close()
+			return err
+		}
+		b.DeleteRange(from, keys.PrefixEnd(from))
+	}
+	auto := p.AutoIncrement(staging, nil)
+	b.DeleteRange(auto, keys.PrefixEnd(auto))
+	for _, x := range extra {
+		b.Set(x.Key, x.Value)
+	}
+	return e.Commit(b)
 }
 
 // loadGroup is the documents of a chunk in one document group.
@@ -312,6 +443,10 @@ func Applies(e *storage.Engine, p keys.Partition, ws *WriteSet, marks map[string
 // applied state), so that what is applied and where the replica resumes
 // never disagree.
 func ApplyIngest(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []byte, scn SCN, extra ...IndexEntry) error {
+	if table, ok := ws.replaced(); ok {
+		// Range deletions are not ingested: a swap is one batch.
+		return applyReplace(e, p, ws, encoded, scn, table, extra)
+	}
 	b := e.NewBatch()
 	Apply(b, p, ws, encoded, scn)
 	for _, x := range extra {

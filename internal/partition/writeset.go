@@ -17,6 +17,10 @@ const (
 	// OpDrop is a table's drop (see Replica.Drop): a write without key or
 	// images, whose deletions are the write set's index ranges.
 	OpDrop
+	// OpReplace is a replace load's swap (see Replica.ReplaceChunk): a
+	// write without key or images saying the table's documents in the
+	// partition are, from its SCN on, those of the load's file.
+	OpReplace
 )
 
 func (o Op) String() string {
@@ -29,6 +33,8 @@ func (o Op) String() string {
 		return "delete"
 	case OpDrop:
 		return "drop"
+	case OpReplace:
+		return "replace"
 	}
 	return fmt.Sprintf("op(%d)", o)
 }

@@ -81,6 +81,9 @@ func Build(ctx context.Context, cfg Config) (m *bulk.Manifest, err error) {
 	}
 	b := &build{cfg: cfg, t: cfg.Target}
 	for _, in := range cfg.Inputs {
+		if in.Open != nil {
+			continue // a stream's size is known once read
+		}
 		st, err := os.Stat(in.Path)
 		if err != nil {
 			return nil, err

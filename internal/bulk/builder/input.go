@@ -56,10 +56,36 @@ func FormatOf(path, override string) (Format, error) {
 	return "", fmt.Errorf("%s: cannot tell the format from the extension (.jsonl, .ndjson, .csv, .avro, .parquet): pass --format", path)
 }
 
-// Input is one input file.
+// Input is one input file, or, with Open set, a stream of its bytes:
+// Path then only names it (in rejects, errors and the input
+// fingerprint), and Open is called once. A stream is read in one pass,
+// so it cannot be Parquet.
 type Input struct {
 	Path   string
 	Format Format
+	Open   func() (io.ReadCloser, error)
+}
+
+// open returns the input's bytes and, for a file, its size (-1 for a
+// stream, counted as it is read).
+func (in Input) open() (io.ReadCloser, int64, error) {
+	if in.Open != nil {
+		if in.Format == Parquet {
+			return nil, 0, fmt.Errorf("%s: Parquet is read by offset, not as a stream", in.Path)
+		}
+		rc, err := in.Open()
+		return rc, -1, err
+	}
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
 }
 
 // item is one raw record of an input, parsed by a worker.
@@ -135,26 +161,23 @@ func (ir *inputReader) flush(ctx context.Context) error {
 
 // run reads the whole input; its errors name the file and the position.
 func (ir *inputReader) run(ctx context.Context) error {
-	f, err := os.Open(ir.in.Path)
+	rc, size, err := ir.in.open()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	ir.size = st.Size()
+	defer rc.Close()
 	ir.sum = sha256.New()
 	ir.cur = batch{input: ir.idx}
+	var streamed atomic.Int64
 	if ir.in.Format == Parquet {
+		f := rc.(*os.File)
 		// Parquet is read by offset: hash it in a pass of its own.
 		if _, err := io.Copy(ir.sum, countingReader{f, ir.read}); err != nil {
 			return err
 		}
 		err = ir.parquet(ctx, f)
 	} else {
-		r := io.TeeReader(countingReader{f, ir.read}, ir.sum)
+		r := io.TeeReader(countingReader{countingReader{rc, &streamed}, ir.read}, ir.sum)
 		switch ir.in.Format {
 		case JSONLines:
 			err = ir.jsonLines(ctx, r)
@@ -170,6 +193,9 @@ func (ir *inputReader) run(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if ir.size = size; size < 0 {
+		ir.size = streamed.Load()
 	}
 	return ir.flush(ctx)
 }

@@ -24,7 +24,6 @@ import (
 	"context"
 	"flag"
 	"log"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 
 // config is everything a run depends on.
 type config struct {
+	benchutil.Common
 	Messages, PerMailbox int
 	Partitions           int
 	APIClients           []int
@@ -41,12 +41,6 @@ type config struct {
 	Before, During       time.Duration
 	ThrottledShare       float64
 	ExportParallel       int
-	Settle               time.Duration
-	Seed                 uint64
-	WorkDir, Out         string
-	Command              string
-	Quick                bool
-	Progress             func(format string, args ...any)
 }
 
 func main() {
@@ -61,32 +55,25 @@ func main() {
 		during     = flag.Duration("during", 60*time.Second, "how long the throttled load should last (sets its throttle)")
 		share      = flag.Float64("throttled-share", 0.25, "size of the throttled load as a share of -messages")
 		exportPar  = flag.Int("export-parallel", 4, "partitions `doppio export` reads at a time")
-		settle     = flag.Duration("settle", time.Minute, "longest wait for an idle machine before each measured phase")
-		seed       = flag.Uint64("seed", 1, "seed of the data set and the workload")
-		out        = flag.String("out", "docs/benchmarks", "directory for bulk.md and bulk.png")
-		work       = flag.String("workdir", "", "directory for the data, the builds and the stores (default: the system's temporary directory)")
-		quick      = flag.Bool("quick", false, "smoke run: 20,000 messages, 3 s probes, 8 s before and during (output defaults to a temporary directory)")
 	)
+	common := benchutil.CommonFlags("bulk", "smoke run: 20,000 messages, 3 s probes, 8 s before and during")
 	flag.Parse()
 	cfg := config{
 		Messages: *messages, PerMailbox: *perMailbox, Partitions: *partitions, Probe: *probe,
 		Foreground: *foreground, Before: *before, During: *during, ThrottledShare: *share, ExportParallel: *exportPar,
-		Settle: *settle, Seed: *seed, WorkDir: *work, Out: benchutil.OutDir(*out), Command: benchutil.CommandLine("cd bench && go run ./bulk"), Quick: *quick,
-		Progress: func(format string, args ...any) { log.Printf(format, args...) },
+		Common: common(),
 	}
 	var err error
 	if cfg.APIClients, err = benchutil.ParseInts(*apiClients); err != nil {
 		log.Fatalf("-api-clients: %v", err)
 	}
-	if *quick {
+	if cfg.Quick {
 		benchutil.Unset(map[string]func(){
-			"settle":      func() { cfg.Settle = 3 * time.Second },
 			"messages":    func() { cfg.Messages = 20_000 },
 			"per-mailbox": func() { cfg.PerMailbox = 100 },
 			"probe":       func() { cfg.Probe = 3 * time.Second },
 			"before":      func() { cfg.Before = 8 * time.Second },
 			"during":      func() { cfg.During = 8 * time.Second },
-			"out":         func() { cfg.Out = filepath.Join(os.TempDir(), "doppio-bulk-quick") },
 		})
 	}
 	if cfg.Messages < cfg.PerMailbox || cfg.PerMailbox < 1 || len(cfg.APIClients) == 0 || cfg.ThrottledShare <= 0 {

@@ -101,3 +101,15 @@ func JoinInts(ns []int) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// Header opens a report: its title, the command that produced it, when
+// it ran and on what (peer names the other systems' versions), the load
+// average at its start and end, and SharedMachineNote's paragraph (full
+// is the size of a full run).
+func (r Run) Header(title, target, peer string, quick bool, loadAvg [2]float64, full string) string {
+	m := r.Machine
+	return fmt.Sprintf("# %s\n\n", title) + ProducedBy(target, r.Command) +
+		fmt.Sprintf("%s Machine: %d CPUs (%s), %s RAM, %s, %s; %s. The 1-minute load average was %.2f at the start and %.2f at the end.\n\n",
+			Took(r.Started, r.Duration), m.CPUs, m.CPUModel, m.RAM, m.Kernel, m.Go, peer, loadAvg[0], loadAvg[1]) +
+		SharedMachineNote(quick, loadAvg, m.CPUs, target, full)
+}

@@ -176,7 +176,8 @@ func StartNode(binary, id, data, etcd string, extra []string) (*Proc, error) {
 	return p, nil
 }
 
-// Stop kills every node, closes etcd and removes the data.
+// Stop kills every node, closes etcd and removes the data; stopping
+// again does nothing more.
 func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
 		if n != nil {
@@ -185,6 +186,7 @@ func (c *Cluster) Stop() {
 	}
 	if c.Etcd != nil {
 		c.Etcd.Close()
+		c.Etcd = nil
 	}
 	os.RemoveAll(c.Dir)
 }

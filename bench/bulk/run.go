@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,7 +237,7 @@ func apiLoad(ctx context.Context, cfg config, cl *client.Client, res *results) e
 							return
 						}
 					}
-					if _, err := cl.Put(ctx, db, apiTable, client.Key{r.MailboxID, r.MessageID}, r.Message); err != nil {
+					if err := putAgain(ctx, cl, r); err != nil {
 						errs <- fmt.Errorf("put %s/%d: %w", r.MailboxID, r.MessageID, err)
 						cancel()
 						return
@@ -274,6 +276,23 @@ func apiLoad(ctx context.Context, cfg config, cl *client.Client, res *results) e
 	}
 	res.APIClients, res.APIDocs, res.APITook = rest.Clients, rest.Docs, rest.Took
 	return nil
+}
+
+// putAgain puts a message, again after a 503 (not applied) or a 504
+// (outcome unknown), as a client of the documented contract may: the put
+// of a fixed key is idempotent, and a loaded machine makes some outlast
+// the server's deadline.
+func putAgain(ctx context.Context, cl *client.Client, r mailboxdata.Record) error {
+	var err error
+	for range 5 {
+		_, err = cl.Put(ctx, db, apiTable, client.Key{r.MailboxID, r.MessageID}, r.Message)
+		var e *client.Error
+		if !errors.As(err, &e) || (e.Status != http.StatusServiceUnavailable && e.Status != http.StatusGatewayTimeout) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }
 
 // load starts a bulk load and waits until it is done; it returns the time

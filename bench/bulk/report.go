@@ -24,7 +24,7 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	x := r.Res
-	w("%s", r.Header("Bulk load and export against the document API and PostgreSQL", "bench-bulk", x.PGVersion, r.Cfg.Quick, x.LoadAvg, "at least 2 GB of JSON (the default -messages)"))
+	w("%s", r.Header("Bulk load and export against the document API and PostgreSQL", "bench-bulk", x.PGVersion, r.Cfg.Quick, x.LoadAvg, "2 GB of JSON, the default -messages"))
 
 	w("## What runs\n\n")
 	w("- Data: the MailboxDB messages of `bench/mailbox` (`bench/internal/mailboxdata`, seed %d): %d messages in mailboxes of %d, %.1f MiB of JSON Lines (%.0f bytes a message), each line the key parts (`mailboxId`, `messageId`) beside the 39 fields; four fields indexed (`body` as text, `isInbox`, `createdOn`, `senderId`).\n",

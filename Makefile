@@ -136,6 +136,25 @@ bench-placement:
 bench-cache:
 	cd bench && $(GO) run ./cache $(CACHE_FLAGS)
 
+# Bulk load and export (issue 29): the MailboxDB messages (2 GB of JSON)
+# through the document API, by `doppio bulk build` and a bulk load into 3
+# nodes, and by PostgreSQL's COPY with its indexes; export against COPY
+# TO; a foreground workload's p99 during a throttled load. Writes
+# docs/benchmarks/bulk.{md,png}. BULK_FLAGS=-quick for a smoke run;
+# `cd bench && go run ./bulk -h` lists the flags.
+.PHONY: bench-bulk
+bench-bulk:
+	cd bench && $(GO) run ./bulk $(BULK_FLAGS)
+
+# Derived tables (issue 30): 10 million key-value records built by the Go
+# builder and by Spark (local mode), pushed to 3 nodes, swapped and rolled
+# back under reads, against PostgreSQL's COPY and ANALYZE and its reads at
+# equal p99. Needs Java 17 (Spark comes from PyPI, cached). Writes
+# docs/benchmarks/derived.{md,png}. DERIVED_FLAGS=-quick for a smoke run.
+.PHONY: bench-derived
+bench-derived:
+	cd bench && $(GO) run ./derived $(DERIVED_FLAGS)
+
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
 # docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'

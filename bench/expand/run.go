@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -157,12 +156,12 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 	if _, _, err := cl.PutTable(ctx, dbName, tableName, spec); err != nil {
 		return res, fmt.Errorf("create table: %w", err)
 	}
-	if err := waitUntil(ctx, 2*time.Minute, "placed on the first three nodes", func() (bool, string, error) {
+	if err := localcluster.WaitUntil(ctx, 2*time.Minute, "placed on the first three nodes", func() (bool, string, error) {
 		info, err := localcluster.Info(ctx, base)
 		if err != nil {
 			return false, "", err
 		}
-		ok, state := settled(info, cfg.Partitions, nil)
+		ok, state := localcluster.Settled(info, cfg.Partitions, replicas, nil)
 		return ok, state, nil
 	}); err != nil {
 		return res, err
@@ -173,8 +172,8 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 	}
 	// The load leaves compactions behind; measured before them, "before"
 	// would be slower than "during".
-	if err := waitUntil(ctx, 2*time.Minute, "compactions after the load", func() (bool, string, error) {
-		busy := metricSum(ctx, c, "doppio_storage_compactions_in_progress")
+	if err := localcluster.WaitUntil(ctx, 2*time.Minute, "compactions after the load", func() (bool, string, error) {
+		busy := c.MetricSum(ctx, "doppio_storage_compactions_in_progress")
 		return busy == 0, fmt.Sprintf("%v compactions running", busy), nil
 	}); err != nil {
 		return res, err
@@ -233,7 +232,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 		}
 	}
 	var final wire.ClusterInfo
-	err = waitUntil(ctx, cfg.MaxWait, "expansion done", func() (bool, string, error) {
+	err = localcluster.WaitUntil(ctx, cfg.MaxWait, "expansion done", func() (bool, string, error) {
 		info, err := localcluster.Info(ctx, base)
 		if err != nil {
 			return false, "", err
@@ -242,7 +241,7 @@ func measure(ctx context.Context, cfg config, mode string, added int) (runResult
 		if r == nil || r.Started == nil || r.Started.Before(added0.Add(-time.Second)) || r.Active {
 			return false, fmt.Sprintf("rebalance %+v", r), nil
 		}
-		ok, state := settled(info, cfg.Partitions, newIDs)
+		ok, state := localcluster.Settled(info, cfg.Partitions, replicas, newIDs)
 		final = info
 		return ok, state, nil
 	})
@@ -313,84 +312,7 @@ feed:
 
 func group(i, groups int) string { return fmt.Sprintf("g%06d", i%groups) }
 
-// settled reports whether every partition has 3 caught-up members and a
-// leader and, when mustHold is given, whether the replicas are spread
-// evenly over every node with each of those nodes holding some.
-func settled(info wire.ClusterInfo, partitions int, mustHold []string) (bool, string) {
-	if len(info.Partitions) != partitions {
-		return false, fmt.Sprintf("%d partitions", len(info.Partitions))
-	}
-	per := map[string]int{}
-	for _, p := range info.Partitions {
-		if p.Leader == "" || len(p.Replicas) != replicas || len(p.Members) != replicas {
-			return false, fmt.Sprintf("partition %d: leader %q, replicas %v, %d members", p.Partition, p.Leader, p.Replicas, len(p.Members))
-		}
-		for _, m := range p.Members {
-			// Under load a follower is a few entries behind at any instant:
-			// caught up is what the nodes promote a learner at.
-			if m.Lag == nil || *m.Lag > 64 || m.Role == "learner" {
-				return false, fmt.Sprintf("partition %d: member %s %s, lag %v", p.Partition, m.Node, m.Role, m.Lag)
-			}
-		}
-		for _, r := range p.Replicas {
-			per[r]++
-		}
-	}
-	if mustHold == nil {
-		return true, ""
-	}
-	lo, hi := 1<<30, 0
-	for _, n := range info.Nodes {
-		lo, hi = min(lo, per[n.ID]), max(hi, per[n.ID])
-	}
-	for _, id := range mustHold {
-		if per[id] == 0 {
-			return false, fmt.Sprintf("replicas per node %v", per)
-		}
-	}
-	return hi-lo <= 1, fmt.Sprintf("replicas per node %v", per)
-}
-
-func waitUntil(ctx context.Context, d time.Duration, what string, cond func() (bool, string, error)) error {
-	deadline := time.Now().Add(d)
-	state := ""
-	for time.Now().Before(deadline) {
-		ok, s, err := cond()
-		if err == nil && ok {
-			return nil
-		}
-		state = s
-		if err != nil {
-			state = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s: not within %v; last state: %s", what, d, state)
-}
-
 // snapshotBytes sums doppio_snapshot_sent_bytes_total over the nodes.
 func snapshotBytes(ctx context.Context, c *localcluster.Cluster) float64 {
-	return metricSum(ctx, c, "doppio_snapshot_sent_bytes_total")
-}
-
-// metricSum sums an unlabelled metric over the nodes' /metrics.
-func metricSum(ctx context.Context, c *localcluster.Cluster, name string) float64 {
-	var sum float64
-	for _, n := range c.Nodes {
-		st, b, err := localcluster.Do(ctx, n.Addr, "GET", "/metrics", nil)
-		if err != nil || st != 200 {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				sum += f
-			}
-		}
-	}
-	return sum
+	return c.MetricSum(ctx, "doppio_snapshot_sent_bytes_total")
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/standard"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // bleveSystem keeps one Bleve (scorch) index per mailbox, as the paper kept
@@ -106,7 +108,7 @@ type bleveDoc struct {
 	Src       string  `json:"src"`
 }
 
-func toBleve(m Message) (bleveDoc, error) {
+func toBleve(m mailboxdata.Message) (bleveDoc, error) {
 	src, err := json.Marshal(m)
 	if err != nil {
 		return bleveDoc{}, err
@@ -115,13 +117,13 @@ func toBleve(m Message) (bleveDoc, error) {
 }
 
 // bleveDocOf is what Bleve indexes of m, whose JSON is src.
-func bleveDocOf(m Message, src []byte) bleveDoc {
+func bleveDocOf(m mailboxdata.Message, src []byte) bleveDoc {
 	return bleveDoc{Body: m.Body, SenderID: m.SenderID, IsInbox: m.IsInbox, CreatedOn: float64(m.CreatedOn), Src: string(src)}
 }
 
 // Load creates the mailbox's index and writes its messages in batches of
 // at most 1000.
-func (s *bleveSystem) Load(ctx context.Context, mailbox string, msgs []Message) error {
+func (s *bleveSystem) Load(ctx context.Context, mailbox string, msgs []mailboxdata.Message) error {
 	// The default index type (scorch) and config: durable batches.
 	idx, err := bleve.New(filepath.Join(s.dir, mailbox), s.mapping)
 	if err != nil {
@@ -150,7 +152,7 @@ func (s *bleveSystem) Load(ctx context.Context, mailbox string, msgs []Message) 
 
 func (s *bleveSystem) Ready(ctx context.Context) error { return nil }
 
-func (s *bleveSystem) Insert(ctx context.Context, mailbox string, id int64, m Message) error {
+func (s *bleveSystem) Insert(ctx context.Context, mailbox string, id int64, m mailboxdata.Message) error {
 	idx, err := s.index(mailbox)
 	if err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // bleveHTTP is the Bleve system behind a loopback HTTP server that takes
@@ -46,7 +48,7 @@ func openBleveHTTP(dir string, clients int) (*bleveHTTP, error) {
 
 func (s *bleveHTTP) Name() string { return "Bleve over HTTP" }
 
-func (s *bleveHTTP) Insert(ctx context.Context, mailbox string, id int64, m Message) error {
+func (s *bleveHTTP) Insert(ctx context.Context, mailbox string, id int64, m mailboxdata.Message) error {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -82,7 +84,7 @@ func (s *bleveHTTP) servePut(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var m Message
+	var m mailboxdata.Message
 	if err := json.Unmarshal(src, &m); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

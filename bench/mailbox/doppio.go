@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/internal/node"
+
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // doppioSystem is a real in-process node (embedded etcd, Pebble with synced
@@ -38,7 +40,7 @@ func openDoppio(ctx context.Context, dir string, clients, partitions int) (*dopp
 		s.Close()
 		return nil, err
 	}
-	if _, err := s.do(ctx, "PUT", "/_schemas/"+doppioDB+"/Message", []byte(messageSchema), 200, 201); err != nil {
+	if _, err := s.do(ctx, "PUT", "/_schemas/"+doppioDB+"/Message", []byte(mailboxdata.Schema), 200, 201); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -59,14 +61,14 @@ func (s *doppioSystem) waitReady(ctx context.Context) error {
 func (s *doppioSystem) Name() string { return "Doppio" }
 
 type doppioOp struct {
-	Op       string  `json:"op"`
-	Table    string  `json:"table"`
-	Key      []any   `json:"key"`
-	Document Message `json:"document"`
+	Op       string              `json:"op"`
+	Table    string              `json:"table"`
+	Key      []any               `json:"key"`
+	Document mailboxdata.Message `json:"document"`
 }
 
 // Load writes a mailbox in transactions of at most 500 puts.
-func (s *doppioSystem) Load(ctx context.Context, mailbox string, msgs []Message) error {
+func (s *doppioSystem) Load(ctx context.Context, mailbox string, msgs []mailboxdata.Message) error {
 	for start := 0; start < len(msgs); start += 500 {
 		end := min(start+500, len(msgs))
 		ops := make([]doppioOp, 0, end-start)
@@ -150,7 +152,7 @@ func metricValue(exposition []byte, name string) float64 {
 	return -1
 }
 
-func (s *doppioSystem) Insert(ctx context.Context, mailbox string, id int64, m Message) error {
+func (s *doppioSystem) Insert(ctx context.Context, mailbox string, id int64, m mailboxdata.Message) error {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/bench/internal/benchutil"
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // config is everything a run depends on.
@@ -296,7 +297,7 @@ func runSystem(ctx context.Context, cfg config, set setSpec, name, dir string) (
 		return nil, err
 	}
 	if pg, ok := sys.(*postgresSystem); ok {
-		plans, err := pg.Explain(ctx, mailboxName(set.Name, 0), vocabulary[0])
+		plans, err := pg.Explain(ctx, mailboxdata.MailboxName(set.Name, 0), mailboxdata.Vocabulary[0])
 		if err != nil {
 			return nil, err
 		}
@@ -353,8 +354,8 @@ func load(ctx context.Context, sys System, set setSpec, cfg config) error {
 				if i >= set.Mailboxes || ctx.Err() != nil {
 					return
 				}
-				msgs := loadedMessages(cfg.Seed, set.Name, i, set.Messages)
-				if err := sys.Load(ctx, mailboxName(set.Name, i), msgs); err != nil {
+				msgs := mailboxdata.Loaded(cfg.Seed, set.Name, i, set.Messages)
+				if err := sys.Load(ctx, mailboxdata.MailboxName(set.Name, i), msgs); err != nil {
 					errs[c] = err
 					return
 				}
@@ -376,7 +377,7 @@ func load(ctx context.Context, sys System, set setSpec, cfg config) error {
 }
 
 func meanDocBytes(seed uint64) float64 {
-	msgs := loadedMessages(seed, "A", 0, 200)
+	msgs := mailboxdata.Loaded(seed, "A", 0, 200)
 	var n int
 	for _, m := range msgs {
 		b, _ := json.Marshal(m)

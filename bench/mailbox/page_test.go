@@ -6,16 +6,18 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // TestParsePageAgreesWithEncodingJSON: on a real-shaped page the splitter
 // returns what encoding/json does, and it refuses every truncation and
 // every corruption that encoding/json refuses.
 func TestParsePageAgreesWithEncodingJSON(t *testing.T) {
-	msgs := loadedMessages(1, "A", 0, 20)
+	msgs := mailboxdata.Loaded(1, "A", 0, 20)
 	type item struct {
-		Key      []any   `json:"key"`
-		Document Message `json:"document"`
+		Key      []any               `json:"key"`
+		Document mailboxdata.Message `json:"document"`
 	}
 	var page struct {
 		Documents []item `json:"documents"`
@@ -84,13 +86,13 @@ func TestParsePageAgreesWithEncodingJSON(t *testing.T) {
 // encoding/json into the same parts, as the client did before.
 func BenchmarkPageDecode(b *testing.B) {
 	type item struct {
-		Key      []any   `json:"key"`
-		Document Message `json:"document"`
+		Key      []any               `json:"key"`
+		Document mailboxdata.Message `json:"document"`
 	}
 	var page struct {
 		Documents []item `json:"documents"`
 	}
-	for i, m := range loadedMessages(1, "A", 0, 20) {
+	for i, m := range mailboxdata.Loaded(1, "A", 0, 20) {
 		page.Documents = append(page.Documents, item{Key: []any{"A000000", i + 1}, Document: m})
 	}
 	body, err := json.Marshal(page)

@@ -123,7 +123,7 @@ func report(r *results) string {
 	for _, s := range r.Sets {
 		w("- Set %s: %d mailboxes of %d messages (%d messages); %d sessions per mix.\n", s.Name, s.Mailboxes, s.Messages, s.Mailboxes*s.Messages, s.Sessions)
 	}
-	w("- A session: 10 requests on one uniformly chosen mailbox. Each request is a write with the mix's probability (insert one new message, durable when answered), else a read, alternating the paper's query (`isInbox:true`, sorted by `createdOn` descending, limit 20) and a text query (`body:<word>`, a random word of the 238-word vocabulary, same sort and limit); reads return the documents.\n")
+	w("- A session: 10 requests on one uniformly chosen mailbox. Each request is a write with the mix's probability (insert one new message, durable when answered), else a read, alternating the paper's query (`isInbox:true`, sorted by `createdOn` descending, limit 20) and a text query (`body:<word>`, a random word of the 238-word mailboxdata.Vocabulary, same sort and limit); reads return the documents.\n")
 	w("- %d concurrent clients, closed loop (each sends its next request when the previous is answered); each client's request sequence is seeded, so every system gets the same requests. Mixes run in order 0, 25, 50, 75, 100%% writes on the same data (writes accumulate), after a read-only warm-up of 20%% of a mix's sessions. The paper drove a fixed rate instead (2000 and 250 requests/s).\n", r.Clients)
 	w("- Before the requests, each system's answers on the first three mailboxes are checked against a brute-force evaluation of the generated data (same ids, same order).\n\n")
 

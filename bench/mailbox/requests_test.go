@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // The mailbox benchmark's three request types, one at a time, against Doppio,
@@ -105,7 +107,7 @@ func BenchmarkRequests(b *testing.B) {
 		b.Run(label+"/inbox", func(b *testing.B) {
 			s := benchOpen(b, name)
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
-				hits, err := s.sys.Inbox(ctx, mailboxName("A", r.IntN(benchBoxes)), pageSize)
+				hits, err := s.sys.Inbox(ctx, mailboxdata.MailboxName("A", r.IntN(benchBoxes)), pageSize)
 				if err == nil && len(hits) != pageSize {
 					err = fmt.Errorf("inbox answered %d messages, want %d", len(hits), pageSize)
 				}
@@ -115,7 +117,7 @@ func BenchmarkRequests(b *testing.B) {
 		b.Run(label+"/search", func(b *testing.B) {
 			s := benchOpen(b, name)
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
-				_, err := s.sys.Search(ctx, mailboxName("A", r.IntN(benchBoxes)), vocabulary[r.IntN(len(vocabulary))], pageSize)
+				_, err := s.sys.Search(ctx, mailboxdata.MailboxName("A", r.IntN(benchBoxes)), mailboxdata.Vocabulary[r.IntN(len(mailboxdata.Vocabulary))], pageSize)
 				return err
 			})
 		})
@@ -130,7 +132,7 @@ func BenchmarkRequests(b *testing.B) {
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
 				mb := r.IntN(benchBoxes)
 				id := s.nextID[mb].Add(1)
-				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
+				return s.sys.Insert(ctx, mailboxdata.MailboxName("A", mb), id, mailboxdata.New(r, mailboxdata.MailboxName("A", mb), id, newCreatedOn(id)))
 			})
 		})
 		b.Run(label+"/insert-4boxes", func(b *testing.B) {
@@ -139,7 +141,7 @@ func BenchmarkRequests(b *testing.B) {
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
 				mb := r.IntN(4)
 				id := s.nextID[mb].Add(1)
-				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
+				return s.sys.Insert(ctx, mailboxdata.MailboxName("A", mb), id, mailboxdata.New(r, mailboxdata.MailboxName("A", mb), id, newCreatedOn(id)))
 			})
 		})
 		b.Run(label+"/insert-folded", func(b *testing.B) {
@@ -152,7 +154,7 @@ func BenchmarkRequests(b *testing.B) {
 			runRequests(b, func(ctx context.Context, r *rand.Rand) error {
 				mb := first + r.IntN(4)
 				id := s.nextID[mb].Add(1)
-				return s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id)))
+				return s.sys.Insert(ctx, mailboxdata.MailboxName("A", mb), id, mailboxdata.New(r, mailboxdata.MailboxName("A", mb), id, newCreatedOn(id)))
 			})
 		})
 	}
@@ -168,7 +170,7 @@ func foldBoxes(b *testing.B, s *benchSystem, first int) {
 		for mb := first; mb < first+4; mb++ {
 			for range 300 {
 				id := s.nextID[mb].Add(1)
-				if err := s.sys.Insert(ctx, mailboxName("A", mb), id, newMessage(r, mailboxName("A", mb), id, newCreatedOn(id))); err != nil {
+				if err := s.sys.Insert(ctx, mailboxdata.MailboxName("A", mb), id, mailboxdata.New(r, mailboxdata.MailboxName("A", mb), id, newCreatedOn(id))); err != nil {
 					b.Fatal(err)
 				}
 			}

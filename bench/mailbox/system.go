@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // System is one store under test. Every method is safe for concurrent use
@@ -12,11 +14,11 @@ type System interface {
 	// Name is the system's label in tables and plots.
 	Name() string
 	// Load writes the initial messages of one mailbox (ids 1..len(msgs)).
-	Load(ctx context.Context, mailbox string, msgs []Message) error
+	Load(ctx context.Context, mailbox string, msgs []mailboxdata.Message) error
 	// Ready is called once after every mailbox is loaded, before requests.
 	Ready(ctx context.Context) error
 	// Insert writes one new message.
-	Insert(ctx context.Context, mailbox string, id int64, m Message) error
+	Insert(ctx context.Context, mailbox string, id int64, m mailboxdata.Message) error
 	// Inbox answers the paper's query: the mailbox's messages with isInbox
 	// true, newest (createdOn) first, at most limit, as (id, document).
 	Inbox(ctx context.Context, mailbox string, limit int) ([]Hit, error)

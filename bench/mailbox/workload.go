@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/doppio-db/doppio/bench/internal/benchutil"
+	"github.com/doppio-db/doppio/bench/internal/mailboxdata"
 )
 
 // Request kinds.
@@ -67,7 +68,7 @@ func newWorkload(sys System, set setSpec, clients int, seed uint64) *workload {
 
 // newCreatedOn is the createdOn of written message id: later than every
 // loaded message (at most 120 s apart) and than every smaller id.
-func newCreatedOn(id int64) int64 { return baseTime + id*200000 }
+func newCreatedOn(id int64) int64 { return mailboxdata.BaseTime + id*200000 }
 
 // run runs sessions sessions with writePercent% writes over w.clients
 // concurrent clients, each client's requests drawn from its own seeded
@@ -92,7 +93,7 @@ func (w *workload) run(ctx context.Context, writePercent, sessions int, salt uin
 			var first string
 			for range n {
 				mb := r.IntN(w.set.Mailboxes)
-				name := mailboxName(w.set.Name, mb)
+				name := mailboxdata.MailboxName(w.set.Name, mb)
 				reads := 0
 				for range sessionLength {
 					kind := kindWrite
@@ -105,14 +106,14 @@ func (w *workload) run(ctx context.Context, writePercent, sessions int, salt uin
 					switch kind {
 					case kindWrite:
 						id := w.nextID[mb].Add(1)
-						m := newMessage(r, name, id, newCreatedOn(id))
+						m := mailboxdata.New(r, name, id, newCreatedOn(id))
 						t0 = time.Now()
 						err = w.sys.Insert(ctx, name, id, m)
 					case kindInbox:
 						t0 = time.Now()
 						_, err = w.sys.Inbox(ctx, name, pageSize)
 					case kindSearch:
-						word := vocabulary[r.IntN(len(vocabulary))]
+						word := mailboxdata.Vocabulary[r.IntN(len(mailboxdata.Vocabulary))]
 						t0 = time.Now()
 						_, err = w.sys.Search(ctx, name, word, pageSize)
 					}
@@ -182,9 +183,9 @@ func (m mixResult) all() stats {
 // brute-force evaluation of the loaded messages.
 func verify(ctx context.Context, sys System, set setSpec, seed uint64) error {
 	for i := range min(3, set.Mailboxes) {
-		msgs := loadedMessages(seed, set.Name, i, set.Messages)
-		name := mailboxName(set.Name, i)
-		want := expected(msgs, func(m Message) bool { return m.IsInbox })
+		msgs := mailboxdata.Loaded(seed, set.Name, i, set.Messages)
+		name := mailboxdata.MailboxName(set.Name, i)
+		want := expected(msgs, func(m mailboxdata.Message) bool { return m.IsInbox })
 		got, err := sys.Inbox(ctx, name, pageSize)
 		if err != nil {
 			return fmt.Errorf("verify %s inbox of %s: %w", sys.Name(), name, err)
@@ -192,8 +193,8 @@ func verify(ctx context.Context, sys System, set setSpec, seed uint64) error {
 		if !slices.Equal(ids(got), want) {
 			return fmt.Errorf("verify %s inbox of %s: got ids %v, want %v", sys.Name(), name, ids(got), want)
 		}
-		word := vocabulary[(i*37)%len(vocabulary)]
-		want = expected(msgs, func(m Message) bool { return slices.Contains(tokens(m.Body), word) })
+		word := mailboxdata.Vocabulary[(i*37)%len(mailboxdata.Vocabulary)]
+		want = expected(msgs, func(m mailboxdata.Message) bool { return slices.Contains(tokens(m.Body), word) })
 		got, err = sys.Search(ctx, name, word, pageSize)
 		if err != nil {
 			return fmt.Errorf("verify %s body:%s in %s: %w", sys.Name(), word, name, err)
@@ -212,7 +213,7 @@ func verify(ctx context.Context, sys System, set setSpec, seed uint64) error {
 
 // expected is the brute-force answer: ids of matching messages, newest
 // first (createdOn grows with the id), at most pageSize.
-func expected(msgs []Message, match func(Message) bool) []int64 {
+func expected(msgs []mailboxdata.Message, match func(mailboxdata.Message) bool) []int64 {
 	var out []int64
 	for i := len(msgs) - 1; i >= 0 && len(out) < pageSize; i-- {
 		if match(msgs[i]) {

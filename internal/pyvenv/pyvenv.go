@@ -58,6 +58,17 @@ func Prepare(t testing.TB, name, requirements string) *Venv {
 	return &Venv{Dir: dir}
 }
 
+// Open is Prepare for programs that are not tests (the benchmarks): it
+// returns the same cached virtualenv, or the error that kept it from
+// being made.
+func Open(name, requirements string) (*Venv, error) {
+	dir, err := prepare(name, requirements)
+	if err != nil {
+		return nil, fmt.Errorf("pyvenv: %w", err)
+	}
+	return &Venv{Dir: dir}, nil
+}
+
 // Bin returns the path of an executable the virtualenv installed.
 func (v *Venv) Bin(name string) string { return filepath.Join(v.Dir, "bin", name) }
 

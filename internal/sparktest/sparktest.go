@@ -17,8 +17,10 @@
 package sparktest
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -62,15 +64,26 @@ func (e *Env) Python(t testing.TB, args ...string) string {
 // mode with two worker threads and returns what it printed.
 func (e *Env) Build(t testing.TB, args ...string) string {
 	t.Helper()
-	submit := []string{
-		"--master", "local[2]",
-		"--driver-memory", "1g",
+	return e.Run(t, e.Bin("spark-submit"), e.sparkEnv(), e.submitArgs(2, "1g", args...)...)
+}
+
+// Submit returns a command running spark/doppio_build.py with args
+// through spark-submit in local mode, with threads worker threads and
+// memory for the driver (which runs the tasks in local mode): for
+// programs that are not tests (the benchmarks).
+func (e *Env) Submit(ctx context.Context, threads int, memory string, args ...string) *exec.Cmd {
+	return e.Command(ctx, e.Bin("spark-submit"), e.sparkEnv(), e.submitArgs(threads, memory, args...)...)
+}
+
+func (e *Env) submitArgs(threads int, memory string, args ...string) []string {
+	return append([]string{
+		"--master", fmt.Sprintf("local[%d]", threads),
+		"--driver-memory", memory,
 		"--conf", "spark.ui.enabled=false",
 		"--conf", "spark.ui.showConsoleProgress=false",
 		"--conf", "spark.sql.session.timeZone=UTC",
 		filepath.Join(e.Root, "spark", "doppio_build.py"),
-	}
-	return e.Run(t, e.Bin("spark-submit"), e.sparkEnv(), append(submit, args...)...)
+	}, args...)
 }
 
 // sparkEnv makes Spark's workers use the venv's interpreter and bind the

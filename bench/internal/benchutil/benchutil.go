@@ -4,11 +4,14 @@
 package benchutil
 
 import (
+	"bufio"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot/vg/vgimg"
@@ -77,4 +80,53 @@ func InRepo(path string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, path), nil
+}
+
+// WriteJSONLines creates path and writes to it, one a line, the JSON
+// encodings of the values each emits; it returns the bytes written.
+func WriteJSONLines(path string, each func(emit func(v any) error) error) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := each(enc.Encode); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	return fi.Size(), f.Close()
+}
+
+// ParseInts parses a comma-separated list of positive integers.
+func ParseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range SplitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Unset calls, for each named flag the command line did not set, its
+// function: how a -quick run's smaller sizes give way to explicit flags.
+func Unset(defaults map[string]func()) {
+	for name, set := range defaults {
+		if !FlagSet(name) {
+			set()
+		}
+	}
 }

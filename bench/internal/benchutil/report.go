@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -70,4 +72,44 @@ func Main(run func(context.Context) error) {
 	if err := run(ctx); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// SharedMachineNote is the paragraph a report opens with when its run
+// was a quick one or shared the machine (a load average at the start
+// above half the CPUs): what its figures are worth, and what the full
+// run (make target, at size full) needs. It is "" otherwise.
+func SharedMachineNote(quick bool, loadAvg [2]float64, cpus int, target, full string) string {
+	if !quick && loadAvg[0] <= float64(cpus)/2 {
+		return ""
+	}
+	kind := "A run"
+	if quick {
+		kind = "A quick run (`-quick`)"
+	}
+	return fmt.Sprintf("**%s on a shared machine.** Other work ran beside it (1-minute load average %.2f at the start, %.2f at the end, on %d CPUs), so its absolute figures say little: read each against its peer measured in the same run, as the ratios below give it. No goal of the issue is claimed from this run; the full run (`make %s`, %s) needs a quiet machine.\n\n",
+		kind, loadAvg[0], loadAvg[1], cpus, target, full)
+}
+
+// Millis formats d in milliseconds, to the hundredth.
+func Millis(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
+
+// JoinInts lists ns separated by commas.
+func JoinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Header opens a report: its title, the command that produced it, when
+// it ran and on what (peer names the other systems' versions), the load
+// average at its start and end, and SharedMachineNote's paragraph (full
+// is the size of a full run).
+func (r Run) Header(title, target, peer string, quick bool, loadAvg [2]float64, full string) string {
+	m := r.Machine
+	return fmt.Sprintf("# %s\n\n", title) + ProducedBy(target, r.Command) +
+		fmt.Sprintf("%s Machine: %d CPUs (%s), %s RAM, %s, %s; %s. The 1-minute load average was %.2f at the start and %.2f at the end.\n\n",
+			Took(r.Started, r.Duration), m.CPUs, m.CPUModel, m.RAM, m.Kernel, m.Go, peer, loadAvg[0], loadAvg[1]) +
+		SharedMachineNote(quick, loadAvg, m.CPUs, target, full)
 }

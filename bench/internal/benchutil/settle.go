@@ -69,3 +69,12 @@ func cpuTimes() (idle, total uint64, err error) {
 	}
 	return idle, total, nil
 }
+
+// Calm waits until the machine is at least 80% idle (see Settle), for at
+// most limit, between a benchmark's measured phases; it reports a wait
+// that took over a few seconds.
+func Calm(ctx context.Context, limit time.Duration, logf func(string, ...any)) {
+	if waited, idle, err := Settle(ctx, 0.8, limit); err == nil && waited > 5*time.Second {
+		logf("settled for %v (%.0f%% idle)", waited.Round(time.Second), 100*idle)
+	}
+}

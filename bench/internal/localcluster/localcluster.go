@@ -17,11 +17,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/doppio-db/doppio/client"
 	"github.com/doppio-db/doppio/client/wire"
 
 	"github.com/doppio-db/doppio/internal/embedetcd"
@@ -192,7 +194,8 @@ func startProc(binary, id string, args []string) (*Proc, error) {
 	return p, nil
 }
 
-// Stop kills every node, closes etcd and removes the data.
+// Stop kills every node, closes etcd and removes the data; stopping
+// again does nothing more.
 func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
 		if n != nil {
@@ -201,6 +204,7 @@ func (c *Cluster) Stop() {
 	}
 	if c.Etcd != nil {
 		c.Etcd.Close()
+		c.Etcd = nil
 	}
 	os.RemoveAll(c.Dir)
 }
@@ -278,4 +282,109 @@ func Build(ctx context.Context, workDir string) (binary string, cleanup func(), 
 		return "", nil, fmt.Errorf("build doppio: %w", err)
 	}
 	return binary, func() { os.RemoveAll(dir) }, nil
+}
+
+// Settled reports whether every partition has a leader and replicas
+// caught-up members and, when mustHold is given, whether the replicas are
+// spread evenly over every node with each of those nodes holding some.
+func Settled(info wire.ClusterInfo, partitions, replicas int, mustHold []string) (bool, string) {
+	if len(info.Partitions) != partitions {
+		return false, fmt.Sprintf("%d partitions", len(info.Partitions))
+	}
+	per := map[string]int{}
+	for _, p := range info.Partitions {
+		if p.Leader == "" || len(p.Replicas) != replicas || len(p.Members) != replicas {
+			return false, fmt.Sprintf("partition %d: leader %q, replicas %v, %d members", p.Partition, p.Leader, p.Replicas, len(p.Members))
+		}
+		for _, m := range p.Members {
+			// Under load a follower is a few entries behind at any instant:
+			// caught up is what the nodes promote a learner at.
+			if m.Lag == nil || *m.Lag > 64 || m.Role == "learner" {
+				return false, fmt.Sprintf("partition %d: member %s %s, lag %v", p.Partition, m.Node, m.Role, m.Lag)
+			}
+		}
+		for _, r := range p.Replicas {
+			per[r]++
+		}
+	}
+	if mustHold == nil {
+		return true, ""
+	}
+	lo, hi := 1<<30, 0
+	for _, n := range info.Nodes {
+		lo, hi = min(lo, per[n.ID]), max(hi, per[n.ID])
+	}
+	for _, id := range mustHold {
+		if per[id] == 0 {
+			return false, fmt.Sprintf("replicas per node %v", per)
+		}
+	}
+	return hi-lo <= 1, fmt.Sprintf("replicas per node %v", per)
+}
+
+// WaitUntil is Poll every 250 ms.
+func WaitUntil(ctx context.Context, d time.Duration, what string, cond func() (bool, string, error)) error {
+	return Poll(ctx, 250*time.Millisecond, d, what, cond)
+}
+
+// Poll calls cond every interval until it holds, for at most d; the error
+// names what was awaited and the last state cond described (a cond error
+// is a state, tried again).
+func Poll(ctx context.Context, interval, d time.Duration, what string, cond func() (bool, string, error)) error {
+	deadline := time.Now().Add(d)
+	state := ""
+	for time.Now().Before(deadline) {
+		ok, s, err := cond()
+		if err == nil && ok {
+			return nil
+		}
+		state = s
+		if err != nil {
+			state = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+	return fmt.Errorf("%s: not within %v; last state: %s", what, d, state)
+}
+
+// MetricSum sums an unlabelled metric over the nodes' /metrics.
+func (c *Cluster) MetricSum(ctx context.Context, name string) float64 {
+	var sum float64
+	for _, n := range c.Nodes {
+		st, b, err := Do(ctx, n.Addr, "GET", "/metrics", nil)
+		if err != nil || st != 200 {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				sum += f
+			}
+		}
+	}
+	return sum
+}
+
+// CreateTable creates database db (partitions partitions of replicas
+// replicas) and its table, then waits until every partition is placed,
+// led and caught up.
+func (c *Cluster) CreateTable(ctx context.Context, cl *client.Client, db string, partitions, replicas int, table string, spec client.TableSpec) error {
+	if _, _, err := cl.PutDatabase(ctx, db, client.DatabaseSpec{Partitions: partitions, Replicas: replicas}); err != nil {
+		return fmt.Errorf("create database %s: %w", db, err)
+	}
+	if _, _, err := cl.PutTable(ctx, db, table, spec); err != nil {
+		return fmt.Errorf("create table %s.%s: %w", db, table, err)
+	}
+	return WaitUntil(ctx, 2*time.Minute, "partitions placed", func() (bool, string, error) {
+		info, err := Info(ctx, c.Nodes[0].Addr)
+		if err != nil {
+			return false, "", err
+		}
+		ok, state := Settled(info, partitions, replicas, nil)
+		return ok, state, nil
+	})
 }

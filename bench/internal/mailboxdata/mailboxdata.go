@@ -1,4 +1,7 @@
-package main
+// Package mailboxdata generates the MailboxDB messages data set of the
+// Espresso paper: deterministic mailbox message metadata, the same for
+// every system and benchmark that loads it (bench/mailbox, bench/bulk).
+package mailboxdata
 
 import (
 	"fmt"
@@ -52,9 +55,9 @@ type Message struct {
 	Version         int32    `json:"version"`
 }
 
-// messageSchema is the Doppio table definition of Message: the same 39
+// Schema is the Doppio table definition of Message: the same 39
 // fields, four of them indexed.
-const messageSchema = `{
+const Schema = `{
   "key": [
     {"name": "mailboxId", "type": "string"},
     {"name": "messageId", "type": "long"}
@@ -105,10 +108,10 @@ const messageSchema = `{
   }
 }`
 
-// vocabulary is the body text's words: lowercase, no stop words, so the
+// Vocabulary is the body text's words: lowercase, no stop words, so the
 // three systems' analyzers (Doppio's, Bleve's standard, PostgreSQL's
 // 'simple') tokenize a body into the same terms.
-var vocabulary = strings.Fields(`
+var Vocabulary = strings.Fields(`
 account action address agenda airport analysis answer apple april article
 assistant august autumn balance banana benefit birthday board bonus booking
 borrow branch breakfast budget building business cafe calendar campaign
@@ -141,9 +144,9 @@ var (
 	agents     = []string{"Mozilla/5.0 (X11; Linux x86_64)", "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5)", "LinkedIn/9.1 (iPhone; iOS 17.4)", "LinkedIn/4.1 (Android 14)"}
 )
 
-// baseTime is createdOn of every mailbox's first loaded message
+// BaseTime is createdOn of every mailbox's first loaded message
 // (2024-01-01T00:00:00Z); loaded messages follow one a minute or so.
-const baseTime int64 = 1704067200000
+const BaseTime int64 = 1704067200000
 
 // person is a deterministic member of the synthetic network.
 func person(r *rand.Rand) (id, name, email string) {
@@ -158,14 +161,14 @@ func words(r *rand.Rand, n int) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(vocabulary[r.IntN(len(vocabulary))])
+		b.WriteString(Vocabulary[r.IntN(len(Vocabulary))])
 	}
 	return b.String()
 }
 
-// newMessage generates message id of mailbox mailbox created at createdOn,
+// New generates message id of mailbox mailbox created at createdOn,
 // drawing every other field from r.
-func newMessage(r *rand.Rand, mailbox string, id, createdOn int64) Message {
+func New(r *rand.Rand, mailbox string, id, createdOn int64) Message {
 	sid, sname, semail := person(r)
 	_, rname, remail := person(r)
 	body := words(r, 30+r.IntN(40))
@@ -244,20 +247,56 @@ func newMessage(r *rand.Rand, mailbox string, id, createdOn int64) Message {
 	}
 }
 
-// mailboxName names mailbox i of a set.
-func mailboxName(set string, i int) string { return fmt.Sprintf("%s%06d", set, i) }
+// MailboxName names mailbox i of a set.
+func MailboxName(set string, i int) string { return fmt.Sprintf("%s%06d", set, i) }
 
-// loadedMessages generates the n messages mailbox i of a set starts with;
+// Loaded generates the n messages mailbox i of a set starts with;
 // the same seed gives the same messages to every system. Message ids are
 // 1..n and createdOn strictly increases with the id.
-func loadedMessages(seed uint64, set string, i, n int) []Message {
+func Loaded(seed uint64, set string, i, n int) []Message {
 	r := rand.New(rand.NewPCG(seed, uint64(i)<<8|uint64(set[0])))
-	mb := mailboxName(set, i)
+	mb := MailboxName(set, i)
 	out := make([]Message, n)
-	t := baseTime
+	t := BaseTime
 	for j := range n {
 		t += 1 + r.Int64N(120000)
-		out[j] = newMessage(r, mb, int64(j+1), t)
+		out[j] = New(r, mb, int64(j+1), t)
 	}
 	return out
+}
+
+// PostgresTable is the JSONB table PostgreSQL keeps the messages in:
+// the key beside the document, as Doppio keeps it.
+const PostgresTable = `CREATE TABLE messages (mailbox_id text NOT NULL, message_id bigint NOT NULL, doc jsonb NOT NULL, PRIMARY KEY (mailbox_id, message_id))`
+
+// PostgresIndexes are PostgreSQL's counterparts of the four indexed
+// fields: expression indexes on the JSONB, so the document stays the only
+// copy of each value. The GIN index needs the btree_gin extension.
+var PostgresIndexes = []string{
+	`CREATE INDEX messages_inbox ON messages (mailbox_id, ((doc->>'isInbox')::boolean), ((doc->>'createdOn')::bigint) DESC)`,
+	`CREATE INDEX messages_sender ON messages (mailbox_id, (doc->>'senderId'))`,
+	`CREATE INDEX messages_body ON messages USING gin (mailbox_id, to_tsvector('simple', doc->>'body'))`,
+}
+
+// Record is a message as a bulk build's input line holds it: the key
+// parts by name beside the document's fields.
+type Record struct {
+	MailboxID string `json:"mailboxId"`
+	MessageID int64  `json:"messageId"`
+	Message
+}
+
+// Each calls f with every message of mailboxes [0, mailboxes) of a set,
+// n each, in mailbox then id order, the ids as Loaded numbers them; it
+// stops at f's first error and returns it.
+func Each(seed uint64, set string, mailboxes, n int, f func(Record) error) error {
+	for i := range mailboxes {
+		mb := MailboxName(set, i)
+		for j, m := range Loaded(seed, set, i, n) {
+			if err := f(Record{MailboxID: mb, MessageID: int64(j + 1), Message: m}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -55,6 +55,10 @@ func TestScenariosConvergeWithoutBreakingAnInvariant(t *testing.T) {
 			case !noAdds[name] && (m.Ideal == 0 || m.Adds < m.Ideal):
 				t.Errorf("%d replica adds against %d ideal, want at least one and at least the ideal:\n%s", m.Adds, m.Ideal, written(r))
 			}
+			// Placement's own guarantee, whatever the zones' sizes.
+			if r.Balance.Replicas > 1 {
+				t.Errorf("replicas within a zone differ by %d at the end, want at most 1:\n%s", r.Balance.Replicas, written(r))
+			}
 			if r.MaxInFlight > r.Setup.MaxMoves || r.MaxInFlightPerNode > r.Setup.MaxMovesPerNode {
 				t.Errorf("%d adds in flight, %d to one node, past the throttles", r.MaxInFlight, r.MaxInFlightPerNode)
 			}

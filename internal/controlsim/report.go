@@ -89,7 +89,7 @@ type Sample struct {
 type Balance struct {
 	Leaders            int // leaders per node
 	LeadersPerDatabase int // leaders of one database per node, the worst database
-	Replicas           int // replicas per node
+	Replicas           int // replicas per node within a zone, the worst zone
 }
 
 // ViolationKind names the invariant a violation breaks (see the
@@ -173,7 +173,7 @@ func (r Report) Write(out io.Writer) {
 	fmt.Fprintf(out, "in flight: at most %d adds (--max-moves %d), %d to one node (--max-moves-per-node %d); at most %d partitions without a live majority\n",
 		r.MaxInFlight, s.MaxMoves, r.MaxInFlightPerNode, s.MaxMovesPerNode, r.MaxUnavailable)
 	r.writeInFlight(out, 24)
-	fmt.Fprintf(out, "balance at the end (worst at any convergence): leaders per node ±%d (%d), per database ±%d (%d), replicas per node ±%d (%d)\n\n",
+	fmt.Fprintf(out, "balance, the most minus the fewest per node at the end (the worst at any convergence): leaders %d (%d), leaders of a database %d (%d), replicas within a zone %d (%d)\n\n",
 		r.Balance.Leaders, r.WorstBalance.Leaders, r.Balance.LeadersPerDatabase, r.WorstBalance.LeadersPerDatabase, r.Balance.Replicas, r.WorstBalance.Replicas)
 
 	switch {

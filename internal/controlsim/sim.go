@@ -221,7 +221,9 @@ func (w *world) converged() {
 // and not draining).
 func (w *world) eligible(n *node) bool { return n.alive && n.registered && !n.draining }
 
-// balance is the spread of leaders and replicas over the eligible nodes.
+// balance is the spread of leaders over the eligible nodes, and of
+// replicas over those of each zone (zones of different sizes hold the
+// same replicas of a partition each, so they differ across zones).
 func (w *world) balance() Balance {
 	leaders := make([]int, len(w.nodes))
 	replicas := make([]int, len(w.nodes))
@@ -238,10 +240,12 @@ func (w *world) balance() Balance {
 			perDB[g.id.Database][g.leader]++
 		}
 	}
-	spread := func(counts []int) int {
+	// spread is over the eligible nodes of zone z, or of all zones if z
+	// is -1.
+	spread := func(counts []int, z int) int {
 		lo, hi := -1, -1
 		for i, n := range w.nodes {
-			if !w.eligible(n) {
+			if !w.eligible(n) || z >= 0 && n.zone != z {
 				continue
 			}
 			if lo < 0 || counts[i] < lo {
@@ -251,9 +255,12 @@ func (w *world) balance() Balance {
 		}
 		return max(hi-lo, 0)
 	}
-	b := Balance{Leaders: spread(leaders), Replicas: spread(replicas)}
+	b := Balance{Leaders: spread(leaders, -1)}
+	for z := range w.cfg.Zones {
+		b.Replicas = max(b.Replicas, spread(replicas, z))
+	}
 	for _, c := range perDB {
-		b.LeadersPerDatabase = max(b.LeadersPerDatabase, spread(c))
+		b.LeadersPerDatabase = max(b.LeadersPerDatabase, spread(c, -1))
 	}
 	return b
 }

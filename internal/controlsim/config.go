@@ -42,7 +42,10 @@ type Config struct {
 // Timing is how long the modelled world takes (see the package doc);
 // a pair is a range drawn from uniformly. Zero fields take defaults.
 type Timing struct {
-	Settle       time.Duration    // the controller's coalescing (50 ms)
+	Settle time.Duration // the controller's coalescing (50 ms)
+	// Round is how long a planning round takes (0: no time): changes
+	// meanwhile wait for the next round, which starts Settle after it.
+	Round        time.Duration
 	LeaseTTL     time.Duration    // a dead node's registration lingers (3 s)
 	Election     [2]time.Duration // a leaderless group elects (0.3 to 1.5 s)
 	Pass         time.Duration    // a node's lifecycle pass after a change (100 ms)

@@ -25,7 +25,7 @@ func (w *world) changed() {
 func (w *world) scheduleRound() {
 	if !w.roundDue {
 		w.roundDue = true
-		w.schedule(w.cfg.Timing.Settle, &event{kind: evRound})
+		w.schedule(max(w.cfg.Timing.Settle, w.roundEnd+w.cfg.Timing.Settle-w.now), &event{kind: evRound})
 	}
 }
 
@@ -33,6 +33,7 @@ func (w *world) scheduleRound() {
 // the controller's and placement's own functions.
 func (w *world) round() {
 	w.roundDue = false
+	w.roundEnd = w.now + w.cfg.Timing.Round
 	w.rep.Rounds++
 	now := at(w.now)
 	records := make([]controller.NodeRecord, 0, len(w.nodes))
@@ -138,9 +139,12 @@ func (w *world) write(changed map[string]membership.Placement) {
 	slices.Sort(dbs)
 	for _, db := range dbs {
 		p := changed[db]
-		_, existed := w.written[db]
+		old, existed := w.written[db]
 		w.written[db] = p
 		for i, pp := range p.Partitions {
+			if existed && i < len(old.Partitions) && old.Partitions[i].Leader == pp.Leader && slices.Equal(old.Partitions[i].Replicas, pp.Replicas) {
+				continue
+			}
 			g := w.groups[w.byPart[placement.PartitionID{Database: db, Index: i}]]
 			placed := make([]int, 0, len(pp.Replicas))
 			for _, r := range pp.Replicas {
@@ -161,7 +165,7 @@ func (w *world) write(changed map[string]membership.Placement) {
 					g.electing = true
 					w.schedule(w.between(w.cfg.Timing.Change), &event{kind: evElection, g: g.idx})
 				}
-			} else if !slices.Equal(placed, g.placed) || preferred != g.preferred {
+			} else {
 				w.scheduleReconcile(g, w.cfg.Timing.Pass)
 			}
 			g.placed, g.preferred = placed, preferred

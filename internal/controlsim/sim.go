@@ -42,6 +42,7 @@ type world struct {
 	written  map[string]membership.Placement
 	previous placement.Placement
 	roundDue bool
+	roundEnd time.Duration // the last round's end (Timing.Round)
 	timerTok uint64
 
 	addingTotal int

@@ -35,6 +35,7 @@ func main() {
 	flag.IntVar(&c.MaxMoves, "max-moves", 0, "the controller's --max-moves (0: its default)")
 	flag.IntVar(&c.MaxMovesPerNode, "max-moves-per-node", 0, "the controller's --max-moves-per-node (0: its default)")
 	flag.DurationVar(&c.DeadNodeDelay, "dead-node-delay", 0, "the controller's --dead-node-delay (0: its default)")
+	flag.DurationVar(&c.Timing.Round, "round-time", 0, "how long a planning round takes in simulated time (0: none); changes meanwhile wait for the next round")
 	flag.BoolVar(&list, "list", false, "list the scenarios and exit")
 	flag.Parse()
 	if list {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -87,15 +88,7 @@ func Judge(records []NodeRecord, now time.Time, delay time.Duration) (nodes []pl
 		}
 		nodes = append(nodes, placement.Node{ID: rec.ID, Zone: rec.Zone, State: st, Draining: rec.Draining})
 	}
-	slices.SortFunc(nodes, func(a, b placement.Node) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(nodes, func(a, b placement.Node) int { return cmp.Compare(a.ID, b.ID) })
 	return nodes, untilGone
 }
 

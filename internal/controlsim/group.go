@@ -1,6 +1,7 @@
 package controlsim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -217,15 +218,7 @@ func (w *world) election(e *event) {
 	if c := g.campaigner; c >= 0 && w.nodes[c].alive && g.isVoter(c) {
 		leader = c
 	} else {
-		slices.SortFunc(live, func(a, b int) int {
-			switch ra, rb := w.nodes[a].raft, w.nodes[b].raft; {
-			case ra < rb:
-				return -1
-			case ra > rb:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(live, func(a, b int) int { return cmp.Compare(w.nodes[a].raft, w.nodes[b].raft) })
 		leader = live[partitionHash(g.id)%uint64(len(live))]
 	}
 	g.campaigner = -1

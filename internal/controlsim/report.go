@@ -105,12 +105,7 @@ const (
 
 var violationNames = [...]string{"quorum", "replication", "zone", "throttle"}
 
-func (k ViolationKind) String() string {
-	if int(k) < len(violationNames) {
-		return violationNames[k]
-	}
-	return fmt.Sprintf("ViolationKind(%d)", int(k))
-}
+func (k ViolationKind) String() string { return nameOf(violationNames[:], int(k), "ViolationKind") }
 
 // Violation is one broken invariant.
 type Violation struct {

@@ -30,11 +30,14 @@ const (
 
 var eventNames = [...]string{"join", "kill", "restart", "drain", "zone-down", "zone-up", "create"}
 
-func (k EventKind) String() string {
-	if int(k) < len(eventNames) {
-		return eventNames[k]
+func (k EventKind) String() string { return nameOf(eventNames[:], int(k), "EventKind") }
+
+// nameOf is names[i], or typ(i) when i is none of them.
+func nameOf(names []string, i int, typ string) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
 	}
-	return fmt.Sprintf("EventKind(%d)", int(k))
+	return fmt.Sprintf("%s(%d)", typ, i)
 }
 
 // Event is one scheduled change to the cluster.
@@ -221,16 +224,6 @@ func day(c Config, rng *rand.Rand) []Event {
 	out = append(out, Event{At: at, Kind: ZoneDown, Zone: z}, Event{At: at + between(rng, 30*time.Second, c.DeadNodeDelay/2), Kind: ZoneUp, Zone: z})
 	parts := max(1, c.Replicas/c.RF/20)
 	return append(out, Event{At: when(), Kind: Create, Database: placement.Database{Name: "day", Partitions: parts, Replicas: c.RF}})
-}
-
-func compareDurations(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func nodeName(n int) placement.NodeID { return placement.NodeID(fmt.Sprintf("n%05d", n)) }

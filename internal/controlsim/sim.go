@@ -1,6 +1,7 @@
 package controlsim
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -70,7 +71,7 @@ func Run(cfg Config) (Report, error) {
 	wall := time.Now()
 	sc, _ := scenarioNamed(cfg.Scenario)
 	events := sc.events(cfg, rand.New(rand.NewPCG(cfg.Seed, 1)))
-	slices.SortStableFunc(events, func(a, b Event) int { return compareDurations(a.At, b.At) })
+	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 	w := &world{
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 2)),
 		byID: map[placement.NodeID]int{}, byRaft: map[uint64]int{}, live: map[uint64]lifecycle.Node{},

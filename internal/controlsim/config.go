@@ -29,6 +29,9 @@ type Config struct {
 	MaxMoves        int
 	MaxMovesPerNode int
 	DeadNodeDelay   time.Duration
+	// Short shortens the long scenarios for tests: churn lasts half an
+	// hour instead of two.
+	Short bool
 	// Tail is how long the cluster may take to converge after the last
 	// event (default 24 h).
 	Tail   time.Duration

@@ -13,7 +13,7 @@ import (
 // two databases of 12 partitions × 3, so that every scenario moves
 // replicas across zones and the whole test stays short under -race.
 func small(scenario string, seed uint64) Config {
-	return Config{Scenario: scenario, Seed: seed, Nodes: 6, Zones: 3, Replicas: 2 * 12 * 3, Databases: 2}
+	return Config{Scenario: scenario, Seed: seed, Nodes: 6, Zones: 3, Replicas: 2 * 12 * 3, Databases: 2, Short: true}
 }
 
 func run(t *testing.T, c Config) Report {
@@ -39,7 +39,7 @@ func TestScenariosConvergeWithoutBreakingAnInvariant(t *testing.T) {
 	noAdds := map[string]bool{"zone-outage": true, "rolling-restart": true}
 	for _, name := range ScenarioNames() {
 		t.Run(name, func(t *testing.T) {
-			r := run(t, small(name, 1))
+			r := run(t, small(name, 2))
 			if r.Failed() {
 				t.Fatalf("the run failed:\n%s", written(r))
 			}
@@ -67,13 +67,13 @@ func TestScenariosConvergeWithoutBreakingAnInvariant(t *testing.T) {
 }
 
 func TestTheSameSeedReplaysExactly(t *testing.T) {
-	c := small("day", 7)
+	c := small("node-loss", 7)
 	a, b := run(t, c), run(t, c)
 	a.Wall, a.Planning, b.Wall, b.Planning = 0, 0, 0, 0
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("two runs of seed %d differ:\n%s\n---\n%s", c.Seed, written(a), written(b))
 	}
-	o := run(t, small("day", 8))
+	o := run(t, small("node-loss", 8))
 	if reflect.DeepEqual(a.Events, o.Events) {
 		t.Fatalf("seeds 7 and 8 drew the same events: %v", a.Events)
 	}

@@ -44,6 +44,7 @@ type Report struct {
 // Setup is the run's configuration as a report states it.
 type Setup struct {
 	Scenario                              string
+	Short                                 bool
 	Seed                                  uint64
 	Nodes, Zones, Replicas, Databases, RF int
 	MaxMoves, MaxMovesPerNode             int
@@ -52,7 +53,7 @@ type Setup struct {
 
 func setupOf(c Config) Setup {
 	return Setup{
-		Scenario: c.Scenario, Seed: c.Seed, Nodes: c.Nodes, Zones: c.Zones, Replicas: c.Replicas,
+		Scenario: c.Scenario, Short: c.Short, Seed: c.Seed, Nodes: c.Nodes, Zones: c.Zones, Replicas: c.Replicas,
 		Databases: c.Databases, RF: c.RF, MaxMoves: c.MaxMoves, MaxMovesPerNode: c.MaxMovesPerNode, DeadNodeDelay: c.DeadNodeDelay,
 	}
 }
@@ -131,8 +132,8 @@ func (r Report) Failed() bool { return len(r.Violations) > 0 || !r.Converged }
 // default timing and the real decisions).
 func (r Report) Replay() string {
 	s := r.Setup
-	return fmt.Sprintf("go run ./internal/controlsim/cmd/controlsim -scenario %s -seed %d -nodes %d -zones %d -replicas %d -databases %d -rf %d -max-moves %d -max-moves-per-node %d -dead-node-delay %s",
-		s.Scenario, s.Seed, s.Nodes, s.Zones, s.Replicas, s.Databases, s.RF, s.MaxMoves, s.MaxMovesPerNode, s.DeadNodeDelay)
+	return fmt.Sprintf("go run ./internal/controlsim/cmd/controlsim -scenario %s -short=%t -seed %d -nodes %d -zones %d -replicas %d -databases %d -rf %d -max-moves %d -max-moves-per-node %d -dead-node-delay %s",
+		s.Scenario, s.Short, s.Seed, s.Nodes, s.Zones, s.Replicas, s.Databases, s.RF, s.MaxMoves, s.MaxMovesPerNode, s.DeadNodeDelay)
 }
 
 // Write prints the report for a person: the run, each event and how long

@@ -145,14 +145,19 @@ func zoneLoss(c Config, rng *rand.Rand) []Event {
 	return []Event{{At: start, Kind: ZoneDown, Zone: z}, {At: start + c.DeadNodeDelay + time.Hour, Kind: ZoneUp, Zone: z}}
 }
 
-// churn kills a random live node every 1 to 10 minutes for two hours and
-// brings it back after 10 s to twice the dead-node delay, at most a
-// tenth of the nodes (and one at least) down at once.
+// churn kills a random live node every 1 to 10 minutes for two hours
+// (half an hour if c.Short) and brings it back after 10 s to twice the
+// dead-node delay, at most a tenth of the nodes (and one at least) down
+// at once.
 func churn(c Config, rng *rand.Rand) []Event {
 	var out []Event
 	back := map[int]time.Duration{} // dead node -> when it returns
 	limit := max(1, c.Nodes/10)
-	for at := start; at < start+2*time.Hour; at += between(rng, time.Minute, 10*time.Minute) {
+	length := 2 * time.Hour
+	if c.Short {
+		length = 30 * time.Minute
+	}
+	for at := start; at < start+length; at += between(rng, time.Minute, 10*time.Minute) {
 		for n, t := range back {
 			if t <= at {
 				delete(back, n)

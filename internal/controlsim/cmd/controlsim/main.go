@@ -36,6 +36,7 @@ func main() {
 	flag.IntVar(&c.MaxMovesPerNode, "max-moves-per-node", 0, "the controller's --max-moves-per-node (0: its default)")
 	flag.DurationVar(&c.DeadNodeDelay, "dead-node-delay", 0, "the controller's --dead-node-delay (0: its default)")
 	flag.DurationVar(&c.Timing.Round, "round-time", 0, "how long a planning round takes in simulated time (0: none); changes meanwhile wait for the next round")
+	flag.BoolVar(&c.Short, "short", false, "the tests' shorter scenarios (churn for half an hour)")
 	flag.BoolVar(&list, "list", false, "list the scenarios and exit")
 	flag.Parse()
 	if list {

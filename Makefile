@@ -155,6 +155,14 @@ bench-bulk:
 bench-derived:
 	cd bench && $(GO) run ./derived $(DERIVED_FLAGS)
 
+# The control-plane simulator (internal/controlsim): the controller's and the
+# partition leaders' real decisions over simulated time, replayed exactly from
+# its seed; sizes and results in docs/benchmarks/scale.md. E.g.
+# SIM_FLAGS='-scenario zone-loss -seed 7 -nodes 60 -replicas 6000'; -list lists the scenarios.
+.PHONY: sim
+sim:
+	$(GO) run ./internal/controlsim/cmd/controlsim $(SIM_FLAGS)
+
 # The fault-injection suite (needs root: network namespaces): every nemesis
 # against every workload on a fresh cluster of real processes; see
 # docs/reliability.md. E.g. TORTURE_FLAGS='-nemesis all -duration 60s -report docs/reliability.md'

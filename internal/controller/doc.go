@@ -45,6 +45,10 @@
 //     compared with the revision this controller last saw, so one round is
 //     one write whatever the number of partitions it changes.
 //
+// Steps 1 to 3 decide without I/O (Judge, Current, placement.Compute,
+// Apply), so internal/controlsim runs the same decisions over simulated
+// time.
+//
 // The nodes do the rest (internal/node): the leader of each partition adds
 // a learner, streams it a snapshot, promotes it once caught up, removes the
 // replicas no longer placed (a voter only once the placed voters reach the

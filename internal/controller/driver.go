@@ -56,7 +56,7 @@ type driver struct {
 	written map[string]writtenPlacement
 	// reports keeps each partition's last group report, for the time
 	// between its leader's death and the next leader's report.
-	reports  map[placement.PartitionID]report
+	reports  map[placement.PartitionID]Report
 	previous placement.Placement
 	// unavailable is the last round's count of partitions without quorum.
 	unavailable int
@@ -76,17 +76,12 @@ type writtenPlacement struct {
 	rev int64 // ModRevision of the key; 0 if absent
 }
 
-type report struct {
-	membership.GroupReport
-	leader placement.NodeID
-}
-
 func newDriver(ctx context.Context, cli *clientv3.Client, self string, e *concurrency.Election, opts Options, log *slog.Logger) (*driver, error) {
 	d := &driver{
 		self: self, cli: cli, e: e, opts: opts, log: log,
 		nodes:   map[placement.NodeID]*nodeRecord{},
 		written: map[string]writtenPlacement{},
-		reports: map[placement.PartitionID]report{},
+		reports: map[placement.PartitionID]Report{},
 	}
 	var err error
 	if d.cat, err = catalog.Open(ctx, cli, opts.Prefix); err != nil {
@@ -156,7 +151,8 @@ func (d *driver) run(ctx context.Context) error {
 func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error) {
 	d.syncWritten()
 	dbs := d.databases()
-	current := d.current(dbs)
+	written := d.placements()
+	current := Current(dbs, written, d.report, d.live)
 	nodes, next := d.judgeNodes(now, current)
 	d.recordDeaths(ctx)
 	plan, err := placement.Compute(placement.Input{
@@ -176,7 +172,7 @@ func (d *driver) round(ctx context.Context, now time.Time) (time.Duration, error
 	for _, n := range nodes {
 		alive[n.ID] = n.State == placement.Alive
 	}
-	changed := d.apply(dbs, current, plan, alive)
+	changed := Apply(dbs, written, current, plan, alive)
 	writes, err := d.write(ctx, changed)
 	if d.opts.onRound != nil {
 		d.opts.onRound(current, writes)
@@ -293,49 +289,26 @@ func (d *driver) databases() []placement.Database {
 	return out
 }
 
-// current is the placement as the groups report it. A partition without a
-// report (its leader just died, or its group never reported yet) is taken
-// from its last report or from the written placement. Replicas the
-// written placement holds and the group does not list yet are adds in
-// flight: they count as learners.
-func (d *driver) current(dbs []placement.Database) placement.Placement {
-	cur := placement.Placement{}
-	for _, db := range dbs {
-		w, ok := d.written[db.Name]
-		if !ok {
-			continue // new: Plan.Create places it
-		}
-		for p := range db.Partitions {
-			pid := placement.PartitionID{Database: db.Name, Index: p}
-			var placed membership.PartitionPlacement
-			if p < len(w.Partitions) {
-				placed = w.Partitions[p]
-			}
-			r, ok := d.report(pid)
-			if !ok {
-				r = report{GroupReport: membership.GroupReport{Voters: placed.Replicas}}
-			}
-			a := placement.Assignment{Replicas: ids(r.Voters), Learners: ids(r.Learners)}
-			if _, alive := d.view.Node(string(r.leader)); alive && slices.Contains(r.Voters, string(r.leader)) {
-				a.Leader = r.leader
-			}
-			for _, n := range placed.Replicas {
-				if !r.Has(n) {
-					a.Learners = append(a.Learners, placement.NodeID(n))
-				}
-			}
-			if len(a.Replicas) > 0 || len(a.Learners) > 0 {
-				cur[pid] = a
-			}
-		}
+// placements are the written placements without their revisions.
+func (d *driver) placements() map[string]membership.Placement {
+	out := make(map[string]membership.Placement, len(d.written))
+	for db, w := range d.written {
+		out[db] = w.Placement
 	}
-	return cur
+	return out
 }
 
-func (d *driver) report(pid placement.PartitionID) (report, bool) {
+// live reports whether node id is registered.
+func (d *driver) live(id placement.NodeID) bool {
+	_, ok := d.view.Node(string(id))
+	return ok
+}
+
+// report is pid's group report, or its last one while none is published.
+func (d *driver) report(pid placement.PartitionID) (Report, bool) {
 	g, leader, ok := d.view.Group(pid.Database, pid.Index)
 	if ok {
-		r := report{GroupReport: g, leader: placement.NodeID(leader)}
+		r := Report{GroupReport: g, Leader: placement.NodeID(leader)}
 		d.reports[pid] = r
 		return r, true
 	}
@@ -427,146 +400,19 @@ func (d *driver) judgeNodes(now time.Time, cur placement.Placement) ([]placement
 			}
 		}
 	}
-	next := resync
-	out := make([]placement.Node, 0, len(d.nodes))
+	records := make([]NodeRecord, 0, len(d.nodes))
 	for id, rec := range d.nodes {
-		dead := now.Sub(rec.deadSince)
-		st := placement.StateOf(rec.alive, dead, d.opts.DeadNodeDelay)
-		if st == placement.Down {
-			next = min(next, d.opts.DeadNodeDelay-dead)
-		}
 		// Standby, draining and removed nodes give everything away and
 		// take nothing (the operator's intent, `doppio cluster …`).
 		drain := !d.view.Intent(string(id)).State.TakesReplicas()
-		out = append(out, placement.Node{ID: id, Zone: rec.zone, State: st, Draining: drain})
+		records = append(records, NodeRecord{ID: id, Zone: rec.zone, Alive: rec.alive, DeadSince: rec.deadSince, Draining: drain})
 	}
-	slices.SortFunc(out, func(a, b placement.Node) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	return out, max(next, 10*time.Millisecond)
-}
-
-// apply turns a plan into new placements and returns those that changed.
-func (d *driver) apply(dbs []placement.Database, cur placement.Placement, plan placement.Plan, alive map[placement.NodeID]bool) map[string]membership.Placement {
-	changed := map[string]membership.Placement{}
-	edit := func(db string) *membership.Placement {
-		p, ok := changed[db]
-		if !ok {
-			w := d.written[db]
-			p = membership.Placement{Version: w.Version, Partitions: make([]membership.PartitionPlacement, len(w.Partitions))}
-			for i, pp := range w.Partitions {
-				p.Partitions[i] = membership.PartitionPlacement{Replicas: slices.Clone(pp.Replicas), Leader: pp.Leader}
-			}
-			changed[db] = p
-		}
-		p = changed[db]
-		return &p
+	nodes, gone := Judge(records, now, d.opts.DeadNodeDelay)
+	next := resync
+	if gone > 0 {
+		next = min(next, gone)
 	}
-	set := func(db string, p *membership.Placement) { changed[db] = *p }
-
-	// New databases, whole: the nodes bootstrap their groups from the
-	// first version of the key.
-	for _, db := range dbs {
-		if _, ok := d.written[db.Name]; ok {
-			continue
-		}
-		p := membership.Placement{Version: 1, Partitions: make([]membership.PartitionPlacement, db.Partitions)}
-		complete := true
-		for i := range p.Partitions {
-			a, ok := plan.Create[placement.PartitionID{Database: db.Name, Index: i}]
-			if !ok || len(a.Replicas) == 0 {
-				complete = false
-				break
-			}
-			p.Partitions[i] = membership.PartitionPlacement{Replicas: names(a.Replicas), Leader: string(a.Leader)}
-		}
-		if complete {
-			changed[db.Name] = p
-		}
-	}
-
-	for _, m := range plan.Moves {
-		w, ok := d.written[m.Partition.Database]
-		if !ok || m.Partition.Index >= len(w.Partitions) {
-			continue
-		}
-		p := edit(m.Partition.Database)
-		pp := &p.Partitions[m.Partition.Index]
-		switch m.Kind {
-		case placement.AddReplica:
-			if !slices.Contains(pp.Replicas, string(m.To)) {
-				pp.Replicas = append(pp.Replicas, string(m.To))
-			}
-		case placement.RemoveReplica:
-			pp.Replicas = slices.DeleteFunc(pp.Replicas, func(r string) bool { return r == string(m.From) })
-			if pp.Leader == string(m.From) {
-				pp.Leader = string(plan.Target[m.Partition].Leader)
-			}
-		case placement.TransferLeader:
-			pp.Leader = string(m.To)
-		}
-		set(m.Partition.Database, p)
-	}
-
-	// A replica whose removal was written, that still exists and that the
-	// target keeps after all (a later plan changed its mind), is placed
-	// again, or its group would remove it. A preferred leader that is dead
-	// gives way to the target's leader (usually the one Raft elected, so
-	// nothing moves): when it comes back, leader balancing decides what it
-	// leads, instead of its group handing its old leaderships back at once.
-	for _, db := range dbs {
-		w, ok := d.written[db.Name]
-		if !ok {
-			continue
-		}
-		for i := range min(db.Partitions, len(w.Partitions)) {
-			pid := placement.PartitionID{Database: db.Name, Index: i}
-			lead := w.Partitions[i].Leader
-			if p, edited := changed[db.Name]; edited {
-				lead = p.Partitions[i].Leader
-			}
-			if to := plan.Target[pid].Leader; !alive[placement.NodeID(lead)] && to != "" && string(to) != lead {
-				p := edit(db.Name)
-				p.Partitions[i].Leader = string(to)
-				set(db.Name, p)
-			}
-			a := cur[pid]
-			for _, r := range plan.Target[pid].Replicas {
-				if !slices.Contains(a.Replicas, r) && !slices.Contains(a.Learners, r) {
-					continue
-				}
-				reps := w.Partitions[i].Replicas
-				if p, edited := changed[db.Name]; edited {
-					reps = p.Partitions[i].Replicas
-				}
-				if slices.Contains(reps, string(r)) {
-					continue
-				}
-				p := edit(db.Name)
-				p.Partitions[i].Replicas = append(p.Partitions[i].Replicas, string(r))
-				set(db.Name, p)
-			}
-		}
-	}
-
-	for db, p := range changed {
-		w, ok := d.written[db]
-		if ok && samePartitions(w.Partitions, p.Partitions) {
-			delete(changed, db)
-			continue
-		}
-		if ok {
-			p.Version = w.Version + 1
-			changed[db] = p
-		}
-	}
-	return changed
+	return nodes, max(next, 10*time.Millisecond)
 }
 
 // write stores the changed placements: one transaction for all of them

@@ -208,6 +208,9 @@ type idempotencyFlag struct{ key string }
 
 func (i *idempotencyFlag) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&i.key, "idempotency-key", "", "send under this Idempotency-Key: run again with it (after a 504), the command prints the first outcome instead of applying twice")
+	// A key names one request: from the environment or a file it would
+	// send every later insert under it, each refused as a reuse.
+	markNotConfig(cmd, "idempotency-key")
 }
 
 func (i *idempotencyFlag) options() []client.WriteOption {

@@ -3,9 +3,9 @@ GO ?= go
 # An execution count, not a duration: a -fuzztime duration races Go 1.26's
 # fuzz coordinator at its deadline (golang/go#75804, fixed in Go 1.27) and
 # fails with a bare "context deadline exceeded" on a loaded machine.
-FUZZTIME ?= 60000x
+FUZZTIME ?= 30000x
 # FuzzRequest sends each input over HTTP to a real node: fewer executions.
-FUZZTIME_HTTP ?= 30000x
+FUZZTIME_HTTP ?= 15000x
 
 .PHONY: run build test unit fuzz bench release
 
@@ -24,9 +24,6 @@ RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
 # mode: TLS and authentication on every link, every request as root by
 # its client certificate (DOPPIO_E2E_SECURE=1, e2e/mode_test.go).
 E2E_SECURE_TESTS := TestClusterFailoverLosesNoAcknowledgedWrite
-E2E_SECURE_TESTS += TestPartitionWithoutQuorumAnswers503
-E2E_SECURE_TESTS += TestLeadershipTransfersAreInvisibleToClients
-E2E_SECURE_TESTS += TestClusterReadsAtTheLeaderNeedNoQuorumRound
 E2E_SECURE_TESTS += TestDeadNodesAreReplacedAndTheControllerFailsOver
 E2E_SECURE_TESTS += TestRouterSendsEveryRequestToItsLeaderThroughAFailover
 E2E_SECURE_TESTS += TestSmartClientSendsEachRequestToItsLeader

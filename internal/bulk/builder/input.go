@@ -168,6 +168,7 @@ func (ir *inputReader) run(ctx context.Context) error {
 	defer rc.Close()
 	ir.sum = sha256.New()
 	ir.cur = batch{input: ir.idx}
+	ir.size = size // Parquet reads its footer by offset from the end
 	var streamed atomic.Int64
 	if ir.in.Format == Parquet {
 		f := rc.(*os.File)
@@ -194,7 +195,7 @@ func (ir *inputReader) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if ir.size = size; size < 0 {
+	if size < 0 {
 		ir.size = streamed.Load()
 	}
 	return ir.flush(ctx)

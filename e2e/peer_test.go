@@ -75,7 +75,23 @@ func TestNodeOnlyRoutesAnswerOnlyOnThePeerPort(t *testing.T) {
 	const partitions = 3
 	nodes[0].must(201, "PUT", "/_schemas/peer", map[string]any{"partitions": partitions, "replicas": 1})
 	nodes[0].must(201, "PUT", "/_schemas/peer/Counter", counterSchema)
-	waitFor(t, 30*time.Second, "placed", func() (bool, string) { return settled(clusterInfo(t, nodes[0]), partitions, 1) })
+	// A node that registers after the database is placed gets its share
+	// by a move: wait until each node hosts exactly one replica.
+	waitFor(t, 30*time.Second, "placed, one replica per node", func() (bool, string) {
+		if ok, why := settled(clusterInfo(t, nodes[0]), partitions, 1); !ok {
+			return false, why
+		}
+		for _, n := range nodes {
+			var local wire.LocalInfo
+			if err := json.Unmarshal(peerMust(t, n.args, 200, "GET", "/_internal/replicas", nil), &local); err != nil {
+				t.Fatal(err)
+			}
+			if len(local.Replicas) != 1 {
+				return false, fmt.Sprintf("%s hosts %d replicas", n.id, len(local.Replicas))
+			}
+		}
+		return true, ""
+	})
 
 	for _, n := range nodes {
 		for _, rq := range []struct{ method, path string }{

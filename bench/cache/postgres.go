@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/doppio-db/doppio/bench/internal/benchutil"
-	"github.com/doppio-db/doppio/bench/internal/localcluster"
+	"github.com/doppio-db/doppio/bench/internal/pgserver"
 )
 
 // pgCacheAside is configuration (d): profiles(member text primary key,
@@ -22,7 +19,7 @@ import (
 // PostgreSQL, then deletes the key.
 type pgCacheAside struct {
 	cfg  config
-	pg   *benchutil.Postgres
+	pg   *pgserver.Server
 	pool *pgxpool.Pool
 	rdb  *redis.Client
 }
@@ -30,23 +27,12 @@ type pgCacheAside struct {
 // startPostgres starts a private PostgreSQL under dir and loads every
 // profile.
 func startPostgres(ctx context.Context, cfg config, dir, redisAddr string) (*pgCacheAside, error) {
-	addr, err := localcluster.FreePort()
+	pg, err := pgserver.Start(ctx, pgserver.Config{Dir: dir, Clients: workers, SharedBuffers: "512MB", Logf: cfg.Progress})
 	if err != nil {
 		return nil, err
 	}
-	_, port, _ := strings.Cut(addr, ":")
-	n, _ := strconv.Atoi(port)
-	pg, err := benchutil.StartPostgres(ctx, dir, n,
-		[]string{"shared_buffers = 512MB", "fsync = on", "synchronous_commit = on", fmt.Sprintf("max_connections = %d", workers+20)}, cfg.Progress)
-	if err != nil {
-		return nil, err
-	}
-	s := &pgCacheAside{cfg: cfg, pg: pg}
-	s.pool, err = pgxpool.New(ctx, fmt.Sprintf("%s pool_max_conns=%d", pg.DSN(), workers))
-	if err == nil {
-		_, err = s.pool.Exec(ctx, `CREATE TABLE profiles (member text PRIMARY KEY, doc jsonb NOT NULL)`)
-	}
-	if err != nil {
+	s := &pgCacheAside{cfg: cfg, pg: pg, pool: pg.Pool}
+	if _, err := s.pool.Exec(ctx, `CREATE TABLE profiles (member text PRIMARY KEY, doc jsonb NOT NULL)`); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
@@ -113,8 +99,5 @@ func (s *pgCacheAside) stop() {
 	if s.rdb != nil {
 		s.rdb.Close()
 	}
-	if s.pool != nil {
-		s.pool.Close()
-	}
-	_ = s.pg.Stop()
+	_ = s.pg.Close() // and its pool
 }

@@ -208,6 +208,32 @@ func (s *Server) Version() string {
 	return strings.TrimSpace(string(out))
 }
 
+// Pids are the postmaster's and its children's (the backends' and the
+// background workers'), for reading their CPU time.
+func (s *Server) Pids() ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(s.Data, "postmaster.pid"))
+	if err != nil {
+		return nil, err
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pm, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return nil, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	out := []int{pm}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := benchutil.ProcStat(pid); err == nil && len(st) > 1 && st[1] == strconv.Itoa(pm) {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
 // Close closes the pool and stops the cluster (fast shutdown).
 func (s *Server) Close() error {
 	if s.Pool != nil {

@@ -188,10 +188,10 @@ func suiteWorkloads() string {
 	return strings.Join(names, ",")
 }
 
-// runNemesis runs every workload against a fresh cluster of nodes (in
-// secure mode if secure) for d while nm injects faults, and fails t
-// unless the run was real (faults planned and injected, operations
-// acknowledged) and every check passed.
+// runNemesis runs the suite's workloads (suiteWorkloads) against a
+// fresh cluster of nodes (in secure mode if secure) for d while nm
+// injects faults, and fails t unless the run was real (faults planned
+// and injected, operations acknowledged) and every check passed.
 func runNemesis(t *testing.T, bin string, nm Nemesis, nodes int, secure bool, seed uint64, d time.Duration) {
 	t.Helper()
 	// Kept when the test fails: node logs, data, histories.

@@ -34,15 +34,20 @@ type Member struct {
 	rn *raft.RawNode
 	st *raftStorage
 
-	lead, term    uint64
-	isLeader      bool
-	ready         bool // leader that has applied an entry of its own term
-	transferring  bool // leader handing leadership over (proposals are dropped)
-	quiesced      bool
-	removed       bool
-	appliedAt     time.Time
-	leaderContact time.Time
-	freshAt       time.Time
+	lead, term   uint64
+	isLeader     bool
+	ready        bool // leader that has applied an entry of its own term
+	transferring bool // leader handing leadership over (proposals are dropped)
+	quiesced     bool
+	removed      bool
+	appliedAt    time.Time
+	// freshAt is the last contact with the leader after which this
+	// follower had applied everything the leader then had committed.
+	// latest is the last contact, pending the earliest one not yet caught
+	// up with (zero when none): once applied reaches pending.commit,
+	// freshAt moves to pending.at even while later contacts keep ahead.
+	freshAt         time.Time
+	latest, pending contact
 
 	proposals map[proposalID]*proposal
 	// byIndex holds this node's appended proposals by log index until an
@@ -102,10 +107,19 @@ type memberInfo struct {
 	appliedIndex uint64
 	appliedAt    time.Time
 	freshAt      time.Time
+	// leaderCommit is the leader's committed index as last heard from it.
+	leaderCommit uint64
 	leaseUntil   time.Time
 	// changed is closed when lead, term, leader, ready, transferring or
 	// removed change.
 	changed chan struct{}
+}
+
+// contact is a message from the leader: when it came, and the leader's
+// committed index it carried.
+type contact struct {
+	at     time.Time
+	commit uint64
 }
 
 type proposal struct {
@@ -247,6 +261,7 @@ func (g *Member) publish() {
 		soleVoter: g.soleVoter(),
 		applied:   g.st.applied.SCN, appliedIndex: g.st.applied.Index,
 		appliedAt: g.appliedAt, freshAt: g.freshAt, leaseUntil: g.leaseUntil,
+		leaderCommit: g.latest.commit,
 	}
 	if old != nil && old.lead == inf.lead && old.term == inf.term && old.leader == inf.leader &&
 		old.ready == inf.ready && old.removed == inf.removed && old.transferring == inf.transferring {
@@ -284,9 +299,6 @@ func (g *Member) quiesce() {
 // response (and the leader's quiesce heartbeat) wakes the Raft group.
 func (g *Member) step(m inbound, now time.Time) {
 	h := g.host
-	if m.msg.GetFrom() == g.lead && g.lead != 0 {
-		g.leaderContact = now
-	}
 	if isVote(m.msg) && !g.mayVote() {
 		return
 	}
@@ -294,6 +306,9 @@ func (g *Member) step(m inbound, now time.Time) {
 		return
 	}
 	h.dirty[g] = struct{}{}
+	if m.commit > 0 && !m.since.IsZero() {
+		g.contacted(m)
+	}
 	if m.trunc > g.leaderTrunc {
 		g.leaderTrunc = m.trunc
 	}
@@ -304,13 +319,49 @@ func (g *Member) step(m inbound, now time.Time) {
 	case m.quiesce:
 		bs := g.rn.BasicStatus()
 		if bs.Lead == m.msg.GetFrom() && bs.HardState.GetTerm() == m.msg.GetTerm() {
-			g.leaderContact = now
 			g.quiesce()
 		} else {
 			g.wakeUp()
 		}
 	case m.msg.GetType() != raftpb.MsgHeartbeatResp:
 		g.wakeUp()
+	}
+}
+
+// contacted records a message from the leader of this replica's term
+// that told its committed index. Raft's own heartbeat Commit will not do:
+// the leader caps it at what it knows the follower holds, so a follower
+// far behind (restarted, or starved of appends) would count itself
+// caught up with a leader it is not. Nor will the time the message came:
+// it may have waited in a queue or on the wire; m.since, a moment before
+// the leader created it, by this node's clock, is what it vouches for.
+func (g *Member) contacted(m inbound) {
+	bs := g.rn.BasicStatus()
+	if bs.Lead != m.msg.GetFrom() || bs.HardState.GetTerm() != m.msg.GetTerm() || bs.RaftState == raft.StateLeader {
+		return
+	}
+	g.latest = contact{at: m.since, commit: m.commit}
+	if g.pending.at.IsZero() {
+		g.pending = g.latest
+	}
+}
+
+// catchUp moves freshAt to the latest contact with the leader whose
+// committed index this follower has applied.
+func (g *Member) catchUp() {
+	applied := g.st.applied.Index
+	switch {
+	case g.latest.at.IsZero():
+	case applied >= g.latest.commit:
+		if g.latest.at.After(g.freshAt) {
+			g.freshAt = g.latest.at
+		}
+		g.pending = contact{}
+	case applied >= g.pending.commit:
+		if g.pending.at.After(g.freshAt) {
+			g.freshAt = g.pending.at
+		}
+		g.pending = g.latest
 	}
 }
 
@@ -718,7 +769,7 @@ func (g *Member) send(msgs []*raftpb.Message, now time.Time) {
 // log truncation (see unneeded).
 func (g *Member) hints(m *raftpb.Message) hints {
 	if t := m.GetType(); g.isLeader && (t == raftpb.MsgApp || t == raftpb.MsgHeartbeat) {
-		return hints{trunc: g.st.trunc.Index}
+		return hints{trunc: g.st.trunc.Index, commit: g.rn.BasicStatus().HardState.GetCommit()}
 	}
 	return hints{}
 }
@@ -791,8 +842,8 @@ func (g *Member) afterReady(rd raft.Ready, now time.Time) {
 	}
 	g.ready = g.isLeader && g.st.applied.Term == g.term
 	g.transferring = g.isLeader && g.rn.BasicStatus().LeadTransferee != 0
-	if !g.isLeader && g.lead != 0 && g.st.applied.Index >= g.st.hard.GetCommit() && g.leaderContact.After(g.freshAt) {
-		g.freshAt = g.leaderContact
+	if !g.isLeader && g.lead != 0 {
+		g.catchUp()
 	}
 	g.publish()
 	for _, w := range answered {

@@ -219,17 +219,18 @@ func (g *Member) AppliesDurableWrites() bool { return true }
 
 // FreshAt returns a time at which this replica had applied everything its
 // leader had committed: now for the ready leader; for a follower, the last
-// contact with the leader after which it had applied all it knew to be
-// committed (for a quiesced Raft group, the last sign of life of the leader's
-// node). A follower may serve a read that tolerates staleness d when
+// contact with the leader after which it had applied all the leader had
+// committed by then, as the leader's message told (for a quiesced Raft
+// group, the latest moment the leader's node has shown it was past: a
+// leader that commits anything first sends it to every follower). A follower may serve a read that tolerates staleness d when
 // time.Since(FreshAt()) <= d. The zero time means never.
 func (g *Member) FreshAt() time.Time {
 	inf := g.info.Load()
 	if inf.leader && inf.ready {
 		return time.Now()
 	}
-	if inf.quiesced && inf.lead != 0 && g.host.transport.alive(inf.lead) {
-		if t := g.host.transport.lastHeard(inf.lead); t.After(inf.freshAt) {
+	if inf.quiesced && inf.lead != 0 && inf.appliedIndex >= inf.leaderCommit && g.host.transport.alive(inf.lead) {
+		if t := g.host.transport.echoed(inf.lead); t.After(inf.freshAt) {
 			return t
 		}
 	}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,12 +82,18 @@ type inbound struct {
 	group string
 	hints
 	msg *raftpb.Message
+	// since is a moment of this node's clock before which the message was
+	// not yet created: the frame's echo (zero when it had none).
+	since time.Time
 }
 
 type outbound struct {
 	group string
 	hints
 	data []byte
+	// echo is the receiver's latest stamp this node had heard when the
+	// message was queued (see encodeBatch).
+	echo int64
 }
 
 // hints are what a frame carries with a Raft message besides it.
@@ -94,6 +102,11 @@ type hints struct {
 	quiesce bool
 	// trunc: the sending leader's log truncation index (0: none given).
 	trunc uint64
+	// commit: the sending leader's committed index (0: none given). A
+	// heartbeat's own Commit is capped at what the follower is known to
+	// hold, so a lagging follower cannot tell from it how far behind it is;
+	// this can (see Member.contacted).
+	commit uint64
 	// released: a MsgTimeoutNow whose sender holds no lease and can earn
 	// none in its term, and no earlier lease is left (see lease.go).
 	released bool
@@ -109,6 +122,10 @@ type transport struct {
 	// cut holds the peers this node neither sends to nor hears from: a
 	// network partition, injected by tests (see Host.cut).
 	cut atomic.Pointer[map[uint64]bool]
+	// starved: this node drops the log entries (MsgApp) it receives,
+	// everything else still coming through: a follower kept lagging,
+	// injected by tests.
+	starved atomic.Bool
 
 	mu     sync.Mutex
 	peers  map[uint64]*peer
@@ -130,8 +147,12 @@ type peer struct {
 
 	kick      chan struct{}
 	lastHeard atomic.Int64 // unix nanos of the last frame received
-	alive     atomic.Bool
-	stream    atomic.Uint64 // id of the current inbound stream
+	// stamp is the latest stamp the peer put on a frame to this node;
+	// echoed the latest echo it sent back, as unix nanos of this node's
+	// clock (see encodeBatch).
+	stamp, echoed atomic.Int64
+	alive         atomic.Bool
+	stream        atomic.Uint64 // id of the current inbound stream
 }
 
 func newTransport(h *Host) *transport {
@@ -217,6 +238,20 @@ func (t *transport) lastHeard(id uint64) time.Time {
 	return time.Unix(0, p.lastHeard.Load())
 }
 
+// echoed returns the latest moment of this node's clock that node id has
+// shown it was past: it had heard a frame this node sent then (zero when
+// none). Unlike lastHeard, this bounds when what node id sent was created,
+// however long it was on the way.
+func (t *transport) echoed(id uint64) time.Time {
+	t.mu.Lock()
+	p := t.peers[id]
+	t.mu.Unlock()
+	if p == nil || p.echoed.Load() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, p.echoed.Load())
+}
+
 // send queues m for node to, with its hints. Called from the loop, which
 // marshals (raft messages must not be marshalled concurrently with
 // appends).
@@ -232,7 +267,7 @@ func (t *transport) send(to uint64, group string, h hints, m *raftpb.Message) {
 	}
 	p.mu.Lock()
 	if len(p.queue) < maxQueued {
-		p.queue = append(p.queue, outbound{group: group, hints: h, data: data})
+		p.queue = append(p.queue, outbound{group: group, hints: h, data: data, echo: p.stamp.Load()})
 	}
 	p.mu.Unlock()
 	select {
@@ -311,9 +346,18 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 			continue
 		}
 		p = t.heard(from, id)
-		_, msgs, err := decodeBatch(f.GetValue())
+		fr, msgs, err := decodeBatch(f.GetValue())
 		if err != nil {
 			return err
+		}
+		p.stamp.Store(fr.stamp)
+		if since := p.echo(fr.echo); !since.IsZero() {
+			for i := range msgs {
+				msgs[i].since = since
+			}
+		}
+		if t.starved.Load() {
+			msgs = slices.DeleteFunc(msgs, func(m inbound) bool { return m.msg.GetType() == raftpb.MsgApp })
 		}
 		if len(msgs) > 0 {
 			t.host.deliver(from, msgs)
@@ -433,6 +477,17 @@ func (t *transport) isCut(id uint64) bool {
 	return m != nil && (*m)[id]
 }
 
+// frame returns the header of a frame of msgs: the sender, a stamp of now
+// and, as its echo, the earliest of the peer's stamps the messages were
+// queued after (for a ping, the latest).
+func (p *peer) frame(msgs []outbound) frameHeader {
+	h := frameHeader{from: p.t.self, stamp: time.Now().UnixNano(), echo: p.stamp.Load()}
+	for _, m := range msgs {
+		h.echo = min(h.echo, m.echo)
+	}
+	return h
+}
+
 // flush sends everything queued, in frames of about frameTarget bytes.
 func (p *peer) flush(s grpc.ClientStream) error {
 	p.mu.Lock()
@@ -448,7 +503,7 @@ func (p *peer) flush(s grpc.ClientStream) error {
 			size += len(q[n].data) + len(q[n].group) + 8
 			n++
 		}
-		frame := encodeBatch(p.t.self, q[:n])
+		frame := encodeBatch(p.frame(q[:n]), q[:n])
 		if err := s.SendMsg(wrapperspb.Bytes(frame)); err != nil {
 			p.unreachable(q)
 			return err
@@ -456,6 +511,22 @@ func (p *peer) flush(s grpc.ClientStream) error {
 		q = q[n:]
 	}
 	return nil
+}
+
+// echo records an echo of one of this node's stamps heard from the peer
+// and returns it as a time (zero for none, or one this node's clock has
+// not reached, after a restart with the clock stepped back).
+func (p *peer) echo(e int64) time.Time {
+	if e <= 0 || e > time.Now().UnixNano() {
+		return time.Time{}
+	}
+	for {
+		old := p.echoed.Load()
+		if e <= old || p.echoed.CompareAndSwap(old, e) {
+			break
+		}
+	}
+	return time.Unix(0, e)
 }
 
 func (p *peer) dropQueue() {
@@ -481,16 +552,30 @@ func (p *peer) unreachable(q []outbound) {
 	p.t.host.reportUnreachable(p.id, groups)
 }
 
-// Batch frame: uvarint(from) uvarint(n) n × (bytes(Raft group) flags
-// [uvarint(trunc)] bytes(message)); flags: 1 quiesce, 2 a truncation index
-// follows, 4 released.
-func encodeBatch(from uint64, msgs []outbound) []byte {
+// frameHeader opens a batch frame. stamp is the sender's clock when it
+// sent the frame, echo the latest stamp it had heard from the receiver
+// before it created every message in the frame (unix nanos; 0: none). The
+// echo is what lets a follower bound how stale a leader's message is: it
+// was created after the leader heard a frame the follower sent at echo,
+// by the follower's own clock, so no two clocks are compared.
+type frameHeader struct {
+	from        uint64
+	stamp, echo int64
+}
+
+// Batch frame: uvarint(from) uvarint(stamp) uvarint(echo) uvarint(n) n ×
+// (bytes(Raft group) flags [uvarint(trunc)] [uvarint(commit)]
+// bytes(message)); flags: 1 quiesce, 2 a truncation index follows, 4
+// released, 8 a committed index follows.
+func encodeBatch(fh frameHeader, msgs []outbound) []byte {
 	size := 20
 	for _, m := range msgs {
-		size += len(m.group) + len(m.data) + 12
+		size += len(m.group) + len(m.data) + 22
 	}
 	b := make([]byte, 0, size)
-	b = binary.AppendUvarint(b, from)
+	b = binary.AppendUvarint(b, fh.from)
+	b = binary.AppendUvarint(b, uint64(max(fh.stamp, 0)))
+	b = binary.AppendUvarint(b, uint64(max(fh.echo, 0)))
 	b = binary.AppendUvarint(b, uint64(len(msgs)))
 	for _, m := range msgs {
 		b = appendBytes(b, []byte(m.group))
@@ -504,9 +589,15 @@ func encodeBatch(from uint64, msgs []outbound) []byte {
 		if m.released {
 			flags |= flagReleased
 		}
+		if m.commit > 0 {
+			flags |= flagCommit
+		}
 		b = append(b, flags)
 		if m.trunc > 0 {
 			b = binary.AppendUvarint(b, m.trunc)
+		}
+		if m.commit > 0 {
+			b = binary.AppendUvarint(b, m.commit)
 		}
 		b = appendBytes(b, m.data)
 	}
@@ -519,38 +610,44 @@ const (
 	flagQuiesce = 1 << iota
 	flagTrunc
 	flagReleased
+	flagCommit
 )
 
-func decodeBatch(b []byte) (uint64, []inbound, error) {
+func decodeBatch(b []byte) (frameHeader, []inbound, error) {
 	r := reader{b: b}
-	from := r.uvarint()
+	fh := frameHeader{from: r.uvarint()}
+	stamp, echo := r.uvarint(), r.uvarint()
 	n := r.uvarint()
-	if r.err != nil || n > uint64(len(b)) {
-		return 0, nil, errFrame
+	if r.err != nil || n > uint64(len(b)) || stamp > math.MaxInt64 || echo > math.MaxInt64 {
+		return frameHeader{}, nil, errFrame
 	}
+	fh.stamp, fh.echo = int64(stamp), int64(echo)
 	out := make([]inbound, 0, n)
 	for i := uint64(0); i < n; i++ {
 		group := string(r.bytes())
 		flags := r.byte()
-		var trunc uint64
+		var trunc, commit uint64
 		if flags&flagTrunc != 0 {
 			trunc = r.uvarint()
 		}
+		if flags&flagCommit != 0 {
+			commit = r.uvarint()
+		}
 		data := r.bytes()
 		if r.err != nil {
-			return 0, nil, errFrame
+			return frameHeader{}, nil, errFrame
 		}
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(data, m); err != nil {
-			return 0, nil, fmt.Errorf("%w: %v", errFrame, err)
+			return frameHeader{}, nil, fmt.Errorf("%w: %v", errFrame, err)
 		}
-		h := hints{quiesce: flags&flagQuiesce != 0, trunc: trunc, released: flags&flagReleased != 0}
+		h := hints{quiesce: flags&flagQuiesce != 0, trunc: trunc, commit: commit, released: flags&flagReleased != 0}
 		out = append(out, inbound{group: group, hints: h, msg: m})
 	}
 	if r.err != nil || len(r.b) != 0 {
-		return 0, nil, errFrame
+		return frameHeader{}, nil, errFrame
 	}
-	return from, out, nil
+	return fh, out, nil
 }
 
 func appendBytes(b, v []byte) []byte {

@@ -137,8 +137,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testwait.Until(t, 10*time.Second, what, cond)
 }
 
-// TestFrameCarriesHints: each message's hints (flags, truncation index)
-// come back with it, and a cut frame is refused.
+// TestFrameCarriesHints: the header's stamp and echo, and each message's
+// hints (flags, truncation and committed indexes), come back, and a cut
+// frame is refused.
 func TestFrameCarriesHints(t *testing.T) {
 	msg := func(i uint64) []byte {
 		b, err := proto.Marshal(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(i), From: new(uint64(9)), Term: new(uint64(3))})
@@ -149,11 +150,13 @@ func TestFrameCarriesHints(t *testing.T) {
 	}
 	out := []outbound{{group: "a", data: msg(1)}, {group: "b", hints: hints{quiesce: true}, data: msg(2)},
 		{group: "c", hints: hints{trunc: 1 << 40}, data: msg(3)}, {group: "d", hints: hints{quiesce: true, trunc: 5, released: true}, data: msg(4)},
-		{group: "e", hints: hints{released: true}, data: msg(5)}}
-	frame := encodeBatch(9, out)
-	from, in, err := decodeBatch(frame)
-	if err != nil || from != 9 || len(in) != len(out) {
-		t.Fatalf("decoded from %d, %d messages, %v", from, len(in), err)
+		{group: "e", hints: hints{released: true}, data: msg(5)},
+		{group: "f", hints: hints{trunc: 7, commit: 1 << 33}, data: msg(6)}, {group: "g", hints: hints{commit: 3}, data: msg(7)}}
+	head := frameHeader{from: 9, stamp: 1 << 60, echo: 1<<60 - 5}
+	frame := encodeBatch(head, out)
+	fh, in, err := decodeBatch(frame)
+	if err != nil || fh != head || len(in) != len(out) {
+		t.Fatalf("decoded %+v, %d messages, %v", fh, len(in), err)
 	}
 	for i, m := range in {
 		if m.group != out[i].group || m.hints != out[i].hints || m.msg.GetTo() != uint64(i+1) {

@@ -721,9 +721,10 @@ func (h *Host) issueReads() {
 	clear(h.readGroups)
 }
 
-// deliver steps messages received from node from.
-func (h *Host) deliver(from uint64, msgs []inbound) {
+// deliver steps messages received from node from, then calls after.
+func (h *Host) deliver(from uint64, msgs []inbound, after func()) {
 	h.enqueue(func() {
+		defer after()
 		now := time.Now()
 		for _, m := range msgs {
 			g := h.members[m.group]

@@ -766,10 +766,18 @@ func (g *Member) send(msgs []*raftpb.Message, now time.Time) {
 }
 
 // hints are what a leader's append or heartbeat tells the follower of its
-// log truncation (see unneeded).
+// log truncation (see unneeded) and, once it is ready, of its committed
+// index (see contacted).
 func (g *Member) hints(m *raftpb.Message) hints {
 	if t := m.GetType(); g.isLeader && (t == raftpb.MsgApp || t == raftpb.MsgHeartbeat) {
-		return hints{trunc: g.st.trunc.Index, commit: g.rn.BasicStatus().HardState.GetCommit()}
+		h := hints{trunc: g.st.trunc.Index}
+		// A new leader's commit index may lag what its predecessor had
+		// acknowledged until an entry of its own term commits: only then
+		// does it vouch for freshness.
+		if g.ready {
+			h.commit = g.rn.BasicStatus().HardState.GetCommit()
+		}
+		return h
 	}
 	return hints{}
 }

@@ -148,11 +148,11 @@ type peer struct {
 	kick      chan struct{}
 	lastHeard atomic.Int64 // unix nanos of the last frame received
 	// stamp is the latest stamp the peer put on a frame to this node;
-	// echoed the latest echo it sent back, as unix nanos of this node's
-	// clock (see encodeBatch).
-	stamp, echoed atomic.Int64
-	alive         atomic.Bool
-	stream        atomic.Uint64 // id of the current inbound stream
+	// lastEcho the latest echo it sent back whose frame was stepped, as
+	// unix nanos of this node's clock (see frameHeader).
+	stamp, lastEcho atomic.Int64
+	alive           atomic.Bool
+	stream          atomic.Uint64 // id of the current inbound stream
 }
 
 func newTransport(h *Host) *transport {
@@ -246,10 +246,10 @@ func (t *transport) echoed(id uint64) time.Time {
 	t.mu.Lock()
 	p := t.peers[id]
 	t.mu.Unlock()
-	if p == nil || p.echoed.Load() == 0 {
+	if p == nil || p.lastEcho.Load() == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, p.echoed.Load())
+	return time.Unix(0, p.lastEcho.Load())
 }
 
 // send queues m for node to, with its hints. Called from the loop, which
@@ -351,17 +351,17 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 			return err
 		}
 		p.stamp.Store(fr.stamp)
-		if since := p.echo(fr.echo); !since.IsZero() {
-			for i := range msgs {
-				msgs[i].since = since
-			}
+		since := echoTime(fr.echo)
+		for i := range msgs {
+			msgs[i].since = since
 		}
 		if t.starved.Load() {
 			msgs = slices.DeleteFunc(msgs, func(m inbound) bool { return m.msg.GetType() == raftpb.MsgApp })
 		}
-		if len(msgs) > 0 {
-			t.host.deliver(from, msgs)
-		}
+		// The echo is recorded once the frame's messages are stepped, in
+		// order after the frames before it: until then a quiesced Raft
+		// group this frame wakes still looks quiesced (see Member.FreshAt).
+		t.host.deliver(from, msgs, func() { p.echoed(since) })
 	}
 }
 
@@ -513,20 +513,28 @@ func (p *peer) flush(s grpc.ClientStream) error {
 	return nil
 }
 
-// echo records an echo of one of this node's stamps heard from the peer
-// and returns it as a time (zero for none, or one this node's clock has
-// not reached, after a restart with the clock stepped back).
-func (p *peer) echo(e int64) time.Time {
+// echoTime is an echo of one of this node's stamps as a time: zero for
+// none, or for one this node's clock has not reached (after a restart
+// with the clock stepped back).
+func echoTime(e int64) time.Time {
 	if e <= 0 || e > time.Now().UnixNano() {
 		return time.Time{}
 	}
+	return time.Unix(0, e)
+}
+
+// echoed records an echo heard from the peer (see transport.echoed).
+func (p *peer) echoed(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	e := at.UnixNano()
 	for {
-		old := p.echoed.Load()
-		if e <= old || p.echoed.CompareAndSwap(old, e) {
-			break
+		old := p.lastEcho.Load()
+		if e <= old || p.lastEcho.CompareAndSwap(old, e) {
+			return
 		}
 	}
-	return time.Unix(0, e)
 }
 
 func (p *peer) dropQueue() {

@@ -36,17 +36,24 @@ const (
 
 // upsertScript is the one write of the tier. SCN parts are compared as
 // decimal strings (length, then bytes), exact for any uint64, where Lua's
-// numbers are doubles.
+// numbers are doubles. At equal SCNs a tombstone is the newer state: a
+// document's SCN is the write that made it, a tombstone's a state at or
+// after the delete (a read that found nothing names the SCN it had
+// applied before it looked, which may be the document's own write, the
+// delete landing in between).
 var upsertScript = redis.NewScript(`
 local function cmp(x, y)
   if #x ~= #y then if #x < #y then return -1 else return 1 end end
   if x == y then return 0 end
   if x < y then return -1 else return 1 end
 end
-local cur = redis.call('HMGET', KEYS[1], 'g', 's', 'a')
+local cur = redis.call('HMGET', KEYS[1], 'g', 's', 'a', 'v')
 if cur[1] and cur[2] then
   local c = cmp(ARGV[1], cur[1])
   if c == 0 then c = cmp(ARGV[2], cur[2]) end
+  if c == 0 and (ARGV[4] == '') ~= (not cur[4]) then
+    if ARGV[4] == '' then c = 1 else c = -1 end
+  end
   if c < 0 then return 0 end
   if c == 0 then
     if (not cur[3]) or tonumber(ARGV[3]) > tonumber(cur[3]) then

@@ -64,6 +64,11 @@ func TestUpsertOrdersEntriesBySCN(t *testing.T) {
 		{"a new term's insert replaces the tombstone", doc(3, 1, 9500, "v3:1"), Written, doc(3, 1, 9500, "v3:1")},
 		{"uint64 SCN parts compare exactly", doc(3, 1<<60+1, 9600, "big"), Written, doc(3, 1<<60+1, 9600, "big")},
 		{"one less at 2^60 is refused", doc(3, 1<<60, 9700, "smaller"), Refused, doc(3, 1<<60+1, 9600, "big")},
+		// A read that found nothing names the SCN it had applied before it
+		// looked: the document's own write, the delete landing in between.
+		{"a tombstone at the document's SCN replaces it", tomb(3, 1<<60+1, 9800), Written, tomb(3, 1<<60+1, 9800)},
+		{"the document at its tombstone's SCN is refused", doc(3, 1<<60+1, 9900, "big"), Refused, tomb(3, 1<<60+1, 9800)},
+		{"an equal tombstone merges", tomb(3, 1<<60+1, 9950), Merged, tomb(3, 1<<60+1, 9950)},
 	}
 	for _, st := range steps {
 		got, err := s.Upsert(ctx, Write{Ref: ref, Entry: st.write, TTL: time.Minute})
@@ -82,8 +87,8 @@ func TestUpsertOrdersEntriesBySCN(t *testing.T) {
 			t.Fatalf("%s: entry %+v, want %+v", st.name, e, want)
 		}
 	}
-	if n := testutil.ToFloat64(s.metrics.rejected); n != 4 {
-		t.Fatalf("rejected writes counted %v, want 4", n)
+	if n := testutil.ToFloat64(s.metrics.rejected); n != 5 {
+		t.Fatalf("rejected writes counted %v, want 5", n)
 	}
 	// A tombstone drops the document's fields rather than keeping them.
 	if _, err := s.Upsert(ctx, Write{Ref: ref, Entry: tomb(4, 1, 10000), TTL: time.Minute}); err != nil {

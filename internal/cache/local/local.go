@@ -87,12 +87,17 @@ func (c *Cache) Upsert(key string, e cache.Entry, ttl time.Duration) cache.Outco
 }
 
 // compare is the compare-by-SCN rule: what writing e over old (present
-// when found) does.
+// when found) does. At equal SCNs a tombstone is the newer state (see
+// cache.Store's script).
 func compare(old cache.Entry, found bool, e cache.Entry) cache.Outcome {
 	switch {
 	case !found || old.SCN.Less(e.SCN):
 		return cache.Written
 	case e.SCN.Less(old.SCN):
+		return cache.Refused
+	case e.Tombstone() && !old.Tombstone():
+		return cache.Written
+	case old.Tombstone() && !e.Tombstone():
 		return cache.Refused
 	}
 	return cache.Merged

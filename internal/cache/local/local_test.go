@@ -18,8 +18,9 @@ func entry(g, s uint64, asOf int64, data string) cache.Entry {
 }
 
 // The same rule as Redis's script: an older SCN never replaces a newer
-// one, an equal one keeps the value and the later as-of, and a tombstone
-// is an entry like any other.
+// one, an equal one keeps the value and the later as-of, and at an equal
+// SCN a tombstone is the newer state (a 404 names the SCN applied before
+// it looked, which may be the document's own write).
 func TestUpsertComparesBySCN(t *testing.T) {
 	c := New(1 << 20)
 	defer c.Close()
@@ -37,6 +38,9 @@ func TestUpsertComparesBySCN(t *testing.T) {
 		{entry(2, 7, 400, ""), cache.Written, "", 400},       // the delete's tombstone
 		{entry(2, 6, 999, "v6"), cache.Refused, "", 400},     // cannot resurrect it
 		{entry(3, 1, 500, "v-new-term"), cache.Written, "v-new-term", 500},
+		{entry(3, 1, 600, ""), cache.Written, "", 600}, // a 404 at the document's SCN
+		{entry(3, 1, 700, "v-new-term"), cache.Refused, "", 600},
+		{entry(3, 1, 800, ""), cache.Merged, "", 800},
 	}
 	for i, st := range steps {
 		if got := c.Upsert(k, st.e, time.Minute); got != st.want {

@@ -305,7 +305,7 @@ func TestDerivedTableVersions(t *testing.T) {
 		d := status()
 		return states(d) == "2:backup 4:current", states(d)
 	})
-	if status, _, b := n1.do("GET", "/V/P/m005/o1", nil, "X-Doppio-Version", "1"); status != 404 || !strings.Contains(string(b), "version 1 of V.P cannot be read") {
+	if status, _, b := n1.do("GET", "/V/P/m005/o1", nil, "X-Doppio-Version", "1"); status != 410 || !strings.Contains(string(b), "version 1 of V.P cannot be read (gone)") {
 		t.Fatalf("a read naming the expired version: %d %s", status, b)
 	}
 	if r := check(context.Background(), nodes[1], rand.New(rand.NewPCG(4, 4)), 2); r.err != "" || r.version != 4 {
@@ -339,7 +339,7 @@ func TestDerivedTableVersions(t *testing.T) {
 		d := status()
 		return states(d) == "2:backup 4:current", states(d)
 	})
-	if status, _, b := n1.do("GET", "/V/P/m045/o1", nil, "X-Doppio-Version", "5"); status != 404 || !strings.Contains(string(b), "version 5 of V.P cannot be read") {
+	if status, _, b := n1.do("GET", "/V/P/m045/o1", nil, "X-Doppio-Version", "5"); status != 410 || !strings.Contains(string(b), "version 5 of V.P cannot be read (gone)") {
 		t.Fatalf("a read naming the discarded version: %d %s", status, b)
 	}
 	if r := check(context.Background(), nodes[2], rand.New(rand.NewPCG(6, 6)), 2); r.err != "" || r.version != 4 {

@@ -562,3 +562,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 func internalProblem() problemBody {
 	return problemBody{Type: problem.InternalType, Title: "Internal error", Status: 500, Detail: "internal error; the node's log has the cause"}
 }
+
+// RequestTimeout is the longest a request may take here: no read, however
+// forwarded and retried, outlives it.
+func (s *Server) RequestTimeout() time.Duration { return s.cfg.RequestTimeout }

@@ -73,8 +73,14 @@ type Config struct {
 	// AnnounceWait bounds how long a swap waits for every live node to
 	// serve it (default 5 s).
 	AnnounceWait time.Duration
-	Registry     prometheus.Registerer
-	Logger       *slog.Logger
+	// ReadGrace is how long a read that picked a version may still take
+	// (the longest request deadline, and a margin). A retired version's
+	// data is deleted only ReadGrace after this node has seen every live
+	// node serve a record that retires it (default 6 s), so that no read
+	// answers from a version emptied under it.
+	ReadGrace time.Duration
+	Registry  prometheus.Registerer
+	Logger    *slog.Logger
 }
 
 // Manager runs this node's side of every derived table: it keeps the
@@ -92,6 +98,9 @@ type Manager struct {
 	stores   map[string]stored        // by db/table
 	clones   map[string]*schema.Table // a version's stored table, by its name and the logical table's pointer
 	reported map[string][]byte        // the last report written, by db/table
+	// retired is when this node first saw every live node serve a record
+	// in which a version is being deleted, by db/table/version (see drop).
+	retired map[string]time.Time
 }
 
 // stored is a record with its ModRevision.
@@ -111,11 +120,14 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.AnnounceWait <= 0 {
 		cfg.AnnounceWait = 5 * time.Second
 	}
+	if cfg.ReadGrace <= 0 {
+		cfg.ReadGrace = 6 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	m := &Manager{cfg: cfg, metrics: newMetrics(cfg.Registry), stores: map[string]stored{}, clones: map[string]*schema.Table{},
-		reported: map[string][]byte{}, done: make(chan struct{})}
+		reported: map[string][]byte{}, retired: map[string]time.Time{}, done: make(chan struct{})}
 	if _, _, err := m.read(ctx); err != nil {
 		return nil, fmt.Errorf("derived tables: %w", err)
 	}
@@ -192,10 +204,16 @@ func (m *Manager) Resolve(ctx context.Context, t *schema.Table, pinned int) (int
 		}
 	case !st.s.Readable(v):
 		state := st.s.state(v)
-		if state == "" {
+		kind := problem.NotFound
+		switch {
+		case state == "" && v <= st.s.Last:
+			state, kind = "gone", problem.Gone
+		case state == "":
 			state = "unknown"
+		case st.s.Dropping(v):
+			kind = problem.Gone
 		}
-		return 0, nil, problem.Field(problem.NotFound, "X-Doppio-Version", "version %d of %s.%s cannot be read (%s): the readable versions are the staged, current and backup ones", v, db, name, state)
+		return 0, nil, problem.Field(kind, "X-Doppio-Version", "version %d of %s.%s cannot be read (%s): the readable versions are the staged, current and backup ones", v, db, name, state)
 	}
 	m.mu.Lock()
 	c := m.cloneLocked(t, v)
@@ -305,7 +323,8 @@ func (m *Manager) reconcile(ctx context.Context) {
 			}
 			continue
 		}
-		m.drop(ctx, st.s)
+		m.drop(ctx, st.s, m.announced(st, snap.reports[k]))
+		m.forgetRetired(st.s)
 		m.report(ctx, st)
 	}
 	m.metrics.observe(views)
@@ -327,11 +346,58 @@ func (m *Manager) inputs(ctx context.Context, s Store, reports map[string]Report
 	return in
 }
 
-// drop deletes, in each partition led here, the versions being deleted.
-func (m *Manager) drop(ctx context.Context, s Store) {
+func retiredKey(s Store, v int) string {
+	return fmt.Sprintf("%s/%d", tableKey(s.Database, s.Table), v)
+}
+
+// forgetRetired drops what drop remembers of s's versions no longer
+// being deleted (gone).
+func (m *Manager) forgetRetired(s Store) {
+	prefix := tableKey(s.Database, s.Table) + "/"
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.retired {
+		if rest, ok := strings.CutPrefix(k, prefix); ok && !strings.Contains(rest, "/") {
+			if v, err := strconv.Atoi(rest); err == nil && !s.Dropping(v) {
+				delete(m.retired, k)
+			}
+		}
+	}
+}
+
+// announced reports whether every live node serves st (or a later record).
+func (m *Manager) announced(st stored, reports map[string]Report) bool {
+	for _, n := range m.cfg.Live() {
+		if r, ok := reports[n]; !ok || r.Seen < st.rev {
+			return false
+		}
+	}
+	return true
+}
+
+// drop deletes, in each partition led here, the versions being deleted,
+// once they are safe to: ReadGrace after every live node was seen serving
+// a record that retires them (announced: s, which retires them, is
+// served everywhere). A node stops picking a version for reads before it
+// reports the record that retires it, so by then the reads that picked
+// it have ended. A failed version was never readable and goes at once.
+func (m *Manager) drop(ctx context.Context, s Store, announced bool) {
+	now := time.Now()
 	for _, v := range s.Versions {
 		if !s.Dropping(v.Version) {
 			continue
+		}
+		if v.State != wire.VersionFailed {
+			k := retiredKey(s, v.Version)
+			m.mu.Lock()
+			at, ok := m.retired[k]
+			if !ok && announced {
+				m.retired[k] = now
+			}
+			m.mu.Unlock()
+			if !ok || now.Sub(at) < m.cfg.ReadGrace {
+				continue
+			}
 		}
 		name := schema.VersionTable(s.Table, v.Version)
 		for _, r := range m.cfg.Hosted(s.Database) {

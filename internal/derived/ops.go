@@ -207,12 +207,7 @@ func (m *Manager) view(ctx context.Context, st stored, in Inputs, reports map[st
 	if out.Retain == 0 {
 		out.Retain = DefaultRetain
 	}
-	out.Announced = true
-	for _, n := range m.cfg.Live() {
-		if r, ok := reports[n]; !ok || r.Seen < st.rev {
-			out.Announced = false
-		}
-	}
+	out.Announced = m.announced(st, reports)
 	for _, v := range s.Versions {
 		dv := wire.DerivedVersion{Version: v.Version, State: v.State, Source: v.Source, Load: v.Load, Swap: v.Swap, Error: v.Error, Created: v.Created}
 		var l wire.Load

@@ -28,6 +28,9 @@ type Store struct {
 	// reused, so a version's stored table is never a former one's.
 	Last     int       `json:"last"`
 	Versions []Version `json:"versions"` // in version order
+	// Moves counts the changes of current version; a backup's Demoted
+	// is the count when it stopped being current.
+	Moves int `json:"moves,omitempty"`
 }
 
 // Version is one version of a derived table.
@@ -40,6 +43,9 @@ type Version struct {
 	Swap     bool      `json:"swap"`           // becomes current once staged
 	Error    string    `json:"error,omitempty"`
 	Created  time.Time `json:"created"`
+	// Demoted orders backups by when they were last current (see
+	// retain): the higher, the more recently.
+	Demoted int `json:"demoted,omitempty"`
 }
 
 // LoadState is what the state machine needs of a version's bulk load.
@@ -229,29 +235,40 @@ func Discard(s Store, v int) (Store, error) {
 // backup.
 func makeCurrent(s Store, v int) Store {
 	s = s.clone()
+	s.Moves++
 	for i := range s.Versions {
 		switch {
 		case s.Versions[i].Version == v:
 			s.Versions[i].State = wire.VersionCurrent
 		case s.Versions[i].State == wire.VersionCurrent:
 			s.Versions[i].State = wire.VersionBackup
+			s.Versions[i].Demoted = s.Moves
 		}
 	}
 	return s
 }
 
 // retain sends the backups past retention to deletion: the current
-// version and the Retain-1 newest backups stay.
+// version and the Retain-1 backups most recently current stay. After a
+// rollback from N to N-1 and a push of N+1, that keeps N-1, the version
+// readers were reading a moment ago, and deletes N: by number it would
+// be the other way round, deleting what was current under reads in
+// flight.
 func retain(s Store) Store {
-	keep := max(s.Retain, 1) - 1
-	for i := len(s.Versions) - 1; i >= 0; i-- {
-		if s.Versions[i].State != wire.VersionBackup {
-			continue
+	var backups []int
+	for i, v := range s.Versions {
+		if v.State == wire.VersionBackup {
+			backups = append(backups, i)
 		}
-		if keep > 0 {
-			keep--
-			continue
+	}
+	slices.SortFunc(backups, func(a, b int) int {
+		x, y := s.Versions[a], s.Versions[b]
+		if x.Demoted != y.Demoted {
+			return y.Demoted - x.Demoted
 		}
+		return y.Version - x.Version
+	})
+	for _, i := range backups[min(max(s.Retain, 1)-1, len(backups)):] {
 		s.Versions[i].State = wire.VersionDeleting
 	}
 	return s

@@ -235,3 +235,40 @@ func TestDiscard(t *testing.T) {
 		})
 	}
 }
+
+// After a rollback from 2 to 1, swapping 3 in keeps 1, the version that
+// was current (and under reads) a moment ago, as the backup and deletes
+// 2: retention goes by when a backup was last current, not by number.
+func TestRetentionKeepsTheVersionLastCurrent(t *testing.T) {
+	s := store("1:current 2:staged")
+	s, err := Swap(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Rollback(s); err != nil || spec(s) != "1:current 2:backup" {
+		t.Fatalf("rollback: %s, %v", spec(s), err)
+	}
+	s.Versions = append(s.Versions, Version{Version: 3, State: wire.VersionStaged, Swap: true, Created: t0})
+	s.Last = 3
+	if s, err = Swap(s); err != nil || spec(s) != "1:backup 2:deleting 3:current" {
+		t.Fatalf("swap after a rollback: %s, %v; want 1:backup 2:deleting 3:current", spec(s), err)
+	}
+	if s, err = Rollback(s); err != nil || s.Current() != 1 {
+		t.Fatalf("rollback after the swap: current %d, %v; want 1", s.Current(), err)
+	}
+
+	// With three kept, the two most recently current backups stay.
+	s = store("1:current 2:staged")
+	s.Retain = 3
+	s, _ = Swap(s) // 2 current, 1 backup
+	s.Versions = append(s.Versions, Version{Version: 3, State: wire.VersionStaged, Swap: true, Created: t0})
+	s, _ = Swap(s) // 3 current, backups 2 (just demoted) and 1
+	s, _ = Rollback(s)
+	if spec(s) != "1:backup 2:current 3:backup" {
+		t.Fatalf("rollback with three kept: %s", spec(s))
+	}
+	s.Versions = append(s.Versions, Version{Version: 4, State: wire.VersionStaged, Swap: true, Created: t0})
+	if s, _ = Swap(s); spec(s) != "1:deleting 2:backup 3:backup 4:current" {
+		t.Fatalf("swap with three kept: %s; want 1:deleting 2:backup 3:backup 4:current", spec(s))
+	}
+}

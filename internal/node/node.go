@@ -463,6 +463,7 @@ func (n *Node) open(ctx context.Context, registry *prometheus.Registry) error {
 	n.derived, err = derived.Open(ctx, derived.Config{
 		Client: cli, Prefix: etcdPrefix, Node: n.cfg.ID, Catalog: n.catalog, Loads: n.loads,
 		Hosted: n.derivedHosted, Placement: n.derivedPlacement, Live: n.liveNodes, Registry: registry, Logger: n.log,
+		ReadGrace: n.api.RequestTimeout() + time.Second,
 	})
 	if err != nil {
 		return err

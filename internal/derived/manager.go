@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,8 +80,15 @@ type Config struct {
 	// node serve a record that retires it (default 6 s), so that no read
 	// answers from a version emptied under it.
 	ReadGrace time.Duration
-	Registry  prometheus.Registerer
-	Logger    *slog.Logger
+	// MaxLag is how long ago etcd must have confirmed this node's view of
+	// the records for the node to pick versions for reads (default 2 s).
+	// It must stay below the nodes' registration TTL (3 s): a node cut off
+	// from etcd stops answering before the others count it dead and
+	// announce a swap without it, so no read anywhere answers a version
+	// older than an announced one.
+	MaxLag   time.Duration
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
 }
 
 // Manager runs this node's side of every derived table: it keeps the
@@ -101,6 +109,9 @@ type Manager struct {
 	// retired is when this node first saw every live node serve a record
 	// in which a version is being deleted, by db/table/version (see drop).
 	retired map[string]time.Time
+	// confirmed is when (unix nanos) the last read of the records from
+	// etcd that succeeded began: the cache is at least that current.
+	confirmed atomic.Int64
 }
 
 // stored is a record with its ModRevision.
@@ -123,6 +134,9 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.ReadGrace <= 0 {
 		cfg.ReadGrace = 6 * time.Second
 	}
+	if cfg.MaxLag <= 0 {
+		cfg.MaxLag = 2 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -134,6 +148,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.loop(lctx)
+	go m.confirmLoop(lctx)
 	return m, nil
 }
 
@@ -188,6 +203,10 @@ func (m *Manager) cloneLocked(t *schema.Table, v int) *schema.Table {
 // node that forwarded the read may have seen a newer record.
 func (m *Manager) Resolve(ctx context.Context, t *schema.Table, pinned int) (int, *schema.Table, error) {
 	db, name := t.Def.Database, t.Def.Name
+	if lag := m.lag(); lag > m.cfg.MaxLag {
+		return 0, nil, &problem.Error{Kind: problem.Unavailable, Operation: -1, RetryAfter: 1,
+			Detail: fmt.Sprintf("this node has not reached etcd for %v: it cannot tell which version of %s.%s is current", lag.Round(time.Millisecond), db, name)}
+	}
 	m.mu.RLock()
 	st := m.stores[tableKey(db, name)]
 	m.mu.RUnlock()
@@ -250,10 +269,12 @@ type snapshot struct {
 // read reads every record and report, and updates the cache; it returns
 // the snapshot and whether the cached records changed.
 func (m *Manager) read(ctx context.Context) (snapshot, bool, error) {
+	start := time.Now()
 	resp, err := m.cfg.Client.Get(ctx, m.cfg.Prefix+"/derived/", clientv3.WithPrefix())
 	if err != nil {
 		return snapshot{}, false, err
 	}
+	defer m.confirm(start)
 	snap := snapshot{stores: map[string]stored{}, reports: map[string]map[string]Report{}}
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
@@ -281,9 +302,15 @@ func (m *Manager) read(ctx context.Context) (snapshot, bool, error) {
 			snap.reports[rest[:i]][rest[i+1:]] = r
 		}
 	}
+	return snap, m.merge(snap.stores), nil
+}
+
+// merge puts the records read into the cache and reports whether any
+// changed.
+func (m *Manager) merge(stores map[string]stored) bool {
 	m.mu.Lock()
 	changed := false
-	for k, st := range snap.stores {
+	for k, st := range stores {
 		// A record this node wrote after the read began stays.
 		if cur, ok := m.stores[k]; !ok || cur.rev < st.rev {
 			m.stores[k] = st
@@ -294,7 +321,53 @@ func (m *Manager) read(ctx context.Context) (snapshot, bool, error) {
 	if changed {
 		m.changed.Notify()
 	}
-	return snap, changed, nil
+	return changed
+}
+
+// confirm records that a read of the records that began at start
+// succeeded.
+func (m *Manager) confirm(start time.Time) {
+	for {
+		old := m.confirmed.Load()
+		if start.UnixNano() <= old || m.confirmed.CompareAndSwap(old, start.UnixNano()) {
+			return
+		}
+	}
+}
+
+// confirmLoop reads the records (not the reports) every quarter of
+// MaxLag, apart from the reconcile loop, whose turns may wait on Raft.
+func (m *Manager) confirmLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.MaxLag / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, m.cfg.MaxLag)
+		resp, err := m.cfg.Client.Get(rctx, m.cfg.Prefix+dirTables, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			continue
+		}
+		stores := map[string]stored{}
+		for _, kv := range resp.Kvs {
+			var s Store
+			if json.Unmarshal(kv.Value, &s) == nil {
+				stores[strings.TrimPrefix(string(kv.Key), m.cfg.Prefix+dirTables)] = stored{s, kv.ModRevision}
+			}
+		}
+		m.merge(stores)
+		m.confirm(start)
+	}
+}
+
+// lag returns how long ago etcd last confirmed this node's records.
+func (m *Manager) lag() time.Duration {
+	return time.Since(time.Unix(0, m.confirmed.Load()))
 }
 
 // loop follows the records: on every change in etcd and every Interval.

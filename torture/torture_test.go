@@ -165,27 +165,13 @@ func suiteSettings(t *testing.T) (seed uint64, d time.Duration, only string) {
 	return seed, d, os.Getenv("DOPPIO_TORTURE_NEMESIS")
 }
 
-// knownFailing are workloads whose checks still find violations under
-// some nemeses (issues 30 and 31: a derived read answering 404 for a
-// document its version holds under loss and restart; a deleted cached
-// document read back after a restart). They run with
-// DOPPIO_TORTURE_WORKLOADS=all and in `make torture`, not in make test,
-// until fixed.
-var knownFailing = []string{"derived", "cache"}
-
 // suiteWorkloads is DOPPIO_TORTURE_WORKLOADS (a list, or "all"), by
-// default every workload but the known failing ones.
+// default every workload.
 func suiteWorkloads() string {
 	if s := os.Getenv("DOPPIO_TORTURE_WORKLOADS"); s != "" {
 		return s
 	}
-	var names []string
-	for _, n := range WorkloadNames() {
-		if !slices.Contains(knownFailing, n) {
-			names = append(names, n)
-		}
-	}
-	return strings.Join(names, ",")
+	return strings.Join(WorkloadNames(), ",")
 }
 
 // runNemesis runs the suite's workloads (suiteWorkloads) against a

@@ -350,8 +350,11 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 		if err != nil {
 			return err
 		}
+		if p == nil {
+			continue // closing
+		}
 		p.stamp.Store(fr.stamp)
-		since := echoTime(fr.echo)
+		since, sender := echoTime(fr.echo), p
 		for i := range msgs {
 			msgs[i].since = since
 		}
@@ -361,7 +364,7 @@ func (t *transport) serveMessages(s grpc.ServerStream) error {
 		// The echo is recorded once the frame's messages are stepped, in
 		// order after the frames before it: until then a quiesced Raft
 		// group this frame wakes still looks quiesced (see Member.FreshAt).
-		t.host.deliver(from, msgs, func() { p.echoed(since) })
+		t.host.deliver(from, msgs, func() { sender.echoed(since) })
 	}
 }
 

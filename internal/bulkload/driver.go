@@ -153,7 +153,15 @@ func (m *Manager) runPartition(ctx context.Context, l loaded, f bulk.File, pr Pr
 			return err
 		}
 	}
-	return m.apply(ctx, rec, f, path, mark, rep)
+	err = m.apply(ctx, rec, f, path, mark, rep)
+	if errors.Is(err, bulk.ErrCorrupt) {
+		// The file changed since it was verified: the next attempt
+		// verifies it again, and refuses it.
+		m.mu.Lock()
+		delete(m.verified, partKey{rec.ID, 0, f.Partition})
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // stage fetches and verifies partition file f, once per process: over

@@ -22,6 +22,13 @@ const (
 	PartFailed   = "failed"   // its file was refused: untouched
 )
 
+// Staging states of a replace load's partition that did not swap, once
+// the load ended failed or cancelled: what it staged is deleted.
+const (
+	StagingDiscarding = "discarding" // its staged documents are being deleted
+	StagingDiscarded  = "discarded"  // its staged documents are deleted
+)
+
 // LoadRequest is the body of POST /_bulk/loads.
 type LoadRequest struct {
 	// Source is the build's directory: a path every node can read,
@@ -59,6 +66,10 @@ type Load struct {
 	TotalRecords    uint64 `json:"totalRecords"`
 	PartitionsDone  int    `json:"partitionsDone"`
 	TotalPartitions int    `json:"totalPartitions"`
+	// Discarding counts, in a replace load that ended failed or cancelled,
+	// the partitions whose leaders have yet to delete what they staged (or
+	// to find nothing staged); the load's staging is gone when it is 0.
+	Discarding int `json:"discarding,omitempty"`
 	// Partitions is each partition's progress, in partition order (left
 	// out of GET /_cluster).
 	Partitions []LoadPartition `json:"partitions,omitempty"`
@@ -75,4 +86,7 @@ type LoadPartition struct {
 	// Node is the node that last drove it.
 	Node  string `json:"node,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Staging is StagingDiscarding or StagingDiscarded when the partition
+	// staged documents for a replace that ended without its swap.
+	Staging string `json:"staging,omitempty"`
 }

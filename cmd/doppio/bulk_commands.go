@@ -184,8 +184,12 @@ func printLoad(w io.Writer, l client.Load, bars bool) int {
 	}
 	fmt.Fprintf(w, "%-9s %s  %s%s%s", state, bar(bars, l.Bytes, l.TotalBytes), loadTotals(l), errSuffix(l.Error), eol)
 	for _, p := range l.Partitions {
-		fmt.Fprintf(w, "  %4d  %-8s %s  %s / %s  %d / %d records  %s%s%s", p.Partition, p.State, bar(bars, p.Bytes, p.TotalBytes),
-			humanize.Bytes(p.Bytes), humanize.Bytes(p.TotalBytes), p.Records, p.TotalRecords, p.Node, errSuffix(p.Error), eol)
+		staging := ""
+		if p.Staging != "" {
+			staging = "  staging " + p.Staging
+		}
+		fmt.Fprintf(w, "  %4d  %-8s %s  %s / %s  %d / %d records  %s%s%s%s", p.Partition, p.State, bar(bars, p.Bytes, p.TotalBytes),
+			humanize.Bytes(p.Bytes), humanize.Bytes(p.TotalBytes), p.Records, p.TotalRecords, p.Node, staging, errSuffix(p.Error), eol)
 	}
 	return 2 + len(l.Partitions)
 }
@@ -202,6 +206,10 @@ func bar(on bool, done, total uint64) string {
 }
 
 func loadTotals(l client.Load) string {
-	return fmt.Sprintf("%s / %s, %d / %d records, %d / %d partitions done", humanize.Bytes(l.Bytes), humanize.Bytes(l.TotalBytes),
+	s := fmt.Sprintf("%s / %s, %d / %d records, %d / %d partitions done", humanize.Bytes(l.Bytes), humanize.Bytes(l.TotalBytes),
 		l.Records, l.TotalRecords, l.PartitionsDone, l.TotalPartitions)
+	if l.Discarding > 0 {
+		s += fmt.Sprintf(", staging of %d partitions to discard", l.Discarding)
+	}
+	return s
 }

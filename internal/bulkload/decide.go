@@ -24,10 +24,7 @@ func Next(r Record, progress map[int]Progress) (state, errMsg string) {
 	counts := map[string]int{}
 	var failed string
 	for _, f := range r.Files {
-		p, ok := progress[f.Partition]
-		if !ok || p.Run != r.Run {
-			p = Progress{State: wire.PartPending}
-		}
+		p := current(r, progress, f.Partition)
 		counts[p.State]++
 		if p.State == wire.PartFailed && failed == "" {
 			failed = fmt.Sprintf("partition %d: %s", f.Partition, p.Error)
@@ -55,4 +52,16 @@ func Next(r Record, progress map[int]Progress) (state, errMsg string) {
 		}
 	}
 	return r.State, r.Error
+}
+
+// stagingLeft reports whether partition progress p (in r's run) may hold
+// a staging its leader must delete: r is a replace that ended failed or
+// cancelled, the partition did not swap, and its leader has not yet
+// deleted its staging or found none. A load started again is not ended,
+// so its run keeps the staging and resumes from the partition's mark.
+func stagingLeft(r Record, p Progress) bool {
+	if r.Mode != ModeReplace || (r.State != wire.LoadFailed && r.State != wire.LoadCancelled) {
+		return false
+	}
+	return p.State != wire.PartDone && p.Staging != wire.StagingDiscarded && p.Staging != stagingNone
 }

@@ -50,3 +50,27 @@ func TestNextMovesALoadOnlyWhenEveryPartitionAllowsIt(t *testing.T) {
 		}
 	}
 }
+
+func TestStagingLeftOnlyInAnEndedReplaceThatDidNotSwap(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rec  Record
+		p    Progress
+		want bool
+	}{
+		{"a failed replace's loading partition", Record{Mode: ModeReplace, State: wire.LoadFailed}, Progress{State: wire.PartFailed}, true},
+		{"a cancelled replace's skipped partition is checked", Record{Mode: ModeReplace, State: wire.LoadCancelled}, Progress{State: wire.PartPending}, true},
+		{"one being discarded", Record{Mode: ModeReplace, State: wire.LoadFailed}, Progress{State: wire.PartFailed, Staging: wire.StagingDiscarding}, true},
+		{"one discarded", Record{Mode: ModeReplace, State: wire.LoadFailed}, Progress{State: wire.PartFailed, Staging: wire.StagingDiscarded}, false},
+		{"one found with nothing staged", Record{Mode: ModeReplace, State: wire.LoadCancelled}, Progress{State: wire.PartPending, Staging: stagingNone}, false},
+		{"a swapped partition", Record{Mode: ModeReplace, State: wire.LoadFailed}, Progress{State: wire.PartDone}, false},
+		{"a replace running again", Record{Mode: ModeReplace, State: wire.LoadVerifying}, Progress{State: wire.PartPending}, false},
+		{"a replace loading", Record{Mode: ModeReplace, State: wire.LoadLoading, Cancelled: true}, Progress{State: wire.PartLoading}, false},
+		{"a done replace", Record{Mode: ModeReplace, State: wire.LoadDone}, Progress{State: wire.PartDone}, false},
+		{"a failed merge stages nothing", Record{Mode: ModeMerge, State: wire.LoadFailed}, Progress{State: wire.PartFailed}, false},
+	} {
+		if got := stagingLeft(c.rec, c.p); got != c.want {
+			t.Errorf("%s: stagingLeft = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

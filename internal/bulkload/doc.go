@@ -39,6 +39,13 @@
 // each partition is a swap: the table's documents for the staged ones at
 // one SCN (partition.Replica.ReplaceChunk; docs/design/bulk.md).
 //
+// A replace that ends failed or cancelled leaves, in each partition that
+// staged and did not swap, a staging table no read sees; once the load
+// has ended and is not started again, each partition's leader deletes it
+// through Raft (Partition.DiscardStaging, conditional on the mark it
+// read, so a run started meanwhile keeps it) and reports it in the
+// partition's progress (stagingLeft decides which partitions to check).
+//
 // Cancel: a partition starts loading only by writing its progress on the
 // condition that the load's record has not changed since the driver read
 // it, so after a cancel no partition starts, and those already loading

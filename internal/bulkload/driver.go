@@ -40,6 +40,10 @@ type Partition interface {
 	ReplaceChunk(ctx context.Context, table string, version uint32, from, to Mark, docs []Doc) (partition.SCN, error)
 	// LoadMark returns the partition's mark for load (zero: not started).
 	LoadMark(load string) (Mark, error)
+	// DiscardStaging deletes what a replace load into table staged in the
+	// partition and resets its mark to the start, if the mark is still
+	// from (a problem.Conflict otherwise; partition.Replica.DiscardStaging).
+	DiscardStaging(ctx context.Context, table string, from Mark) error
 }
 
 // Replicas finds the partitions this node leads.
@@ -58,10 +62,7 @@ var errMoved = errors.New("partition leadership moved")
 func (m *Manager) drive(ctx context.Context, l loaded) {
 	now := time.Now()
 	for _, f := range l.rec.Files {
-		pr := l.progress[f.Partition]
-		if pr.Run != l.rec.Run {
-			pr = Progress{State: wire.PartPending}
-		}
+		pr := current(l.rec, l.progress, f.Partition)
 		if !needsDriver(l.rec, pr) {
 			continue
 		}
@@ -132,8 +133,9 @@ func (m *Manager) runPartition(ctx context.Context, l loaded, f bulk.File, pr Pr
 	}
 	path, err := m.stage(ctx, rec, f)
 	if err != nil {
-		if refused(err) && !pr.started() {
-			// Nothing of this partition is applied: the load fails whole.
+		if refused(err) && (!pr.started() || rec.Mode == ModeReplace) {
+			// Nothing of this partition is applied (a replace's staging is
+			// deleted once the load ends): the partition fails, and the load.
 			_, perr := m.putProgress(ctx, rec, 0, f.Partition, Progress{State: wire.PartFailed, Error: err.Error()})
 			return errors.Join(err, perr)
 		}
@@ -151,7 +153,15 @@ func (m *Manager) runPartition(ctx context.Context, l loaded, f bulk.File, pr Pr
 			return err
 		}
 	}
-	return m.apply(ctx, rec, f, path, mark, rep)
+	err = m.apply(ctx, rec, f, path, mark, rep)
+	if errors.Is(err, bulk.ErrCorrupt) {
+		// The file changed since it was verified: the next attempt
+		// verifies it again, and refuses it.
+		m.mu.Lock()
+		delete(m.verified, partKey{rec.ID, 0, f.Partition})
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // stage fetches and verifies partition file f, once per process: over
@@ -266,4 +276,67 @@ func (m *Manager) apply(ctx context.Context, rec Record, f bulk.File, path strin
 			}
 		}
 	}
+}
+
+// discard starts, for each partition this node leads of an ended load
+// whose staging may be left (stagingLeft), the deletion of that staging.
+func (m *Manager) discard(ctx context.Context, l loaded) {
+	for _, f := range l.rec.Files {
+		pr := current(l.rec, l.progress, f.Partition)
+		if !stagingLeft(l.rec, pr) {
+			continue
+		}
+		rep, ok := m.cfg.Replicas.Leading(l.rec.Database, f.Partition)
+		if !ok {
+			continue
+		}
+		k := partKey{l.rec.ID, l.rec.Run, f.Partition}
+		m.mu.Lock()
+		busy := m.discarding[k]
+		m.discarding[k] = true
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			err := m.discardPartition(ctx, l, f.Partition, pr, rep)
+			m.mu.Lock()
+			delete(m.discarding, k)
+			m.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				m.cfg.Logger.Warn("bulk load: discard the staging", "id", l.rec.ID, "db", l.rec.Database, "partition", f.Partition, "err", err)
+			}
+		}()
+	}
+}
+
+// discardPartition deletes partition p's staging from the mark it
+// records, reporting it in the partition's progress. Every progress write
+// is conditional on the load's record as read: once the load is started
+// again its run owns the partition, and a deletion already proposed is
+// applied only if no chunk of the new run moved the mark first.
+func (m *Manager) discardPartition(ctx context.Context, l loaded, p int, pr Progress, rep Partition) error {
+	mark, err := rep.LoadMark(l.rec.ID)
+	if err != nil {
+		return err
+	}
+	if mark.Offset == 0 || mark.Done {
+		pr.Staging = stagingNone
+		_, err := m.putProgress(ctx, l.rec, l.rev, p, pr)
+		return err
+	}
+	if pr.Staging != wire.StagingDiscarding {
+		pr.Staging = wire.StagingDiscarding
+		if ok, err := m.putProgress(ctx, l.rec, l.rev, p, pr); err != nil || !ok {
+			return err
+		}
+	}
+	if err := rep.DiscardStaging(ctx, l.rec.target(), mark); err != nil {
+		return err
+	}
+	pr.Staging = wire.StagingDiscarded
+	_, err = m.putProgress(ctx, l.rec, l.rev, p, pr)
+	return err
 }

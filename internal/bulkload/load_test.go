@@ -1,6 +1,7 @@
 package bulkload_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,7 +24,9 @@ import (
 	"github.com/doppio-db/doppio/internal/bulk/builder"
 	"github.com/doppio-db/doppio/internal/embedetcd"
 	"github.com/doppio-db/doppio/internal/node"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/schema"
+	"github.com/doppio-db/doppio/internal/storage"
 	"github.com/doppio-db/doppio/internal/testwait"
 )
 
@@ -34,7 +37,8 @@ const messageSchema = `{"type":"record","name":"M","fields":[{"name":"body","typ
 type cluster struct {
 	t    *testing.T
 	ctx  context.Context
-	n    *node.Node
+	cfg  node.Config
+	n    *node.Node // nil while stopped
 	c    *client.Client
 	data string // the node's data directory
 }
@@ -51,30 +55,81 @@ func startCluster(t *testing.T, cfg node.Config, partitions int) *cluster {
 	}
 	t.Cleanup(func() { etcd.Close() })
 	cfg.ID, cfg.DataDir, cfg.HTTPAddr, cfg.EtcdEndpoints, cfg.Logger = "a", filepath.Join(dir, "a"), "127.0.0.1:0", etcd.Endpoints(), quiet
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	c := client.New("http://" + n.Addr())
+	cl := &cluster{t: t, ctx: ctx, cfg: cfg, data: cfg.DataDir}
+	cl.start()
+	t.Cleanup(func() {
+		if cl.n != nil {
+			cl.n.Close()
+		}
+	})
+	c := cl.c
 	if _, _, err := c.PutDatabase(ctx, "D", client.DatabaseSpec{Partitions: partitions, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := c.PutTable(ctx, "D", "M", client.TableSpec{Key: []client.KeyPart{{Name: "id", Type: "string"}}, Schema: json.RawMessage(messageSchema)}); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, ctx: ctx, n: n, c: c, data: cfg.DataDir}
+	return cl
+}
+
+// start starts the node (again, after stop).
+func (c *cluster) start() {
+	c.t.Helper()
+	n, err := node.Start(c.ctx, c.cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.n, c.c = n, client.New("http://"+n.Addr())
+}
+
+// stop stops the node.
+func (c *cluster) stop() {
+	c.t.Helper()
+	if err := c.n.Close(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.n = nil
+}
+
+// storedKeys counts the keys of the stopped node's store that name
+// stored table table.
+func (c *cluster) storedKeys(table string) int {
+	c.t.Helper()
+	e, err := storage.Open(filepath.Join(c.data, "pebble"), storage.Options{CacheBytes: 8 << 20})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer e.Close()
+	it, err := e.NewIter(nil, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if bytes.Contains(it.Key(), []byte(table)) {
+			n++
+		}
+	}
+	return n
 }
 
 // build writes a build of docs ("id" → n) for table table of D with
 // partitions partitions at schema version version, and returns its dir.
 func build(t *testing.T, table string, partitions, version int, docs map[string]int) string {
 	t.Helper()
+	return buildPadded(t, table, partitions, version, docs, 0)
+}
+
+// buildPadded is build with each document's body pad bytes longer.
+func buildPadded(t *testing.T, table string, partitions, version int, docs map[string]int, pad int) string {
+	t.Helper()
+	padding := strings.Repeat("x", pad)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
 	var sb strings.Builder
 	for id, n := range docs {
-		fmt.Fprintf(&sb, `{"id":%q,"body":"body of %s","n":%d}`+"\n", id, id, n)
+		fmt.Fprintf(&sb, `{"id":%q,"body":"body of %s%s","n":%d}`+"\n", id, id, padding, n)
 	}
 	if err := os.WriteFile(in, []byte(sb.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -412,5 +467,92 @@ func TestReplaceLoadSwapsEachPartitionAndMarksTheChangeStream(t *testing.T) {
 		if reread[k] != n {
 			t.Fatalf("re-read %s: n=%d, want %d", k, reread[k], n)
 		}
+	}
+}
+
+// A replace load that fails after its partition staged chunks (the file
+// changed under it; the node that restarts refuses its copy) deletes the
+// staging from the store and leaves the table as it was; the same build,
+// mended and loaded again, stages from the start and swaps.
+func TestReplaceLoadThatFailsAfterStagingDiscardsTheStaging(t *testing.T) {
+	c := startCluster(t, node.Config{}, 1)
+	old := docs(0, 100, 1)
+	l, _, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: build(t, "M", 1, 1, old)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l = c.wait(l.ID); l.State != client.LoadDone {
+		t.Fatalf("merge load ended %+v", l)
+	}
+
+	// Four chunks of about 1 MiB; the throttle spaces them by seconds.
+	all := docs(0, 1000, 2)
+	dir := buildPadded(t, "M", 1, 1, all, 3500)
+	m, err := bulk.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err = c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir, Mode: "replace", Throttle: 512 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "the partition staged a chunk", func() bool {
+		l, err = c.c.GetLoad(c.ctx, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Partitions[0].State == "loading" && l.Partitions[0].Bytes > 0
+	})
+	c.stop()
+	staging := partition.StagingTable("M", l.ID)
+	if n := c.storedKeys(staging); n == 0 {
+		t.Fatalf("nothing of %s is stored while the partition loads", staging)
+	}
+	f := filepath.Join(dir, m.Files[0].Path)
+	good, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(good)
+	bad[len(bad)-3] ^= 0xff
+	if err := os.WriteFile(f, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+
+	var lp client.LoadPartition
+	testwait.Until(t, 30*time.Second, "the load fails and its staging is discarded", func() bool {
+		l, err = c.c.GetLoad(c.ctx, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp = l.Partitions[0]
+		return l.State == client.LoadFailed && l.Discarding == 0
+	})
+	if lp.State != "failed" || lp.Staging != "discarded" || !strings.Contains(l.Error, "has sha256") {
+		t.Fatalf("failed load %+v, partition %+v", l, lp)
+	}
+	c.check(old)
+	c.stop()
+	if n := c.storedKeys(staging); n != 0 {
+		t.Fatalf("%d keys of %s are stored after the discard", n, staging)
+	}
+
+	// Mended, the same load runs again: from the start, to the swap.
+	if err := os.WriteFile(f, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+	again, started, err := c.c.StartLoad(c.ctx, client.LoadRequest{Source: dir, Mode: "replace"})
+	if err != nil || !started || again.ID != l.ID {
+		t.Fatalf("restart: %+v started=%v err=%v", again, started, err)
+	}
+	if l = c.wait(l.ID); l.State != client.LoadDone || l.Records != 1000 || l.Discarding != 0 || l.Partitions[0].Staging != "" {
+		t.Fatalf("restarted load ended %+v", l)
+	}
+	c.check(all)
+	c.stop()
+	if n := c.storedKeys(staging); n != 0 {
+		t.Fatalf("%d keys of %s are stored after the swap", n, staging)
 	}
 }

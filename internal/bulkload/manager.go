@@ -81,6 +81,8 @@ type Manager struct {
 	verified map[partKey]string // files verified by this process, by path
 	loads    map[string]*limiter
 	cleaned  map[string]bool
+	// discarding holds the partitions whose staging this node is deleting.
+	discarding map[partKey]bool
 }
 
 // partKey names one partition of one run of a load.
@@ -111,6 +113,7 @@ func Open(cfg Config) *Manager {
 		cfg: cfg, metrics: newMetrics(cfg.Registry), node: newLimiter(cfg.Throttle, cfg.ChunkBytes),
 		sema: make(chan struct{}, cfg.Parallel), running: map[partKey]bool{}, retryAt: map[partKey]time.Time{},
 		verified: map[partKey]string{}, loads: map[string]*limiter{}, cleaned: map[string]bool{},
+		discarding: map[partKey]bool{},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -421,6 +424,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for _, l := range loads {
 		if l.rec.ended() {
 			m.cleanup(l.rec)
+			m.discard(ctx, l)
 			continue
 		}
 		if !m.advance(ctx, l) {

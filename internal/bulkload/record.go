@@ -60,6 +60,24 @@ type Progress struct {
 	Records uint64 `json:"records"`
 	Node    string `json:"node,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Staging is, once a replace load ended without the partition's swap,
+	// how far its leader got deleting what it staged: wire.StagingDiscarding,
+	// wire.StagingDiscarded, or stagingNone.
+	Staging string `json:"staging,omitempty"`
+}
+
+// stagingNone is a Progress.Staging: the partition's leader found
+// nothing staged.
+const stagingNone = "none"
+
+// current returns partition p's progress in rec's run: pending when it
+// has none of this run.
+func current(rec Record, progress map[int]Progress, p int) Progress {
+	pr, ok := progress[p]
+	if !ok || pr.Run != rec.Run {
+		return Progress{State: wire.PartPending}
+	}
+	return pr
 }
 
 // started reports whether a partition may have applied a chunk: a
@@ -78,16 +96,19 @@ func view(r Record, progress map[int]Progress, withPartitions bool) wire.Load {
 		TotalPartitions: len(r.Files),
 	}
 	for _, f := range r.Files {
-		p := progress[f.Partition]
-		if p.Run != r.Run {
-			p = Progress{State: wire.PartPending}
-		}
+		p := current(r, progress, f.Partition)
 		if r.Cancelled && !p.started() && p.State != wire.PartFailed {
 			p.State = wire.PartSkipped
 		}
 		lp := wire.LoadPartition{
 			Partition: f.Partition, State: p.State, Bytes: p.Bytes, TotalBytes: uint64(f.Bytes),
 			Records: p.Records, TotalRecords: uint64(f.Records), Node: p.Node, Error: p.Error,
+		}
+		if p.Staging != stagingNone {
+			lp.Staging = p.Staging
+		}
+		if stagingLeft(r, p) {
+			l.Discarding++
 		}
 		if p.State == wire.PartDone {
 			lp.Bytes, lp.Records = lp.TotalBytes, lp.TotalRecords

@@ -41,6 +41,11 @@ func (p loadPartition) ReplaceChunk(ctx context.Context, table string, version u
 	return p.r.ReplaceChunk(ctx, table, version, partition.LoadMark(from), partition.LoadMark(to), loadDocs(docs))
 }
 
+func (p loadPartition) DiscardStaging(ctx context.Context, table string, from bulkload.Mark) error {
+	_, err := p.r.DiscardStaging(ctx, table, partition.LoadMark(from))
+	return err
+}
+
 func loadDocs(docs []bulkload.Doc) []partition.LoadDoc {
 	ds := make([]partition.LoadDoc, len(docs))
 	for i, d := range docs {

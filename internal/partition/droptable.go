@@ -18,12 +18,7 @@ func (r *Replica) DropTable(ctx context.Context, table string) (SCN, error) {
 	if err := r.repl.Lead(ctx); err != nil {
 		return SCN{}, err
 	}
-	var x IndexWrites
-	states := r.prefix.Meta(metaIndexPrefix + table + "\x00")
-	for _, start := range [][]byte{r.prefix.Table(table), r.prefix.AutoIncrement(table, nil), r.prefix.IndexTable(table), states} {
-		x.Ranges = append(x.Ranges, KeyRange{Start: start, End: keys.PrefixEnd(start)})
-	}
-	scn, err := r.repl.Replicate(ctx, &WriteSet{Mtime: time.Now().UnixMilli(), Upkeep: true, Index: x})
+	scn, err := r.repl.Replicate(ctx, &WriteSet{Mtime: time.Now().UnixMilli(), Upkeep: true, Index: r.tableRanges(table)})
 	if err != nil {
 		return SCN{}, err
 	}
@@ -38,6 +33,17 @@ func (r *Replica) DropTable(ctx context.Context, table string) (SCN, error) {
 	}
 	r.idx.mu.Unlock()
 	return scn, nil
+}
+
+// tableRanges is every key of table in the partition, as range deletions:
+// documents, auto-increment counters, index entries and build states.
+func (r *Replica) tableRanges(table string) IndexWrites {
+	var x IndexWrites
+	states := r.prefix.Meta(metaIndexPrefix + table + "\x00")
+	for _, start := range [][]byte{r.prefix.Table(table), r.prefix.AutoIncrement(table, nil), r.prefix.IndexTable(table), states} {
+		x.Ranges = append(x.Ranges, KeyRange{Start: start, End: keys.PrefixEnd(start)})
+	}
+	return x
 }
 
 // TableEmpty reports whether this replica holds no document and no index

@@ -301,6 +301,29 @@ func (r *Replica) swap(ctx context.Context, table string, from, to LoadMark) (SC
 	return scn, err
 }
 
+// DiscardStaging deletes what a replace load of table that ended without
+// its swap staged in the partition (StagingTable), and resets the load's
+// mark to the start, so a later run of the load stages afresh. Like a
+// chunk, it applies only if the partition's mark is still from, checked
+// at evaluation and again at apply: a run of the load that moved the mark
+// meanwhile keeps its staging and this is refused with a Conflict. A
+// mark at the start or done has nothing staged (Malformed). Leader only.
+func (r *Replica) DiscardStaging(ctx context.Context, table string, from LoadMark) (SCN, error) {
+	if from.Offset == 0 {
+		return SCN{}, problem.New(problem.Malformed, "nothing is staged at %s", from)
+	}
+	// The reset mark is not "forward", so startChunk's checks are made
+	// against a to that is: from itself.
+	step, err := r.startChunk(ctx, from, from)
+	if err != nil {
+		return SCN{}, err
+	}
+	step.To = LoadMark{Load: from.Load}
+	ws := &WriteSet{Mtime: time.Now().UnixMilli(), Load: step, Index: r.tableRanges(StagingTable(table, from.Load))}
+	scn, _, err := r.replicate(ctx, ws, "discard", func() {})
+	return scn, err
+}
+
 // replaced returns the table ws's swap replaces, if ws is one.
 func (ws *WriteSet) replaced() (string, bool) {
 	if ws.Load == nil || !ws.Load.To.Done || len(ws.Writes) != 1 || ws.Writes[0].Op != OpReplace {
@@ -451,6 +474,11 @@ func ApplyIngest(e *storage.Engine, p keys.Partition, ws *WriteSet, encoded []by
 	Apply(b, p, ws, encoded, scn)
 	for _, x := range extra {
 		b.Set(x.Key, x.Value)
+	}
+	if !ws.Ingest {
+		// A load's write set that asks for no ingestion (a discarded
+		// staging: range deletions) is a batch.
+		return e.Commit(b)
 	}
 	// One table per section of the partition (documents, index, log,
 	// metadata, Raft): each spans only its section, so a table of new

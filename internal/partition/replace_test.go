@@ -166,3 +166,85 @@ func TestReplaceSwapsTheTableAtOneSCN(t *testing.T) {
 		t.Fatalf("box a after a later write: %v", got)
 	}
 }
+
+// A replace load that ended without its swap has its staging deleted
+// and its mark reset, only from the mark the partition records: the
+// table is as before, a chunk of the old run is refused, and a new run
+// stages from the start and swaps.
+func TestDiscardStagingLeavesTheTableAndRestartsTheLoad(t *testing.T) {
+	f, tb := loadFixture(t)
+	ctx := context.Background()
+	for id := int64(1); id <= 5; id++ {
+		f.exec(t, put(tb, keys.Tuple{"a", id}, msg("old", true, id)))
+	}
+	p := f.rep.prefix
+	staging := StagingTable("Msg", "R2")
+	keysOf := func(table string) map[string]string {
+		m := keysIn(t, f.engine, p.Table(table), keys.PrefixEnd(p.Table(table)))
+		maps.Copy(m, keysIn(t, f.engine, p.IndexTable(table), keys.PrefixEnd(p.IndexTable(table))))
+		return m
+	}
+	before := keysOf("Msg")
+	var docs []LoadDoc
+	for id := int64(10); id <= 20; id++ {
+		docs = append(docs, loadDoc(t, tb, "b", id, msg("new", true, id)))
+	}
+	m0 := LoadMark{Load: "R2"}
+	m1 := LoadMark{Load: "R2", Offset: 700, Records: 6}
+	m2 := LoadMark{Load: "R2", Offset: 1200, Records: 11}
+	if _, err := f.rep.ReplaceChunk(ctx, "Msg", 1, m0, m1, docs[:6]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.rep.ReplaceChunk(ctx, "Msg", 1, m1, m2, docs[6:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(keysOf(staging)) == 0 {
+		t.Fatal("the chunks staged nothing")
+	}
+
+	all := state(t, f.engine, p)
+	for _, c := range []struct {
+		from LoadMark
+		kind problem.Kind
+	}{{m1, problem.Conflict}, {m0, problem.Malformed}, {LoadMark{Load: "R2", Offset: 1210, Records: 11, Done: true}, problem.Malformed}} {
+		if _, err := f.rep.DiscardStaging(ctx, "Msg", c.from); !problem.Is(err, c.kind) {
+			t.Fatalf("discard from %s: %v, want kind %d", c.from, err, c.kind)
+		}
+	}
+	if !maps.Equal(all, state(t, f.engine, p)) {
+		t.Fatal("a refused discard changed the partition")
+	}
+
+	if _, err := f.rep.DiscardStaging(ctx, "Msg", m2); err != nil {
+		t.Fatal(err)
+	}
+	if left := keysOf(staging); len(left) != 0 {
+		t.Fatalf("%d staging keys left", len(left))
+	}
+	if !maps.Equal(before, keysOf("Msg")) {
+		t.Fatal("the discard changed the table")
+	}
+	if got, _ := f.rep.LoadMark("R2"); got != m0 {
+		t.Fatalf("mark %s after the discard, want %s", got, m0)
+	}
+	// Again: the partition records the start now, not m2.
+	if _, err := f.rep.DiscardStaging(ctx, "Msg", m2); !problem.Is(err, problem.Conflict) {
+		t.Fatalf("second discard: %v, want a conflict", err)
+	}
+	// The old run's next step is refused; a new run starts over.
+	if _, err := f.rep.ReplaceChunk(ctx, "Msg", 1, m2, LoadMark{Load: "R2", Offset: 1210, Records: 11, Done: true}, nil); !problem.Is(err, problem.Conflict) {
+		t.Fatalf("the old run's swap: %v, want a conflict", err)
+	}
+	if _, err := f.rep.ReplaceChunk(ctx, "Msg", 1, m0, m2, docs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.rep.ReplaceChunk(ctx, "Msg", 1, m2, LoadMark{Load: "R2", Offset: 1210, Records: 11, Done: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ids(t, f, tb, "b"); !slices.Equal(got, span(10, 20)) {
+		t.Fatalf("box b after the new run: %v", got)
+	}
+	if got, _ := ids(t, f, tb, "a"); len(got) != 0 {
+		t.Fatalf("box a after the new run's swap: %v", got)
+	}
+}

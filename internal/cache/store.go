@@ -45,15 +45,15 @@ const (
 // incarnation vouches from ("t", Unix ms, the claimer's clock).
 const EpochKey = "doppio:epoch"
 
-// upsertScript is the one write of the tier. SCN parts are compared as
-// decimal strings (length, then bytes), exact for any uint64, where Lua's
-// numbers are doubles. A Redis that lost its epoch (flushed) begins a new
-// one at the writer's clock; a state read from before the epoch is
-// refused first (docs/design/cache.md, "Redis incarnations"). At equal SCNs a tombstone is the newer state: a
-// document's SCN is the write that made it, a tombstone's a state at or
-// after the delete (a read that found nothing names the SCN it had
-// applied before it looked, which may be the document's own write, the
-// delete landing in between).
+// upsertScript is the one write of the tier. A Redis that lost its epoch
+// (flushed) begins a new one at the writer's clock; a state read from
+// before the epoch is refused first (docs/design/cache.md, "Redis
+// incarnations"). SCN parts are compared as decimal strings (length,
+// then bytes), exact for any uint64, where Lua's numbers are doubles. At
+// equal SCNs a tombstone is the newer state: a document's SCN is the
+// write that made it, a tombstone's a state at or after the delete (a
+// read that found nothing names the SCN it had applied before it looked,
+// which may be the document's own write, the delete landing in between).
 var upsertScript = redis.NewScript(`
 local t = redis.call('HGET', KEYS[2], 't')
 if not t then

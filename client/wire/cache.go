@@ -107,7 +107,8 @@ type CacheProcess struct {
 	Tables map[string]CacheReads `json:"tables"`
 	// Fills counts the entries written after misses, by tier (local,
 	// redis) and result: written, merged (same SCN), refused (a newer
-	// SCN was there) or dropped (Redis unhealthy, or the queue full).
+	// SCN was there), stale_epoch (read before the Redis incarnation
+	// began) or dropped (Redis unhealthy, or the queue full).
 	Fills map[string]map[string]int64 `json:"fills"`
 }
 

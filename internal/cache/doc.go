@@ -14,6 +14,14 @@
 // and its partition's watermark in one round trip; an entry's age bound
 // is now - max(AsOf, watermark).
 //
+// Redis incarnations: each Redis process holds an epoch (EpochKey), begun
+// by the first connection of any Store to a process that has none of its
+// own (restarted empty, loaded from a file, promoted from replica). A
+// state read (Write.Read: a fill, a bootstrap) from before the epoch is
+// refused as Predated, since a change only the lost Redis held may be
+// missing from it; a watermark vouches only for entries read within the
+// epoch (Entry.Vouched).
+//
 // The Store talks to a primary and its replicas (the first address is
 // the primary). Every request feeds its endpoint's health: an endpoint
 // whose recent requests failed or were slow too often is marked

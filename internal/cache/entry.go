@@ -23,10 +23,26 @@ type Entry struct {
 	Data []byte
 	// Mtime is the document's modification time, Unix ms.
 	Mtime int64
+	// Epoch is, for an entry read from Redis, when the incarnation that
+	// holds it began vouching (Unix ms; see Vouched); 0 elsewhere.
+	Epoch int64
 }
 
 // Tombstone reports whether the entry says the document does not exist.
 func (e Entry) Tombstone() bool { return e.Version == 0 }
+
+// Vouched is the watermark that may vouch for the entry: watermark,
+// unless the entry's state predates its incarnation's epoch by less than
+// skew (the clocks' disagreement), then 0. Such an entry (loaded from a
+// file, or a change replayed into a new incarnation) may miss a change the
+// watermark counts as applied to the incarnation before; its own AsOf
+// still holds.
+func (e Entry) Vouched(watermark int64, skew time.Duration) int64 {
+	if e.AsOf < e.Epoch || e.AsOf-e.Epoch < skew.Milliseconds() {
+		return 0
+	}
+	return watermark
+}
 
 // Age is the entry's age bound at now given its partition's watermark
 // (Unix ms): how old the state it shows may be.

@@ -8,6 +8,8 @@ import (
 
 type metrics struct {
 	rejected prometheus.Counter
+	predated prometheus.Counter
+	epochs   prometheus.Counter
 	healthy  *prometheus.GaugeVec
 }
 
@@ -16,6 +18,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "doppio_cache_writes_rejected_total",
 			Help: "Writes to the cache tier the compare-by-SCN script refused: the entry held a newer SCN.",
+		}),
+		predated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "doppio_cache_writes_stale_epoch_total",
+			Help: "Fills and bootstrap writes to the cache tier refused because their state was read before the Redis incarnation began: a change the lost Redis held may be missing from them.",
+		}),
+		epochs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "doppio_cache_epochs_total",
+			Help: "Redis incarnations this process began: it was the first to connect to a Redis process that had no epoch of its own (restarted empty, loaded from a file, or promoted).",
 		}),
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "doppio_cache_endpoint_healthy",
@@ -27,6 +37,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var err error
 	if m.rejected, err = register(reg, m.rejected); err != nil {
+		return nil, err
+	}
+	if m.predated, err = register(reg, m.predated); err != nil {
+		return nil, err
+	}
+	if m.epochs, err = register(reg, m.epochs); err != nil {
 		return nil, err
 	}
 	if m.healthy, err = register(reg, m.healthy); err != nil {

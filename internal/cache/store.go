@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,16 +34,33 @@ const (
 	Merged
 	// Written: the entry replaced an older one, or was absent.
 	Written
+	// Predated: the entry is a state read (Write.Read) as of a time
+	// before the Redis incarnation began (its epoch); a change the lost
+	// incarnation held may be missing from it. Nothing changed.
+	Predated
 )
 
-// upsertScript is the one write of the tier. SCN parts are compared as
-// decimal strings (length, then bytes), exact for any uint64, where Lua's
-// numbers are doubles. At equal SCNs a tombstone is the newer state: a
-// document's SCN is the write that made it, a tombstone's a state at or
-// after the delete (a read that found nothing names the SCN it had
-// applied before it looked, which may be the document's own write, the
-// delete landing in between).
+// EpochKey is the Redis key of the incarnation's epoch: a hash of the
+// run_id of the Redis process that claimed it ("run") and the time the
+// incarnation vouches from ("t", Unix ms, the claimer's clock).
+const EpochKey = "doppio:epoch"
+
+// upsertScript is the one write of the tier. A Redis that lost its epoch
+// (flushed) begins a new one at the writer's clock; a state read from
+// before the epoch is refused first (docs/design/cache.md, "Redis
+// incarnations"). SCN parts are compared as decimal strings (length,
+// then bytes), exact for any uint64, where Lua's numbers are doubles. At
+// equal SCNs a tombstone is the newer state: a document's SCN is the
+// write that made it, a tombstone's a state at or after the delete (a
+// read that found nothing names the SCN it had applied before it looked,
+// which may be the document's own write, the delete landing in between).
 var upsertScript = redis.NewScript(`
+local t = redis.call('HGET', KEYS[2], 't')
+if not t then
+  redis.call('HSET', KEYS[2], 't', ARGV[8])
+  t = ARGV[8]
+end
+if ARGV[9] == '1' and tonumber(ARGV[3]) < tonumber(t) then return 3 end
 local function cmp(x, y)
   if #x ~= #y then if #x < #y then return -1 else return 1 end end
   if x == y then return 0 end
@@ -82,6 +101,17 @@ if (not cur) or tonumber(ARGV[1]) > tonumber(cur) then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 0
+`)
+
+// claimScript makes the epoch the connected Redis process's: kept when
+// that process claimed it, begun anew at ARGV[2] when it is absent (an
+// empty Redis) or came from another process (loaded from an RDB or AOF
+// file, or replicated to a promoted replica).
+var claimScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'run') == ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'run', ARGV[1], 't', ARGV[2])
+return 1
 `)
 
 // Config configures a Store.
@@ -139,21 +169,58 @@ func Open(cfg Config) (*Store, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{cfg: cfg, metrics: m, log: cfg.Logger.With("component", "cache"), stop: cancel, done: make(chan struct{})}
 	for i, addr := range cfg.Addrs {
+		opts := &redis.Options{
+			Addr: addr, Protocol: 2, DisableIdentity: true,
+			DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+			// The health judgement, not the client, decides about
+			// retrying elsewhere.
+			MaxRetries: -1,
+		}
+		if i == 0 {
+			opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return s.claim(ctx, cn, addr) }
+		}
 		e := &endpoint{
 			addr: addr, primary: i == 0, health: NewHealth(cfg.Health), gauge: m.healthy.WithLabelValues(addr),
-			cl: redis.NewClient(&redis.Options{
-				Addr: addr, Protocol: 2, DisableIdentity: true,
-				DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-				// The health judgement, not the client, decides about
-				// retrying elsewhere.
-				MaxRetries: -1,
-			}),
+			cl: redis.NewClient(opts),
 		}
 		e.gauge.Set(1)
 		s.endpoints = append(s.endpoints, e)
 	}
 	go s.probe(ctx)
 	return s, nil
+}
+
+// claim runs on every new connection to the primary, before its first
+// request: every write of this Store to a Redis process is thus preceded
+// by that process holding an epoch of its own.
+func (s *Store) claim(ctx context.Context, cn *redis.Conn, addr string) error {
+	info, err := cn.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	run := runID(info)
+	if run == "" {
+		return errors.New("cache: INFO server names no run_id")
+	}
+	n, err := claimScript.Run(ctx, cn, []string{EpochKey}, run, time.Now().UnixMilli()).Int64()
+	if err != nil {
+		return fmt.Errorf("cache: claim the epoch: %w", err)
+	}
+	if n == 1 {
+		s.metrics.epochs.Inc()
+		s.log.Info("cache: a new Redis incarnation begins", "endpoint", addr, "run_id", run)
+	}
+	return nil
+}
+
+// runID is the run_id line of INFO server.
+func runID(info string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Close stops the probes and closes the connections.
@@ -263,25 +330,25 @@ func (s *Store) writer() (*endpoint, error) {
 	return nil, ErrUnavailable
 }
 
-// Get reads the entry r names and its partition's watermark (Unix ms, 0
-// when absent) in one round trip. An absent entry is ErrMiss (the
-// watermark is still returned).
+// Get reads the entry r names, its partition's watermark (Unix ms, 0
+// when absent) and the incarnation's epoch (Entry.Epoch) in one round
+// trip. An absent entry is ErrMiss (the watermark is still returned).
 func (s *Store) Get(ctx context.Context, r Ref) (Entry, int64, error) {
 	e, err := s.reader()
 	if err != nil {
 		return Entry{}, 0, err
 	}
 	var fields []any
-	var wm string
+	var wm, epoch string
 	err = e.do(ctx, s.cfg.Timeout, func(ctx context.Context, cl *redis.Client) error {
 		pipe := cl.Pipeline()
 		h := pipe.HMGet(ctx, r.EntryKey(), "g", "s", "a", "v", "d", "m")
 		w := pipe.Get(ctx, r.WatermarkKey())
+		ep := pipe.HGet(ctx, EpochKey, "t")
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
-		fields = h.Val()
-		wm = w.Val()
+		fields, wm, epoch = h.Val(), w.Val(), ep.Val()
 		return nil
 	})
 	if err != nil {
@@ -294,6 +361,10 @@ func (s *Store) Get(ctx context.Context, r Ref) (Entry, int64, error) {
 	}
 	if !ok {
 		return Entry{}, watermark, ErrMiss
+	}
+	if ent.Epoch, err = strconv.ParseInt(epoch, 10, 64); err != nil {
+		// No epoch: no incarnation vouches for what this Redis holds.
+		ent.Epoch = math.MaxInt64
 	}
 	return ent, watermark, nil
 }
@@ -347,15 +418,24 @@ type Write struct {
 	Ref   Ref
 	Entry Entry
 	TTL   time.Duration
+	// Read marks a state read from a replica (a fill, a bootstrap), as
+	// opposed to a change from the log (the updater): it is refused as
+	// Predated when its AsOf is before the incarnation's epoch. A change
+	// is never refused so: it is history the new incarnation must hold.
+	Read bool
 }
 
-func (w *Write) args() []any {
+func (w *Write) args(now int64) []any {
 	e := &w.Entry
 	ttl := max(w.TTL.Milliseconds(), 1)
-	if e.Tombstone() {
-		return []any{e.SCN.Generation, e.SCN.Sequence, e.AsOf, "", "", "", ttl}
+	read := "0"
+	if w.Read {
+		read = "1"
 	}
-	return []any{e.SCN.Generation, e.SCN.Sequence, e.AsOf, e.Version, e.Data, e.Mtime, ttl}
+	if e.Tombstone() {
+		return []any{e.SCN.Generation, e.SCN.Sequence, e.AsOf, "", "", "", ttl, now, read}
+	}
+	return []any{e.SCN.Generation, e.SCN.Sequence, e.AsOf, e.Version, e.Data, e.Mtime, ttl, now, read}
 }
 
 // Upsert writes one entry through the compare-by-SCN script.
@@ -380,16 +460,20 @@ func (s *Store) UpsertBatch(ctx context.Context, ws []Write) ([]Outcome, error) 
 	}
 	outs := make([]Outcome, len(ws))
 	err = e.do(ctx, s.cfg.Timeout+time.Duration(len(ws))*time.Millisecond, func(ctx context.Context, cl *redis.Client) error {
+		now := time.Now().UnixMilli()
 		return evalBatch(ctx, cl, upsertScript, len(ws), func(i int) ([]string, []any) {
-			return []string{ws[i].Ref.EntryKey()}, ws[i].args()
+			return []string{ws[i].Ref.EntryKey(), EpochKey}, ws[i].args(now)
 		}, func(i int, v int64) { outs[i] = Outcome(v) })
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range outs {
-		if o == Refused {
+		switch o {
+		case Refused:
 			s.metrics.rejected.Inc()
+		case Predated:
+			s.metrics.predated.Inc()
 		}
 	}
 	return outs, nil

@@ -105,11 +105,21 @@ func (s *redisSink) ref(id TaskID, tb *schema.Table, key []byte) cache.Ref {
 	return cache.Ref{DB: id.DB, Generation: tb.Def.CacheGeneration, Table: tb.Def.Name, Partition: id.Partition, Key: key}
 }
 
+// errPredated ends a bootstrap whose snapshot predates the Redis
+// incarnation: Redis restarted (or was replaced) while it ran.
+var errPredated = errors.New("redis sink: Redis began a new incarnation after the snapshot was read")
+
+// upsert writes ws in chunks; a state read (Write.Read) refused as
+// predating the Redis incarnation fails it with errPredated.
 func (s *redisSink) upsert(ctx context.Context, ws []cache.Write) error {
 	for len(ws) > 0 {
 		n := min(len(ws), upsertChunk)
-		if _, err := s.store.UpsertBatch(ctx, ws[:n]); err != nil {
+		outs, err := s.store.UpsertBatch(ctx, ws[:n])
+		if err != nil {
 			return fmt.Errorf("redis sink: %w", err)
+		}
+		if slices.Contains(outs, cache.Predated) {
+			return errPredated
 		}
 		ws = ws[n:]
 	}
@@ -206,6 +216,9 @@ func (s *redisSink) maybeBootstrap(ctx context.Context, id TaskID, tables []*sch
 // bootstrap rewrites every document of tables in the partition from one
 // snapshot, as of a time the replica was fresh before the snapshot. It
 // records its progress in pc, which forget may have dropped meanwhile.
+// A Redis that began a new incarnation meanwhile refuses the snapshot's
+// writes: the bootstrap fails, and the next one (when the partition is
+// next caught up) reads a snapshot that the new incarnation takes.
 func (s *redisSink) bootstrap(ctx context.Context, id TaskID, pc *partCache, tables []*schema.Table, sn snapshotter) error {
 	f, ok := s.m.replicas.(Freshness)
 	if !ok {
@@ -243,6 +256,7 @@ func (s *redisSink) bootstrap(ctx context.Context, id TaskID, pc *partCache, tab
 				Ref:   s.ref(id, tb, slices.Clone(key)),
 				Entry: cache.Entry{SCN: rec.SCN, AsOf: at.UnixMilli(), Version: rec.Version, Data: slices.Clone(rec.Avro), Mtime: rec.Mtime},
 				TTL:   tb.Def.Cache.TTL,
+				Read:  true,
 			})
 			if len(ws) == upsertChunk {
 				return flush()

@@ -138,6 +138,11 @@ func TestRedisSinkKeepsTheCacheInStepWithCommits(t *testing.T) {
 	waitEntry(t, st2, cacheRef(t, n, "Order", "g2", 3), "the bootstrap after Redis lost everything", func(e cache.Entry, _ int64, err error) bool {
 		return err == nil && !e.Tombstone() && e.AsOf >= restarted.Add(-time.Second).UnixMilli()
 	})
+	// Read in the new incarnation, the bootstrap's entry is one its
+	// watermark vouches for.
+	waitEntry(t, st2, cacheRef(t, n, "Order", "g2", 3), "the watermark vouching for the bootstrap's entry", func(e cache.Entry, wm int64, err error) bool {
+		return err == nil && e.Vouched(wm, 0) > restarted.UnixMilli()
+	})
 	testwait.Until(t, 10*time.Second, "a partition's status shows a bootstrap of Order", func() bool {
 		for _, p := range n.status("updater").Partitions {
 			if p.Cache != nil && p.Cache.Bootstrapped["Order"] > 0 {

@@ -96,7 +96,7 @@ func Check(ctx context.Context, st *cache.Store, src Source, db string, partitio
 			same := (e.Tombstone() && !found) || (!e.Tombstone() && found && cur == e.SCN)
 			if !same {
 				r.Diverged = append(r.Diverged, Divergence{
-					Table: tb.Name, Key: tuple, Partition: ref.Partition, Cached: e, Source: cur, Found: found, Age: e.Age(time.Now(), wm),
+					Table: tb.Name, Key: tuple, Partition: ref.Partition, Cached: e, Source: cur, Found: found, Age: e.Age(time.Now(), e.Vouched(wm, 0)),
 				})
 			}
 			return nil

@@ -95,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table"}),
 		fills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "doppio_cache_fills_total",
-			Help: "Entries this process wrote to a cache tier after a miss, by tier and result: written, merged (same SCN), refused (a newer SCN was there), dropped (Redis unhealthy or the queue full).",
+			Help: "Entries this process wrote to a cache tier after a miss, by tier and result: written, merged (same SCN), refused (a newer SCN was there), stale_epoch (read before the Redis incarnation began), dropped (Redis unhealthy or the queue full).",
 		}, []string{"tier", "result"}),
 		tables: map[string]*tableCounters{},
 	}
@@ -134,7 +134,7 @@ func (m *metrics) table(name string) *tableCounters {
 	return c
 }
 
-var outcomeNames = map[cache.Outcome]string{cache.Refused: "refused", cache.Merged: "merged", cache.Written: "written"}
+var outcomeNames = map[cache.Outcome]string{cache.Refused: "refused", cache.Merged: "merged", cache.Written: "written", cache.Predated: "stale_epoch"}
 
 func (m *metrics) fill(tier string, o cache.Outcome) { m.fillN(tier, outcomeNames[o], 1) }
 

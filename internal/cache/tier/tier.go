@@ -15,8 +15,11 @@
 //
 // Freshness: an entry's age bound is now - max(its as-of, its
 // partition's watermark); it may answer a read with bound D when that is
-// at most D - ClockSkew. An unhealthy Redis makes reads Bypass it and
-// drops fills: no read ever fails because of the tier.
+// at most D - ClockSkew. The watermark counts only for an entry read in
+// the Redis incarnation that holds it, and Redis refuses a fill read
+// before (cache.Entry.Vouched, cache.Predated). An unhealthy Redis makes
+// reads Bypass it and drops fills: no read ever fails because of the
+// tier.
 package tier
 
 import (
@@ -179,7 +182,11 @@ func (t *Tier) read(ctx context.Context, c *tableCounters, d Doc, bound time.Dur
 		// Unhealthy, or this request failed: the nodes answer.
 		c.bypassed()
 		return Lookup{Source: Bypass}
-	case !fresh(e, wm, limit):
+	}
+	// A watermark raised in this Redis incarnation vouches only for states
+	// read in it (the clocks' skew included).
+	wm = e.Vouched(wm, t.cfg.ClockSkew)
+	if !fresh(e, wm, limit) {
 		c.inc(tierRedis, resultStale)
 		return Lookup{Source: Miss}
 	}
@@ -210,7 +217,7 @@ func (t *Tier) Fill(d Doc, e cache.Entry) {
 		return
 	}
 	select {
-	case t.fills <- cache.Write{Ref: d.Ref, Entry: e, TTL: d.TTL}:
+	case t.fills <- cache.Write{Ref: d.Ref, Entry: e, TTL: d.TTL, Read: true}:
 	default:
 		t.m.fillN(tierRedis, "dropped", 1)
 	}

@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -71,9 +72,10 @@ func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
 
 	// An entry older than the bound answers nothing: the nodes do.
 	old := doc("old")
-	tr.Fill(old, entryAt(3, now.Add(-10*time.Second), "v3"))
-	if l := tr.Read(ctx, old, 5*time.Second); l.Source != Miss {
-		t.Fatalf("entry 10s old, bound 5s: %s, want miss", l.Source)
+	tr.Fill(old, entryAt(3, now, "v3"))
+	time.Sleep(time.Until(now.Add(1200 * time.Millisecond)))
+	if l := tr.Read(ctx, old, time.Second); l.Source != Miss {
+		t.Fatalf("entry 1.2s old, bound 1s: %s, want miss", l.Source)
 	}
 	waitRedis(t, st, old, 3)
 	// The partition's watermark vouches for it: every change up to now
@@ -81,8 +83,18 @@ func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
 	if err := st.RaiseWatermark(ctx, "db", 7, 1, time.Now().UnixMilli(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if l := tr2.Read(ctx, old, 5*time.Second); l.Source != Redis || l.Age > time.Second {
+	if l := tr2.Read(ctx, old, time.Second); l.Source != Redis || l.Age > time.Second {
 		t.Fatalf("after the watermark rose: %+v, want a fresh redis hit", l)
+	}
+
+	// A fill read before this Redis incarnation began (the first request
+	// above claimed its epoch) might miss a change only a lost Redis got:
+	// Redis refuses it.
+	before := doc("before")
+	tr.Fill(before, entryAt(4, now.Add(-10*time.Second), "v4"))
+	waitFills(t, tr, "stale_epoch", 1)
+	if e, _, err := st.Get(ctx, before.Ref); !errors.Is(err, cache.ErrMiss) {
+		t.Fatalf("Redis holds %+v (%v) of a fill read before its epoch", e, err)
 	}
 
 	// A stale fill never replaces a tombstone, in either tier.
@@ -90,6 +102,7 @@ func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
 	tr.Fill(gone, entryAt(9, now, ""))
 	tr.Fill(gone, entryAt(8, now.Add(time.Second), "resurrected"))
 	waitRedis(t, st, gone, 9)
+	waitFills(t, tr, "refused", 1)
 	if l := tr.Read(ctx, gone, time.Minute); l.Source != Local || !l.Entry.Tombstone() {
 		t.Fatalf("local after a stale fill over a tombstone: %+v", l)
 	}
@@ -117,8 +130,8 @@ func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
 		!reflect.DeepEqual(rep.Redis, []wire.CacheEndpoint{{Addr: rc.Primary.Addr, Primary: true, Healthy: true}}) || len(rep.Fills) != 0 {
 		t.Errorf("second process's report: %+v", rep)
 	}
-	if fills := tr.Report("n1", "node").Fills; fills["redis"]["refused"] != 1 || fills["local"]["refused"] != 1 {
-		t.Errorf("first process's fills %v: want the stale fill refused by both tiers", fills)
+	if fills := tr.Report("n1", "node").Fills; fills["redis"]["refused"] != 1 || fills["local"]["refused"] != 1 || fills["redis"]["stale_epoch"] != 1 {
+		t.Errorf("first process's fills %v: want the stale fill refused by both tiers, the one before the epoch by Redis", fills)
 	}
 
 	// Redis dies: reads bypass it (after the health monitor notices, at
@@ -135,6 +148,17 @@ func TestReadsComeFromTheFreshestTierThatIsFreshEnough(t *testing.T) {
 	}
 	if l := tr.Read(ctx, d, time.Minute); l.Source != Local {
 		t.Fatalf("Redis down, hot key: %s, want local", l.Source)
+	}
+}
+
+// waitFills waits until tr has counted n fills to Redis with result.
+func waitFills(t *testing.T, tr *Tier, result string, n float64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(tr.m.fills.WithLabelValues("redis", result)) != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("doppio_cache_fills_total{redis,%s} = %v after 5s, want %v", result, testutil.ToFloat64(tr.m.fills.WithLabelValues("redis", result)), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

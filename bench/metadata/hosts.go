@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/internal/membership"
@@ -48,7 +50,11 @@ func newHosts(cli *clientv3.Client, prefix string, log *slog.Logger) *hosts {
 
 // start registers node id in zone.
 func (h *hosts) start(ctx context.Context, id, zone string) error {
-	r, err := membership.Register(ctx, h.cli, h.prefix, membership.Node{ID: id, Zone: zone, HTTP: id + ":1", GRPC: id + ":2"}, 3*time.Second, h.log)
+	var r *membership.Registration
+	err := retry(ctx, func() (err error) {
+		r, err = membership.Register(ctx, h.cli, h.prefix, membership.Node{ID: id, Zone: zone, HTTP: id + ":1", GRPC: id + ":2"}, 3*time.Second, h.log)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -116,6 +122,24 @@ func (h *hosts) follow(placements map[string]membership.PlacementRecord) {
 			r.SetLeader(db, i, next.term)
 			r.SetGroup(db, i, &membership.GroupReport{Term: next.term, Voters: next.voters})
 			h.led[p] = next
+		}
+	}
+}
+
+// retry calls f until it succeeds, fails otherwise than by etcd's
+// back-pressure (its apply falling behind under the writes measured), or
+// a minute has passed.
+func retry(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if !errors.Is(err, rpctypes.ErrTooManyRequests) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

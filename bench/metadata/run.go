@@ -104,7 +104,7 @@ func measure(s size, idle time.Duration) ([]event, error) {
 	}{
 		{fmt.Sprintf("initial placement (%d databases)", len(dbs)), func() error {
 			for i, n := range dbs {
-				if _, _, err := cat.PutDatabase(ctx, schema.Database{Name: fmt.Sprintf("db%d", i), Partitions: n, Replicas: 3}); err != nil {
+				if err := putDatabase(ctx, cat, fmt.Sprintf("db%d", i), n); err != nil {
 					return err
 				}
 			}
@@ -113,8 +113,7 @@ func measure(s size, idle time.Duration) ([]event, error) {
 		{"a node joins", func() error { return h.start(ctx, nodeName(s.Nodes), "z0") }},
 		{"a node goes down (its leaderships move)", func() error { return h.kill(nodeName(1), view.Placements()) }},
 		{fmt.Sprintf("a database of %d partitions is created", min(max(s.Partitions/20, 1), 4096)), func() error {
-			_, _, err := cat.PutDatabase(ctx, schema.Database{Name: "created", Partitions: min(max(s.Partitions/20, 1), 4096), Replicas: 3})
-			return err
+			return putDatabase(ctx, cat, "created", min(max(s.Partitions/20, 1), 4096))
 		}},
 	}
 	var out []event
@@ -194,4 +193,11 @@ func changed(a, b state) int {
 		}
 	}
 	return n
+}
+
+func putDatabase(ctx context.Context, cat *catalog.Catalog, name string, partitions int) error {
+	return retry(ctx, func() error {
+		_, _, err := cat.PutDatabase(ctx, schema.Database{Name: name, Partitions: partitions, Replicas: 3})
+		return err
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,7 +134,7 @@ func retry(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := f()
-		if !errors.Is(err, rpctypes.ErrTooManyRequests) || time.Now().After(deadline) {
+		if err == nil || !(errors.Is(err, rpctypes.ErrTooManyRequests) || strings.Contains(err.Error(), "too many requests")) || time.Now().After(deadline) {
 			return err
 		}
 		select {

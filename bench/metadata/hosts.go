@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/membership"
 )
 
@@ -30,6 +31,9 @@ type hosts struct {
 	regs  map[string]*membership.Registration // live nodes
 	zones map[string]string
 	led   map[partition]group
+	// down is the node killed last: converged waits until it is nobody's
+	// preferred leader.
+	down string
 }
 
 type partition struct {
@@ -143,4 +147,33 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// converged reports whether every database is placed, every partition's
+// group follows its placement led by its preferred leader (or, while that
+// one is down, a live replica), no preferred leader is down and the
+// controller has no rebalance under way.
+func (h *hosts) converged(ctx context.Context, cat *catalog.Catalog, view *membership.View) bool {
+	if rb, ok, err := membership.ReadRebalance(ctx, h.cli, h.prefix); err != nil || (ok && rb.Remaining > 0) {
+		return false
+	}
+	ps := view.Placements()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, db := range cat.Databases() {
+		rec, ok := ps[db.Name]
+		if !ok || len(rec.Partitions) != db.Partitions {
+			return false
+		}
+		for i, pp := range rec.Partitions {
+			g := h.led[partition{db.Name, i}]
+			if pp.Leader == h.down || g.leader == "" || h.regs[g.leader] == nil || !slices.Equal(g.voters, pp.Replicas) {
+				return false
+			}
+			if h.regs[pp.Leader] != nil && g.leader != pp.Leader {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -111,7 +111,12 @@ func measure(s size, idle time.Duration) ([]event, error) {
 			return nil
 		}},
 		{"a node joins", func() error { return h.start(ctx, nodeName(s.Nodes), "z0") }},
-		{"a node goes down (its leaderships move)", func() error { return h.kill(nodeName(1), view.Placements()) }},
+		{"a node goes down (its leaderships move)", func() error {
+			h.mu.Lock()
+			h.down = nodeName(1)
+			h.mu.Unlock()
+			return h.kill(nodeName(1), view.Placements())
+		}},
 		{fmt.Sprintf("a database of %d partitions is created", min(max(s.Partitions/20, 1), 4096)), func() error {
 			return putDatabase(ctx, cat, "created", min(max(s.Partitions/20, 1), 4096))
 		}},
@@ -129,7 +134,17 @@ func measure(s size, idle time.Duration) ([]event, error) {
 			m.stop()
 			return nil, fmt.Errorf("%s: %w", e.name, err)
 		}
-		last, err := m.quiet(ctx, idle)
+		// Done when etcd is quiet and the cluster converged: planning a
+		// round at 100,000 replicas may take longer than idle.
+		var last time.Time
+		for err == nil {
+			if last, err = m.quiet(ctx, idle); err == nil && h.converged(ctx, cat, view) {
+				break
+			}
+			if time.Since(start) > 30*time.Minute {
+				err = fmt.Errorf("%s: not converged after 30 minutes", e.name)
+			}
+		}
 		t := m.stop()
 		if err != nil {
 			return nil, err

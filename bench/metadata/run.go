@@ -154,7 +154,9 @@ func measure(s size, idle time.Duration) ([]event, error) {
 			return nil, err
 		}
 		ev := event{Name: e.name, Traffic: t, DBDelta: st1.DbSize - st0.DbSize, Changed: changed(before, snapshot(view, h)), Took: last.Sub(start)}
-		log.Printf("  %s: %d puts, %d bytes put, %d bytes watched, %d partitions changed, %s", ev.Name, t.Puts, t.PutTotal(), t.WatchRecv, ev.Changed, ev.Took.Round(time.Millisecond))
+		log.Printf("  %s: %d puts, %d bytes put (placement %d, leaders %d, groups %d), %d bytes watched, db size %+d, %d partitions changed, %s",
+			ev.Name, t.Puts, t.PutTotal(), t.PutBytes[membership.PlacementDir], t.PutBytes[membership.LeadersDir], t.PutBytes[membership.GroupsDir],
+			t.WatchRecv, ev.DBDelta, ev.Changed, ev.Took.Round(time.Millisecond))
 		out = append(out, ev)
 	}
 	return out, nil

@@ -18,18 +18,14 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/doppio-db/doppio/bench/internal/benchutil"
 )
 
-// size is one cluster: nodes in three zones, partitions of three
-// replicas split over databases of at most 4,096 partitions.
-type size struct{ Nodes, Partitions int }
-
-func (s size) Replicas() int { return 3 * s.Partitions }
+// size is one cluster: its partitions are split over databases of at
+// most 4,096 partitions.
+type size = benchutil.Cluster
 
 func main() {
 	var (
@@ -42,15 +38,9 @@ func main() {
 	if *quick && !benchutil.FlagSet("sizes") {
 		*sizes = "12x334"
 	}
-	var ss []size
-	for _, s := range benchutil.SplitList(*sizes) {
-		n, p, _ := strings.Cut(s, "x")
-		nodes, err1 := strconv.Atoi(n)
-		parts, err2 := strconv.Atoi(p)
-		if err1 != nil || err2 != nil || nodes < 4 || parts < 1 {
-			log.Fatalf("-sizes: %q is not nodes x partitions (at least 4 nodes)", s)
-		}
-		ss = append(ss, size{nodes, parts})
+	ss, err := benchutil.ParseClusters(*sizes)
+	if err != nil {
+		log.Fatalf("-sizes: %v", err)
 	}
 	run := benchutil.StartRun(benchutil.CommandLine("cd bench && go run ./metadata"))
 	load := [2]float64{benchutil.LoadAvg()}

@@ -450,7 +450,7 @@ func (d *driver) write(ctx context.Context, changed map[string]membership.Placem
 		if w.chunks, err = membership.EncodePlacement(base, w.p); err != nil {
 			return writes, err
 		}
-		n, b := len(w.chunks)+1, 0
+		n, b := len(w.chunks), 0
 		for _, v := range w.chunks {
 			b += len(v)
 		}
@@ -478,9 +478,10 @@ func (d *driver) commit(ctx context.Context, batch []dbWrite) error {
 	var ops []clientv3.Op
 	for _, w := range batch {
 		if w.old.rev != 0 && w.old.chunks == nil {
+			// The one-key form stays, unchanged, as the database's initial
+			// placement: nodes bootstrap new groups from it.
 			key := d.opts.Prefix + membership.PlacementDir + w.db
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.old.rev))
-			ops = append(ops, clientv3.OpDelete(key))
 		}
 		for _, n := range slices.Sorted(maps.Keys(w.chunks)) {
 			key := membership.PlacementKey(d.opts.Prefix, w.db, n)

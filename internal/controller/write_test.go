@@ -15,7 +15,7 @@ import (
 
 // TestAPlacementWriteRewritesOnlyTheChunksThatChanged drives the active
 // controller's writer against etcd: a placement in the older one-key form
-// is rewritten as chunks (the old key deleted in the same transaction),
+// is rewritten as chunks (the old key kept as the initial placement),
 // then a moved partition rewrites its chunk alone, and a chunk another
 // writer changed meanwhile refuses the write and is read again.
 func TestAPlacementWriteRewritesOnlyTheChunksThatChanged(t *testing.T) {
@@ -66,8 +66,8 @@ func TestAPlacementWriteRewritesOnlyTheChunksThatChanged(t *testing.T) {
 	if _, err := d.write(ctx, map[string]membership.Placement{"db": p2}); err != nil {
 		t.Fatal(err)
 	}
-	if w, all := keys(); !slices.Equal(w, []string{"db/00000", "db/00001", "db/00002", "db/00003"}) || all != 4 {
-		t.Fatalf("one-key form rewritten as %v of %d keys, want the 4 chunks alone", w, all)
+	if w, all := keys(); !slices.Equal(w, []string{"db/00000", "db/00001", "db/00002", "db/00003"}) || all != 5 {
+		t.Fatalf("one-key form rewritten as %v of %d keys, want the 4 chunks beside the one key", w, all)
 	}
 
 	p3 := move(p2, 130, "c")
@@ -76,6 +76,14 @@ func TestAPlacementWriteRewritesOnlyTheChunksThatChanged(t *testing.T) {
 	}
 	if w, _ := keys(); !slices.Equal(w, []string{"db/00002"}) {
 		t.Fatalf("moving partition 130 wrote %v, want db/00002 alone", w)
+	}
+	view, err := membership.Open(ctx, c.cli, prefix, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	if init, ok, err := view.InitialPlacement(ctx, "db"); err != nil || !ok || init.Version != 1 || init.Partitions[5].Leader != "a" {
+		t.Fatalf("initial placement after the rewrite as chunks: %v %v, version %d", ok, err, init.Version)
 	}
 	got, ok, err := membership.ReadPlacement(ctx, c.cli, prefix, "db", 0)
 	if err != nil || !ok || got.Version != 3 || got.Partitions[5].Leader != "b" || got.Partitions[130].Leader != "c" || got.Partitions[131].Leader != "a" {

@@ -154,9 +154,14 @@ func (ps *placements) apply(name string, value []byte, create, mod int64) error 
 }
 
 // reassemble recomputes db's placement: its chunks' when complete, else
-// the one-key form's, else none.
+// the one-key form's, else none. A one-key placement rewritten as chunks
+// stays in etcd as the database's initial placement (see InitialPlacement),
+// so its CreateRevision is the placement's.
 func (ps *placements) reassemble(db string) {
 	if rec, ok := assemble(ps.chunks[db]); ok {
+		if old, ok := ps.legacy[db]; ok {
+			rec.CreateRevision = old.CreateRevision
+		}
 		ps.assembled[db] = rec
 	} else if rec, ok := ps.legacy[db]; ok {
 		ps.assembled[db] = rec

@@ -125,6 +125,14 @@ bench-expand:
 bench-placement:
 	cd bench && $(GO) run ./placement $(PLACEMENT_FLAGS)
 
+# Metadata at scale (issue 32): etcd bytes written and bytes a router's
+# watch receives per event (a node joins, goes down; a database is created)
+# at 10,000 and 100,000 replicas, against a real etcd and controller;
+# prints the section of docs/benchmarks/scale.md. METADATA_FLAGS=-quick for a smoke run.
+.PHONY: bench-metadata
+bench-metadata:
+	cd bench && $(GO) run ./metadata $(METADATA_FLAGS)
+
 # The cache tier (issue 31): profile-like reads and updates through a router
 # with no tier, the hot-key cache, and the hot-key cache plus Redis, next to
 # PostgreSQL with Redis in front by hand; writes docs/benchmarks/cache.{md,png}.

@@ -26,6 +26,9 @@ type ClusterInfo struct {
 	Insecure bool `json:"insecure"`
 	// MixedVersions: the live nodes do not all run the same version.
 	MixedVersions bool `json:"mixedVersions,omitempty"`
+	// Next is the cursor of the next page of Partitions when the request
+	// gave a limit and more remain ("" on the last page).
+	Next string `json:"next,omitempty"`
 }
 
 // NodeInfo describes one node in /_cluster.

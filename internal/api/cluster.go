@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,15 +158,91 @@ func parseDuration(v string) (time.Duration, error) {
 	return time.ParseDuration(v)
 }
 
+// cluster answers GET /_cluster: every node and every partition, or with
+// ?database= and ?node= the partitions of one database or with a replica
+// on one node, and with ?limit= a page of them continued from ?cursor=
+// (the answer's next), so a large cluster is read a page at a time.
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ params) error {
+	q, err := parseClusterPage(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	if s.clusterInfo == nil {
 		return writeJSON(w, http.StatusOK, map[string]any{})
+	}
+	if q.database != "" && s.catalog != nil {
+		if _, err := s.database(r.Context(), q.database); err != nil {
+			return err
+		}
 	}
 	info, err := s.clusterInfo.Info(r.Context())
 	if err != nil {
 		return err
 	}
+	if q.node != "" && !slices.ContainsFunc(info.Nodes, func(n wire.NodeInfo) bool { return n.ID == q.node }) {
+		return problem.New(problem.NotFound, "node %q is not in the cluster", q.node)
+	}
+	info.Partitions, info.Next = q.page(info.Partitions)
 	return writeJSON(w, http.StatusOK, info)
+}
+
+// maxClusterPage bounds ?limit= on GET /_cluster.
+const maxClusterPage = 10000
+
+// clusterPage is the selection of GET /_cluster's partitions.
+type clusterPage struct {
+	database, node string
+	limit          int // 0: all
+	// after is the cursor: the page starts after this partition.
+	after *partitionRef
+}
+
+type partitionRef struct {
+	db string
+	p  int
+}
+
+func parseClusterPage(v url.Values) (clusterPage, error) {
+	q := clusterPage{database: v.Get("database"), node: v.Get("node")}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxClusterPage {
+			return q, problem.Field(problem.Malformed, "limit", "limit must be 1 to %d, not %q", maxClusterPage, l)
+		}
+		q.limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		db, num, ok := strings.Cut(c, "/")
+		p, err := strconv.Atoi(num)
+		if !ok || db == "" || err != nil || p < 0 {
+			return q, problem.Field(problem.Malformed, "cursor", "cursor %q is not a next from an earlier answer", c)
+		}
+		q.after = &partitionRef{db, p}
+	}
+	return q, nil
+}
+
+// page selects from partitions (sorted by database, then partition) and
+// returns the cursor of the next page ("" on the last).
+func (q clusterPage) page(partitions []wire.PartitionInfo) ([]wire.PartitionInfo, string) {
+	out := []wire.PartitionInfo{}
+	for _, pi := range partitions {
+		if q.database != "" && pi.Database != q.database {
+			continue
+		}
+		if q.node != "" && !slices.Contains(pi.Replicas, q.node) && !slices.ContainsFunc(pi.Members, func(m wire.ReplicaInfo) bool { return m.Node == q.node }) {
+			continue
+		}
+		if a := q.after; a != nil && (pi.Database < a.db || pi.Database == a.db && pi.Partition <= a.p) {
+			continue
+		}
+		if q.limit > 0 && len(out) == q.limit {
+			last := out[len(out)-1]
+			return out, last.Database + "/" + strconv.Itoa(last.Partition)
+		}
+		out = append(out, pi)
+	}
+	return out, ""
 }
 
 // internalReplicas answers this node's replicas, for another node's

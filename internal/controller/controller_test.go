@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -148,15 +147,11 @@ func (c *cluster) candidates() []string {
 // may trail the controller's writes).
 func (c *cluster) placed(db string) membership.Placement {
 	c.t.Helper()
-	resp, err := c.cli.Get(context.Background(), prefix+membership.PlacementDir+db)
-	if err != nil || len(resp.Kvs) != 1 {
-		c.t.Fatalf("placement of %s: %v, %v", db, resp, err)
+	rec, ok, err := membership.ReadPlacement(context.Background(), c.cli, prefix, db, 0)
+	if err != nil || !ok {
+		c.t.Fatalf("placement of %s: %v, %v", db, ok, err)
 	}
-	var p membership.Placement
-	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
-		c.t.Fatal(err)
-	}
-	return p
+	return rec.Placement
 }
 
 // roundLog records a controller's planning rounds (Options.onRound): the
@@ -251,15 +246,20 @@ func record(t *testing.T, cli *clientv3.Client) *recorder {
 		for resp := range wch {
 			r.mu.Lock()
 			for _, ev := range resp.Events {
-				var p membership.Placement
-				if err := json.Unmarshal(ev.Kv.Value, &p); err != nil {
-					continue
-				}
-				db := strings.TrimPrefix(string(ev.Kv.Key), prefix+membership.PlacementDir)
+				// A write changes some chunks of a database's placement:
+				// record the whole placement as of that write.
+				db, _, _ := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), prefix+membership.PlacementDir), "/")
 				if n := len(r.writes); n == 0 || r.writes[n-1].rev != ev.Kv.ModRevision {
 					r.writes = append(r.writes, write{rev: ev.Kv.ModRevision, at: time.Now(), placements: map[string]membership.Placement{}})
 				}
-				r.writes[len(r.writes)-1].placements[db] = p
+				if _, seen := r.writes[len(r.writes)-1].placements[db]; seen {
+					continue
+				}
+				rec, ok, err := membership.ReadPlacement(ctx, cli, prefix, db, ev.Kv.ModRevision)
+				if err != nil || !ok {
+					continue
+				}
+				r.writes[len(r.writes)-1].placements[db] = rec.Placement
 			}
 			r.mu.Unlock()
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -73,7 +74,10 @@ type nodeRecord struct {
 
 type writtenPlacement struct {
 	membership.Placement
-	rev int64 // ModRevision of the key; 0 if absent
+	rev int64 // ModRevision of its latest key; 0 if absent
+	// chunks is the ModRevision of each chunk's key (membership.PlacementKey),
+	// nil while the placement is absent or in the older one-key form.
+	chunks []int64
 }
 
 func newDriver(ctx context.Context, cli *clientv3.Client, self string, e *concurrency.Election, opts Options, log *slog.Logger) (*driver, error) {
@@ -274,7 +278,7 @@ func sameProgress(a, b membership.Rebalance) bool {
 func (d *driver) syncWritten() {
 	for db, rec := range d.view.Placements() {
 		if rec.ModRevision > d.written[db].rev {
-			d.written[db] = writtenPlacement{Placement: rec.Placement, rev: rec.ModRevision}
+			d.written[db] = writtenPlacement{Placement: rec.Placement, rev: rec.ModRevision, chunks: rec.Revisions}
 		}
 	}
 }
@@ -415,49 +419,79 @@ func (d *driver) judgeNodes(now time.Time, cur placement.Placement) ([]placement
 	return nodes, max(next, 10*time.Millisecond)
 }
 
-// write stores the changed placements: one transaction for all of them
-// (several only past etcd's limits), fenced by the election and by each
-// key's revision.
+// write stores the chunks of the changed placements that changed: one
+// transaction for all of them (several only past etcd's limits, never
+// splitting a database), fenced by the election and by each key's
+// revision.
 func (d *driver) write(ctx context.Context, changed map[string]membership.Placement) (writes int, err error) {
 	dbs := make([]string, 0, len(changed))
 	for db := range changed {
 		dbs = append(dbs, db)
 	}
 	sort.Strings(dbs)
-	for len(dbs) > 0 {
-		var batch []string
-		var vals []string
-		size := 0
-		for len(dbs) > 0 && len(batch) < txnOps {
-			val, err := json.Marshal(changed[dbs[0]])
-			if err != nil {
-				return writes, err
-			}
-			if len(batch) > 0 && size+len(val) > txnBytes {
-				break
-			}
-			size += len(val)
-			batch, vals, dbs = append(batch, dbs[0]), append(vals, string(val)), dbs[1:]
+	var batch []dbWrite
+	ops, size := 0, 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
 		}
 		writes++
-		if err := d.commit(ctx, batch, vals, changed); err != nil {
+		err := d.commit(ctx, batch)
+		batch, ops, size = nil, 0, 0
+		return err
+	}
+	for _, db := range dbs {
+		w := dbWrite{db: db, p: changed[db], old: d.written[db]}
+		// A placement in the one-key form is rewritten whole, as chunks.
+		base := w.old.Placement
+		if w.old.chunks == nil {
+			base = membership.Placement{}
+		}
+		if w.chunks, err = membership.EncodePlacement(base, w.p); err != nil {
 			return writes, err
 		}
+		n, b := len(w.chunks), 0
+		for _, v := range w.chunks {
+			b += len(v)
+		}
+		if len(batch) > 0 && (ops+n > txnOps || size+b > txnBytes) {
+			if err := flush(); err != nil {
+				return writes, err
+			}
+		}
+		batch, ops, size = append(batch, w), ops+n, size+b
 	}
-	return writes, nil
+	return writes, flush()
 }
 
-func (d *driver) commit(ctx context.Context, batch, vals []string, changed map[string]membership.Placement) error {
+// dbWrite is one database's share of a transaction: the values of the
+// chunks that changed, over what this controller last saw.
+type dbWrite struct {
+	db     string
+	p      membership.Placement
+	old    writtenPlacement
+	chunks map[int]string
+}
+
+func (d *driver) commit(ctx context.Context, batch []dbWrite) error {
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(d.e.Key()), "=", d.e.Rev())}
-	ops := make([]clientv3.Op, 0, len(batch))
-	for i, db := range batch {
-		key := d.opts.Prefix + membership.PlacementDir + db
-		if rev := d.written[db].rev; rev == 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	var ops []clientv3.Op
+	for _, w := range batch {
+		if w.old.rev != 0 && w.old.chunks == nil {
+			// The one-key form stays, unchanged, as the database's initial
+			// placement: nodes bootstrap new groups from it.
+			key := d.opts.Prefix + membership.PlacementDir + w.db
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.old.rev))
 		}
-		ops = append(ops, clientv3.OpPut(key, vals[i]))
+		for _, n := range slices.Sorted(maps.Keys(w.chunks)) {
+			key := membership.PlacementKey(d.opts.Prefix, w.db, n)
+			if n < len(w.old.chunks) {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.old.chunks[n]))
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+			}
+			ops = append(ops, clientv3.OpPut(key, w.chunks[n]))
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -472,27 +506,32 @@ func (d *driver) commit(ctx context.Context, batch, vals []string, changed map[s
 		// Someone else wrote a placement: read it and plan again.
 		return d.reload(ctx, batch)
 	}
-	for _, db := range batch {
-		d.written[db] = writtenPlacement{Placement: changed[db], rev: resp.Header.Revision}
+	for _, w := range batch {
+		chunks := slices.Clone(w.old.chunks)
+		if chunks == nil {
+			chunks = make([]int64, membership.Chunks(len(w.p.Partitions)))
+		}
+		for n := range w.chunks {
+			chunks[n] = resp.Header.Revision
+		}
+		d.written[w.db] = writtenPlacement{Placement: w.p, rev: resp.Header.Revision, chunks: chunks}
 	}
 	return nil
 }
 
-func (d *driver) reload(ctx context.Context, dbs []string) error {
-	for _, db := range dbs {
-		resp, err := d.cli.Get(ctx, d.opts.Prefix+membership.PlacementDir+db)
+func (d *driver) reload(ctx context.Context, batch []dbWrite) error {
+	var dbs []string
+	for _, w := range batch {
+		rec, ok, err := membership.ReadPlacement(ctx, d.cli, d.opts.Prefix, w.db, 0)
 		if err != nil {
 			return err
 		}
-		if len(resp.Kvs) == 0 {
-			delete(d.written, db)
-			continue
+		if !ok {
+			delete(d.written, w.db)
+		} else {
+			d.written[w.db] = writtenPlacement{Placement: rec.Placement, rev: rec.ModRevision, chunks: rec.Revisions}
 		}
-		var p membership.Placement
-		if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
-			return fmt.Errorf("placement of %s: %w", db, err)
-		}
-		d.written[db] = writtenPlacement{Placement: p, rev: resp.Kvs[0].ModRevision}
+		dbs = append(dbs, w.db)
 	}
 	return fmt.Errorf("placements of %v changed concurrently; planning again", dbs)
 }

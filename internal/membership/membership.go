@@ -5,7 +5,8 @@
 // Layout under the prefix (next to the catalog's db/ and table/):
 //
 //	{prefix}/nodes/{id}       JSON Node, under a lease: the node is alive while the key exists
-//	{prefix}/placement/{db}   JSON Placement, written by the active controller
+//	{prefix}/placement/{db}/{n}  chunk n of db's Placement (PlacementChunk partitions), written by
+//	                          the active controller: a change rewrites only the chunks it touches
 //	{prefix}/leaders/{id}     JSON Leaderships: the partitions node id leads, rewritten in batches
 //	{prefix}/groups/{id}      JSON Groups: the Raft configuration of each partition node id leads,
 //	                          under the node's lease, written in the same batches

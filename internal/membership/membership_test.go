@@ -99,7 +99,7 @@ func TestPlacementIsCreatedOnceAndItsFirstVersionKept(t *testing.T) {
 	if ok, err := CreatePlacement(ctx, cli, "/t", "db", Placement{Version: 1}); err != nil || ok {
 		t.Fatalf("second create: %v %v, want refused", ok, err)
 	}
-	if _, err := cli.Put(ctx, "/t"+PlacementDir+"db", `{"version":2,"partitions":[{"replicas":["a","b","d"],"leader":"d"}]}`); err != nil {
+	if _, err := cli.Put(ctx, PlacementKey("/t", "db", 0), `{"version":2,"partitions":1,"placements":[{"replicas":["a","b","d"],"leader":"d"}]}`); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "version 2 seen", func() bool {

@@ -2,7 +2,6 @@ package membership
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -26,7 +25,7 @@ type View struct {
 	mu         sync.RWMutex
 	nodes      map[string]Node
 	byRaft     map[uint64]string
-	placements map[string]PlacementRecord
+	placements placements
 	initial    map[initialKey]Placement // databases' first placements, read once
 	leaders    map[string]Leaderships   // by node id
 	groups     map[string]Groups        // by node id
@@ -38,13 +37,18 @@ type View struct {
 	wg     sync.WaitGroup
 }
 
-// PlacementRecord is a placement with the etcd revisions of its key.
+// PlacementRecord is a placement with the etcd revisions of its keys.
 type PlacementRecord struct {
 	Placement
-	// CreateRevision is the revision that first wrote the key: the
-	// placement as of that revision is the database's initial placement.
+	// CreateRevision is the revision from which etcd held the whole
+	// placement: the placement as of that revision is the database's
+	// initial placement.
 	CreateRevision int64
-	ModRevision    int64
+	// ModRevision is the latest revision that wrote any of its keys.
+	ModRevision int64
+	// Revisions is the ModRevision of each chunk's key (PlacementKey), or
+	// nil for a placement in the older one-key form.
+	Revisions []int64
 }
 
 // Open loads the current state and watches it until Close.
@@ -52,7 +56,7 @@ func Open(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Lo
 	v := &View{
 		cli: cli, prefix: prefix, log: log.With("component", "membership"),
 		nodes: map[string]Node{}, byRaft: map[uint64]string{},
-		placements: map[string]PlacementRecord{}, leaders: map[string]Leaderships{}, groups: map[string]Groups{},
+		placements: newPlacements(), leaders: map[string]Leaderships{}, groups: map[string]Groups{},
 		intents: map[string]Intent{},
 		initial: map[initialKey]Placement{},
 	}
@@ -98,7 +102,7 @@ func (v *View) load(ctx context.Context, dir string) (int64, error) {
 		clear(v.nodes)
 		clear(v.byRaft)
 	case PlacementDir:
-		clear(v.placements)
+		v.placements.clear()
 	case LeadersDir:
 		clear(v.leaders)
 	case GroupsDir:
@@ -167,16 +171,15 @@ func (v *View) applyLocked(dir string, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 		v.nodes[name] = n
 		v.byRaft[RaftID(name)] = name
 	case PlacementDir:
-		delete(v.placements, name)
+		value := kv.Value
 		if del {
-			return
+			value = nil
+		} else if value == nil {
+			value = []byte{}
 		}
-		p, err := decode[Placement](kv.Value)
-		if err != nil {
+		if err := v.placements.apply(name, value, kv.CreateRevision, kv.ModRevision); err != nil {
 			v.log.Warn("ignoring malformed placement", "key", string(kv.Key), "err", err)
-			return
 		}
-		v.placements[name] = PlacementRecord{Placement: p, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision}
 	case LeadersDir:
 		delete(v.leaders, name)
 		if del {
@@ -267,7 +270,7 @@ func (v *View) NodeByRaft(raft uint64) (Node, bool) {
 func (v *View) Placement(db string) (PlacementRecord, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	p, ok := v.placements[db]
+	p, ok := v.placements.assembled[db]
 	return p, ok
 }
 
@@ -275,8 +278,8 @@ func (v *View) Placement(db string) (PlacementRecord, bool) {
 func (v *View) Placements() map[string]PlacementRecord {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	out := make(map[string]PlacementRecord, len(v.placements))
-	for k, p := range v.placements {
+	out := make(map[string]PlacementRecord, len(v.placements.assembled))
+	for k, p := range v.placements.assembled {
 		out[k] = p
 	}
 	return out
@@ -374,29 +377,33 @@ type initialKey struct {
 }
 
 func (v *View) readInitial(ctx context.Context, db string, rev int64) (Placement, bool, error) {
-	resp, err := v.cli.Get(ctx, v.prefix+PlacementDir+db, clientv3.WithRev(rev))
+	rec, ok, err := ReadPlacement(ctx, v.cli, v.prefix, db, rev)
 	if err != nil {
 		if strings.Contains(err.Error(), "compacted") {
 			return Placement{}, false, nil
 		}
 		return Placement{}, false, err
 	}
-	if len(resp.Kvs) == 0 {
-		return Placement{}, false, nil
-	}
-	p, err := decode[Placement](resp.Kvs[0].Value)
-	return p, err == nil, err
+	return rec.Placement, ok, nil
 }
 
 // CreatePlacement writes db's placement if it has none and reports whether
 // it did.
 func CreatePlacement(ctx context.Context, cli *clientv3.Client, prefix, db string, p Placement) (bool, error) {
-	val, err := json.Marshal(p)
+	vals, err := EncodePlacement(Placement{}, p)
 	if err != nil {
 		return false, err
 	}
-	key := prefix + PlacementDir + db
-	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, string(val))).Commit()
+	// Chunks are written together, so chunk 0 stands for them all.
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(prefix+PlacementDir+db), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(PlacementKey(prefix, db, 0)), "=", 0),
+	}
+	var ops []clientv3.Op
+	for n := range Chunks(len(p.Partitions)) {
+		ops = append(ops, clientv3.OpPut(PlacementKey(prefix, db, n), vals[n]))
+	}
+	resp, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return false, err
 	}

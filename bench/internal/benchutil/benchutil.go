@@ -130,3 +130,26 @@ func Unset(defaults map[string]func()) {
 		}
 	}
 }
+
+// Cluster is a cluster's size in a scale benchmark: nodes in three
+// zones, partitions of three replicas.
+type Cluster struct{ Nodes, Partitions int }
+
+// Replicas is the cluster's partition replicas.
+func (c Cluster) Replicas() int { return 3 * c.Partitions }
+
+// ParseClusters reads a comma-separated list of nodes x partitions
+// ("100x3334,1000x33334").
+func ParseClusters(s string) ([]Cluster, error) {
+	var out []Cluster
+	for _, c := range SplitList(s) {
+		n, p, ok := strings.Cut(c, "x")
+		nodes, err1 := strconv.Atoi(n)
+		parts, err2 := strconv.Atoi(p)
+		if !ok || err1 != nil || err2 != nil || nodes < 1 || parts < 1 {
+			return nil, fmt.Errorf("%q is not nodes x partitions", c)
+		}
+		out = append(out, Cluster{nodes, parts})
+	}
+	return out, nil
+}

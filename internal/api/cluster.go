@@ -109,7 +109,8 @@ func copyAnswer(w http.ResponseWriter, resp *http.Response) error {
 // quorum.
 func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFunc, error) {
 	d := s.cfg.RequestTimeout
-	if v := r.Header.Get(headerTimeout); v != "" {
+	if vs, ok := r.Header[headerTimeout]; ok {
+		v := vs[0]
 		t, ok := parseDuration(positiveDurationPattern, v)
 		if !ok {
 			return r, func() {}, problem.Field(problem.Malformed, headerTimeout, "%s %q is not a positive duration (e.g. 2s, 500ms)", headerTimeout, v)
@@ -140,7 +141,8 @@ type catalogSince struct{}
 // X-Doppio-Staleness allows an older answer.
 func access(r *http.Request) (replicas.Access, error) {
 	a := replicas.Access{Read: true}
-	if v := r.Header.Get(headerStaleness); v != "" {
+	if vs, ok := r.Header[headerStaleness]; ok {
+		v := vs[0]
 		d, ok := parseDuration(durationPattern, v)
 		if !ok {
 			return a, problem.Field(problem.Malformed, headerStaleness, "%s %q is not a duration (e.g. 5s, 250ms)", headerStaleness, v)

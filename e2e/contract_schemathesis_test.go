@@ -77,12 +77,7 @@ const schemathesisExamples = "3"
 // of the status, headers and schema the document declares.
 func TestSchemathesisFindsNoContractFailure(t *testing.T) {
 	venv := pyvenv.Prepare(t, "schemathesis", schemathesisTools)
-	n := startDev(t, t.TempDir())
-	doc := n.must(200, "GET", "/_openapi", nil)
-	file := filepath.Join(t.TempDir(), "openapi.yaml")
-	if err := os.WriteFile(file, doc, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	n, file := devWithOpenAPI(t)
 	config := filepath.Join(t.TempDir(), "schemathesis.toml")
 	if err := os.WriteFile(config, []byte(schemathesisConfig), 0o644); err != nil {
 		t.Fatal(err)

@@ -17,12 +17,19 @@ const contractTools = "openapi-spec-validator==0.9.0\n"
 // user would before generating.
 func TestServedOpenAPIIsAValidContract(t *testing.T) {
 	venv := pyvenv.Prepare(t, "contract", contractTools)
+	_, file := devWithOpenAPI(t)
+	out := venv.Run(t, venv.Bin("openapi-spec-validator"), nil, file)
+	t.Logf("openapi-spec-validator: %s", out)
+}
+
+// devWithOpenAPI starts a doppio dev and writes the document it serves at
+// /_openapi to a file, as a generator's user would fetch it.
+func devWithOpenAPI(t *testing.T) (*devNode, string) {
 	n := startDev(t, t.TempDir())
 	doc := n.must(200, "GET", "/_openapi", nil)
 	file := filepath.Join(t.TempDir(), "openapi.yaml")
 	if err := os.WriteFile(file, doc, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := venv.Run(t, venv.Bin("openapi-spec-validator"), nil, file)
-	t.Logf("openapi-spec-validator: %s", out)
+	return n, file
 }

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/doppio-db/doppio/internal/partition"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/catalog"
 	"github.com/doppio-db/doppio/internal/lazyctx"
+	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/peer"
 	"github.com/doppio-db/doppio/internal/problem"
 	"github.com/doppio-db/doppio/internal/replicas"
@@ -108,12 +110,13 @@ func copyAnswer(w http.ResponseWriter, resp *http.Response) error {
 // quorum.
 func (s *Server) withDeadline(r *http.Request) (*http.Request, context.CancelFunc, error) {
 	d := s.cfg.RequestTimeout
-	if v := r.Header.Get(headerTimeout); v != "" {
-		t, err := parseDuration(v)
-		if err != nil || t <= 0 {
+	if vs, ok := r.Header[headerTimeout]; ok {
+		v := vs[0]
+		t, ok := parseDuration(positiveDurationPattern, v)
+		if !ok {
 			return r, func() {}, problem.Field(problem.Malformed, headerTimeout, "%s %q is not a positive duration (e.g. 2s, 500ms)", headerTimeout, v)
 		}
-		d = min(d, t)
+		d = min(d, max(t, 1))
 	}
 	ctx, cancel := lazyctx.WithTimeout(r.Context(), d)
 	if v := r.Header.Get(headerCatalogRevision); v != "" { // only forwarded requests carry it
@@ -139,9 +142,10 @@ type catalogSince struct{}
 // X-Doppio-Staleness allows an older answer.
 func access(r *http.Request) (replicas.Access, error) {
 	a := replicas.Access{Read: true}
-	if v := r.Header.Get(headerStaleness); v != "" {
-		d, err := parseDuration(v)
-		if err != nil || d < 0 {
+	if vs, ok := r.Header[headerStaleness]; ok {
+		v := vs[0]
+		d, ok := parseDuration(durationPattern, v)
+		if !ok {
 			return a, problem.Field(problem.Malformed, headerStaleness, "%s %q is not a duration (e.g. 5s, 250ms)", headerStaleness, v)
 		}
 		a.Staleness = d
@@ -149,13 +153,32 @@ func access(r *http.Request) (replicas.Access, error) {
 	return a, nil
 }
 
-// parseDuration takes a Go duration or a number of seconds.
-func parseDuration(v string) (time.Duration, error) {
+// The grammar of X-Doppio-Timeout (positive) and X-Doppio-Staleness,
+// the same patterns the OpenAPI document declares: seconds as a plain
+// number, or a Go duration of unsigned components ("1m30s", "500ms").
+var (
+	durationPattern         = regexp.MustCompile(`^(?:[0-9]+(?:\.[0-9]+)?|(?:[0-9]+(?:\.[0-9]+)?(?:ns|us|µs|ms|s|m|h))+)$`)
+	positiveDurationPattern = regexp.MustCompile(`^(?:[0-9]*[1-9][0-9]*(?:\.[0-9]+)?|0+\.[0-9]*[1-9][0-9]*)(?:(?:ns|us|µs|ms|s|m|h)(?:[0-9]+(?:\.[0-9]+)?(?:ns|us|µs|ms|s|m|h))*)?$`)
+)
+
+// parseDuration reads a value of pattern; one too long for a Duration
+// saturates, as both headers only ever shorten or widen to a bound.
+func parseDuration(pattern *regexp.Regexp, v string) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
-	if n, err := strconv.ParseFloat(v, 64); err == nil {
-		return time.Duration(n * float64(time.Second)), nil
+	if !pattern.MatchString(v) {
+		return 0, false
 	}
-	return time.ParseDuration(v)
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if n*float64(time.Second) >= math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		return time.Duration(n * float64(time.Second)), true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return math.MaxInt64, true
+	}
+	return d, true
 }
 
 // cluster answers GET /_cluster: every node and every partition, or with

@@ -1,12 +1,14 @@
 package api
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/doppio-db/doppio/internal/problem"
 )
@@ -143,5 +145,38 @@ func TestOpenAPIDeclaresEveryHeader(t *testing.T) {
 		case !declared[h]:
 			t.Errorf("header %s is not declared by any operation or response", h)
 		}
+	}
+}
+
+// TestOpenAPIDurationPatternsAreTheServers holds the patterns the
+// document declares for the duration headers equal to the ones the
+// server parses them by, so a generator's valid value is never refused.
+func TestOpenAPIDurationPatternsAreTheServers(t *testing.T) {
+	doc := parseOpenAPI(t)
+	for param, want := range map[string]*regexp.Regexp{"Timeout": positiveDurationPattern, "Staleness": durationPattern} {
+		got, err := lookup(doc, "#/components/parameters/"+param+"/schema/pattern")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want.String() {
+			t.Errorf("%s pattern %q, the server's %q", param, got, want)
+		}
+	}
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"2s", 2 * time.Second, true}, {"1m30s", 90 * time.Second, true}, {"1.5", 1500 * time.Millisecond, true},
+		{"0.5s", 500 * time.Millisecond, true}, {"99999999999h", math.MaxInt64, true},
+		{"0s", 0, false}, {"0", 0, false}, {"-1s", 0, false}, {"NaN", 0, false}, {"1e3", 0, false}, {"2 s", 0, false},
+	} {
+		got, ok := parseDuration(positiveDurationPattern, c.v)
+		if got != c.want || ok != c.ok {
+			t.Errorf("positive %q: %v %v, want %v %v", c.v, got, ok, c.want, c.ok)
+		}
+	}
+	if d, ok := parseDuration(durationPattern, "0"); d != 0 || !ok {
+		t.Errorf("staleness \"0\": %v %v, want 0 true", d, ok)
 	}
 }

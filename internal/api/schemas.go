@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,10 @@ func decodeStrict(r *http.Request, limit int64, v any) error {
 
 // decodeStrictBody is decodeStrict of a body already read.
 func decodeStrictBody(body []byte, v any) error {
+	body, err := conform(body, reflect.TypeOf(v).Elem())
+	if err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()

@@ -68,6 +68,15 @@ func ParseCacheSettings(raw json.RawMessage) (*CacheSettings, error) {
 	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, nil
 	}
+	// A member given as null is a mistake, not a request for its default.
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) == nil {
+		for _, k := range []string{"ttl", "bootstrapEvery"} {
+			if bytes.Equal(members[k], []byte("null")) {
+				return nil, problem.Field(problem.Malformed, "cache."+k, "cache.%s must be a duration, not null", k)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var v cacheJSON

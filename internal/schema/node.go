@@ -197,7 +197,10 @@ func noNullTypes(v any) error {
 		}
 		switch typ {
 		case "record", "error":
-			fields, _ := t["fields"].([]any)
+			fields, ok := t["fields"].([]any)
+			if !ok {
+				return errors.New("a record's fields are a JSON array")
+			}
 			for _, f := range fields {
 				if fm, ok := f.(map[string]any); ok {
 					if err := noNullTypes(fm["type"]); err != nil {

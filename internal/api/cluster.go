@@ -227,6 +227,11 @@ type partitionRef struct {
 
 func parseClusterPage(v url.Values) (clusterPage, error) {
 	q := clusterPage{database: v.Get("database"), node: v.Get("node")}
+	for _, name := range []string{"database", "node", "limit", "cursor"} {
+		if v.Has(name) && v.Get(name) == "" {
+			return q, problem.Field(problem.Malformed, name, "%s is empty: give a value or leave the parameter out", name)
+		}
+	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > maxClusterPage {

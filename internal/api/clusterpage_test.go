@@ -36,7 +36,11 @@ func TestClusterPartitionsArePagedAndFiltered(t *testing.T) {
 	var pages [][]int
 	cursor := ""
 	for range 3 {
-		a := send(t, "GET", "/_cluster?database="+db+"&limit=3&cursor="+url.QueryEscape(cursor), nil)
+		path := "/_cluster?database=" + db + "&limit=3"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		a := send(t, "GET", path, nil)
 		expect(t, a, 200, "a page")
 		var page wire.ClusterInfo
 		if err := json.Unmarshal(a.body, &page); err != nil {
@@ -73,6 +77,10 @@ func TestClusterPartitionsArePagedAndFiltered(t *testing.T) {
 		{"cursor=" + db + "/-1", "malformed", "cursor"},
 		{"database=nosuchdb", "not-found", ""},
 		{"node=nosuchnode", "not-found", ""},
+		{"node=", "malformed", "node"},
+		{"database=", "malformed", "database"},
+		{"limit=", "malformed", "limit"},
+		{"cursor=", "malformed", "cursor"},
 	} {
 		expectProblem(t, send(t, "GET", "/_cluster?"+c.query, nil), map[string]int{"malformed": 400, "not-found": 404}[c.slug], c.slug, c.field, c.query)
 	}

@@ -19,7 +19,9 @@ func (l loadReplicas) Leading(db string, p int) (bulkload.Partition, bool) {
 	if !ok || g.Removed() {
 		return nil, false
 	}
-	if lead, _ := g.Leader(); lead != l.self {
+	// Ready, not only leading: a new leader may not have applied every
+	// committed entry yet, and its load mark would read stale.
+	if lead, ready := g.Leader(); lead != l.self || !ready {
 		return nil, false
 	}
 	return loadPartition{rep}, true

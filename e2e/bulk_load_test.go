@@ -20,10 +20,8 @@ import (
 	"github.com/doppio-db/doppio/client/wire"
 	"github.com/doppio-db/doppio/internal/bulk"
 	"github.com/doppio-db/doppio/internal/bulk/builder"
-	"github.com/doppio-db/doppio/internal/keys"
 	"github.com/doppio-db/doppio/internal/partition"
 	"github.com/doppio-db/doppio/internal/schema"
-	"github.com/doppio-db/doppio/internal/storage"
 )
 
 const bulkSchema = `{"type":"record","name":"M","fields":[{"name":"body","type":"string"},{"name":"n","type":"long"},{"name":"tag","type":"string","index":"attribute"}]}`
@@ -75,8 +73,7 @@ type loadedWrite struct {
 // present, every acknowledged write intact (a write to a loaded key is
 // never overwritten by a chunk applied before it), replicas identical and
 // the index answering as a scan does. The same cluster then loads a
-// build over http, replaces a table (replaceOnCluster) and fails a
-// replace after it staged (discardOnCluster).
+// build over http and replaces a table (replaceOnCluster).
 func TestBulkLoadSurvivesKill9UnderConcurrentWrites(t *testing.T) {
 	const partitions, records = 4, 8000
 	nodes := startCluster(t)
@@ -319,7 +316,6 @@ func TestBulkLoadSurvivesKill9UnderConcurrentWrites(t *testing.T) {
 	}
 	loadOverHTTP(t, n1, partitions)
 	replaceOnCluster(t, nodes, partitions)
-	discardOnCluster(t, nodes, partitions)
 }
 
 // loadOverHTTP loads a build of B.M served by a plain static file server
@@ -470,130 +466,4 @@ func replaceOnCluster(t *testing.T, nodes []*clusterNode, partitions int) {
 		t.Fatalf("doppio check B after the replace exited %d:\n%s", code, out)
 	}
 	t.Logf("replace: %d listings old, %d new; %d of %d writes to g5 replaced", olds.Load(), news.Load(), cut, len(acked))
-}
-
-// discardOnCluster replaces B.S, which holds o00…o39, by a build whose
-// files change once a partition has staged a chunk, and kills -9 that
-// partition's leader: its new leader refuses its copy, the partition and
-// the load fail, and every partition either swapped or holds what it
-// held, with its staging deleted from every replica's store. It stops
-// the cluster.
-func discardOnCluster(t *testing.T, nodes []*clusterNode, partitions int) {
-	t.Helper()
-	began := time.Now()
-	n1 := nodes[0]
-	n1.must(201, "PUT", "/_schemas/B/S", map[string]any{"key": []map[string]string{{"name": "id", "type": "string"}}, "schema": json.RawMessage(bulkSchema)})
-	for o := range 40 {
-		n1.must(201, "PUT", fmt.Sprintf("/B/S/o%02d", o), map[string]any{"body": "old", "n": -1, "tag": "o"})
-	}
-	// About 2.4 MB a partition: three chunks, four seconds apart.
-	const records = 6400
-	dir := buildBulk(t, "S", partitions, records)
-	m, err := bulk.ReadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l wire.Load
-	if err := json.Unmarshal(n1.must(202, "POST", "/_bulk/loads", map[string]any{"source": dir, "mode": "replace", "throttle": 256 << 10}), &l); err != nil {
-		t.Fatal(err)
-	}
-	staged := -1
-	waitFor(t, 60*time.Second, "a partition staged a chunk", func() (bool, string) {
-		json.Unmarshal(n1.must(200, "GET", "/_bulk/loads/"+l.ID, nil), &l)
-		for _, p := range l.Partitions {
-			if p.State == wire.PartLoading && p.Bytes > 0 {
-				staged = p.Partition
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%s %+v", l.State, l.Partitions)
-	})
-	for _, f := range m.Files {
-		path := filepath.Join(dir, f.Path)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)-3] ^= 0xff
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var victim *clusterNode
-	for _, p := range clusterInfo(t, n1).Partitions {
-		if p.Partition == staged {
-			victim = nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id == p.Leader })]
-		}
-	}
-	alive := nodes[(slices.Index(nodes, victim)+1)%len(nodes)]
-	victim.kill()
-	time.Sleep(time.Second)
-	victim.restart(t)
-
-	waitFor(t, 120*time.Second, "the load failed and its staging discarded", func() (bool, string) {
-		json.Unmarshal(alive.must(200, "GET", "/_bulk/loads/"+l.ID, nil), &l)
-		return l.State == wire.LoadFailed && l.Discarding == 0, fmt.Sprintf("%s discarding %d %+v", l.State, l.Discarding, l.Partitions)
-	})
-	swapped := map[int]bool{}
-	for _, p := range l.Partitions {
-		switch {
-		case p.State == wire.PartDone && p.Staging == "":
-			swapped[p.Partition] = true
-		case p.State == wire.PartFailed && (p.Staging == wire.StagingDiscarded || p.Partition != staged):
-		default:
-			t.Fatalf("partition %d ended %s, staging %q (partition %d staged when its leader died)", p.Partition, p.State, p.Staging, staged)
-		}
-	}
-	if out, code := runCLI(t, alive.addr, "bulk", "status", l.ID); code != 0 || !strings.Contains(out, "staging discarded") {
-		t.Fatalf("doppio bulk status exited %d:\n%s", code, out)
-	}
-	partitionOf := func(id string) int {
-		pk, _ := keys.EncodeTuple(keys.Tuple{id})
-		return keys.PartitionOf(pk, partitions)
-	}
-	for o := range 40 {
-		id := fmt.Sprintf("o%02d", o)
-		if status, _, _ := alive.do("GET", "/B/S/"+id, nil); (status == 200) != !swapped[partitionOf(id)] {
-			t.Fatalf("%s, of partition %d (swapped: %v), answers %d", id, partitionOf(id), swapped[partitionOf(id)], status)
-		}
-	}
-	for i := 0; i < records; i += 50 {
-		id := fmt.Sprintf("k%05d", i)
-		if status, _, _ := alive.do("GET", "/B/S/"+id, nil); (status == 200) != swapped[partitionOf(id)] {
-			t.Fatalf("%s, of partition %d (swapped: %v), answers %d", id, partitionOf(id), swapped[partitionOf(id)], status)
-		}
-	}
-	if out, code := runCLI(t, alive.addr, "check", "B"); code != 0 || !strings.Contains(out, fmt.Sprintf("%d consistent", partitions)) {
-		t.Fatalf("doppio check B after the discard exited %d:\n%s", code, out)
-	}
-
-	staging := partition.StagingTable("S", l.ID)
-	for _, n := range nodes {
-		stopCleanly(t, n)
-	}
-	for _, n := range nodes {
-		e, err := storage.Open(filepath.Join(n.args[slices.Index(n.args, "--data")+1], "pebble"), storage.Options{CacheBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		left := 0
-		for p := range partitions {
-			pp := keys.PartitionPrefix("B", p)
-			for _, start := range [][]byte{pp.Table(staging), pp.IndexTable(staging), pp.AutoIncrement(staging, nil)} {
-				it, err := e.NewIter(start, keys.PrefixEnd(start))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for ok := it.First(); ok; ok = it.Next() {
-					left++
-				}
-				it.Close()
-			}
-		}
-		e.Close()
-		if left != 0 {
-			t.Fatalf("node %s holds %d keys of %s", n.id, left, staging)
-		}
-	}
-	t.Logf("discard: partition %d staged when its leader died; %d of %d partitions swapped; %s", staged, len(swapped), partitions, time.Since(began).Round(time.Second))
 }

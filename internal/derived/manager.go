@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/doppio-db/doppio/client/wire"
@@ -111,7 +112,8 @@ type Manager struct {
 	retired map[string]time.Time
 	// confirmed is when (unix nanos) the last read of the records from
 	// etcd that succeeded began: the cache is at least that current.
-	confirmed atomic.Int64
+	confirmed  atomic.Int64
+	confirming sync.WaitGroup // confirmLoop, waited for by Close
 }
 
 // stored is a record with its ModRevision.
@@ -147,6 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	m.confirming.Add(1)
 	go m.loop(lctx)
 	go m.confirmLoop(lctx)
 	return m, nil
@@ -156,6 +159,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 func (m *Manager) Close() {
 	m.cancel()
 	<-m.done
+	m.confirming.Wait()
 }
 
 // Subscribe returns a channel that receives a value whenever the versions
@@ -280,12 +284,9 @@ func (m *Manager) read(ctx context.Context) (snapshot, bool, error) {
 		k := string(kv.Key)
 		switch {
 		case strings.HasPrefix(k, m.cfg.Prefix+dirTables):
-			var s Store
-			if err := json.Unmarshal(kv.Value, &s); err != nil {
+			if err := m.parseRecord(snap.stores, kv); err != nil {
 				m.cfg.Logger.Warn("derived tables: unreadable record", "key", k, "err", err)
-				continue
 			}
-			snap.stores[strings.TrimPrefix(k, m.cfg.Prefix+dirTables)] = stored{s, kv.ModRevision}
 		case strings.HasPrefix(k, m.cfg.Prefix+dirReports):
 			rest := strings.TrimPrefix(k, m.cfg.Prefix+dirReports)
 			i := strings.LastIndexByte(rest, '/')
@@ -303,6 +304,16 @@ func (m *Manager) read(ctx context.Context) (snapshot, bool, error) {
 		}
 	}
 	return snap, m.merge(snap.stores), nil
+}
+
+// parseRecord adds the table record kv holds to stores, by db/table.
+func (m *Manager) parseRecord(stores map[string]stored, kv *mvccpb.KeyValue) error {
+	var s Store
+	if err := json.Unmarshal(kv.Value, &s); err != nil {
+		return err
+	}
+	stores[strings.TrimPrefix(string(kv.Key), m.cfg.Prefix+dirTables)] = stored{s, kv.ModRevision}
+	return nil
 }
 
 // merge puts the records read into the cache and reports whether any
@@ -338,6 +349,7 @@ func (m *Manager) confirm(start time.Time) {
 // confirmLoop reads the records (not the reports) every quarter of
 // MaxLag, apart from the reconcile loop, whose turns may wait on Raft.
 func (m *Manager) confirmLoop(ctx context.Context) {
+	defer m.confirming.Done()
 	t := time.NewTicker(m.cfg.MaxLag / 4)
 	defer t.Stop()
 	for {
@@ -355,10 +367,7 @@ func (m *Manager) confirmLoop(ctx context.Context) {
 		}
 		stores := map[string]stored{}
 		for _, kv := range resp.Kvs {
-			var s Store
-			if json.Unmarshal(kv.Value, &s) == nil {
-				stores[strings.TrimPrefix(string(kv.Key), m.cfg.Prefix+dirTables)] = stored{s, kv.ModRevision}
-			}
+			_ = m.parseRecord(stores, kv) // read warns of it every turn
 		}
 		m.merge(stores)
 		m.confirm(start)

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,4 +25,25 @@ func TestDatabaseSettingsTakeAnyJSONInteger(t *testing.T) {
 	if view.Partitions != 4 || view.Replicas != 1 || view.Partitioner != "hash" {
 		t.Fatalf("database %+v, want 4 partitions, 1 replica, hash", view)
 	}
+}
+
+// TestOpenAPIKeysParameter: /_openapi serves the document as written by
+// default and for keys=spanning, the generators' form for keys=split, and
+// refuses any other value or parameter with 400.
+func TestOpenAPIKeysParameter(t *testing.T) {
+	whole := send(t, "GET", "/_openapi", nil)
+	expect(t, whole, 200, "the document")
+	if !strings.Contains(string(whole.body), "/{db}/{table}/{key}:") {
+		t.Fatalf("the default document lacks the spanning key path")
+	}
+	if a := send(t, "GET", "/_openapi?keys=spanning", nil); a.status != 200 || string(a.body) != string(whole.body) {
+		t.Fatalf("keys=spanning: %d, same as default: %v", a.status, string(a.body) == string(whole.body))
+	}
+	split := send(t, "GET", "/_openapi?keys=split", nil)
+	expect(t, split, 200, "the split document")
+	if !strings.Contains(string(split.body), "/{db}/{table}/{key1}/{key2}:") || strings.Contains(string(split.body), "/{db}/{table}/{key}:") {
+		t.Fatalf("keys=split did not split the key path")
+	}
+	expect(t, send(t, "GET", "/_openapi?keys=both", nil), 400, "an unknown keys value")
+	expect(t, send(t, "GET", "/_openapi?format=json", nil), 400, "an unknown parameter")
 }

@@ -540,12 +540,6 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request, _ params) error
 	return nil
 }
 
-func (s *Server) openapi(w http.ResponseWriter, r *http.Request, _ params) error {
-	w.Header().Set("Content-Type", "application/yaml")
-	_, err := w.Write(OpenAPI)
-	return err
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {

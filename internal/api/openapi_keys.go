@@ -108,7 +108,7 @@ func splitItem(item map[string]any, n int) (map[string]any, error) {
 		out = append(out, p)
 	}
 	c["parameters"] = out
-	for _, m := range openAPIOperations {
+	for _, m := range openAPIMethods {
 		op, ok := c[m].(map[string]any)
 		if !ok {
 			continue
@@ -119,8 +119,8 @@ func splitItem(item map[string]any, n int) (map[string]any, error) {
 	return c, nil
 }
 
-// openAPIOperations are the method keys of an OpenAPI path item.
-var openAPIOperations = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+// openAPIMethods are the operation keys of an OpenAPI path item.
+var openAPIMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 // keyPartParam is the path parameter of key part i of n.
 func keyPartParam(i, n int) map[string]any {
@@ -130,7 +130,8 @@ func keyPartParam(i, n int) map[string]any {
 		"required": true,
 		"description": fmt.Sprintf("Key part %d of the %d given: all of a table's key parts address one document, "+
 			"leading ones a collection. Parsed by the part's key type (`string`: any non-empty UTF-8, "+
-			"at most 1024 bytes, `/` and every other byte percent-encoded; `int`, `long`: an optional `-` then decimal digits).", i, n),
+			"at most %d bytes, `/` and every other byte percent-encoded; `int`, `long`: an optional `-` then decimal digits).",
+			i, n, schema.MaxKeyStringBytes),
 		"schema": map[string]any{"type": "string", "minLength": 1},
 	}
 }

@@ -11,9 +11,6 @@ import (
 	"github.com/doppio-db/doppio/internal/auth"
 )
 
-// openAPIMethods are the operation keys of an OpenAPI path item.
-var openAPIMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
-
 func parseOpenAPI(t *testing.T) map[string]any {
 	t.Helper()
 	var doc map[string]any
